@@ -1,0 +1,42 @@
+# cri-prober. On a fresh machine, as root:
+#   make demo   the private containerd, a demo pod and what cri-prober sees
+#   make test   everything: lint, unit tests (-race), e2e on real containerd
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GOFILES = $(shell find cmd pkg test hack -name '*.go')
+
+.PHONY: build test test-unit test-e2e lint demo demo-down crictl clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/cri-prober ./cmd/cri-prober
+
+test: lint test-unit test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 ./...
+
+# Starts a private containerd, runs the e2e tests, and stops and cleans it
+# up whatever happens. Pass go test flags with E2E_FLAGS="-run TestExit".
+test-e2e: build
+	hack/e2e.sh $(E2E_FLAGS)
+
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/...
+	hack/verify-imports.sh
+
+demo: build
+	hack/demo.sh
+
+demo-down:
+	hack/containerd-down.sh
+
+crictl:
+	@hack/crictl.sh
+
+clean: demo-down
+	rm -rf bin

@@ -1,0 +1,155 @@
+// Command cri-prober gives containers run by a CRI runtime (containerd) the
+// Kubernetes liveness, readiness and startup probe behaviour without kubelet.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+)
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"
+
+const usage = `cri-prober: Kubernetes probe behaviour for containers run by containerd, without kubelet.
+
+Usage:
+  cri-prober <command> [flags]
+
+Commands:
+  pods      list the pods and containers the runtime reports (the poller's view)
+  version   print the version
+
+Run 'cri-prober <command> --help' for a command's flags and examples.
+`
+
+// errUsage marks command-line mistakes (exit code 2); the message has been
+// printed already.
+var errUsage = errors.New("usage error")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	klog.Flush()
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "cri-prober:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "pods":
+		return runPods(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionString())
+		return nil
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
+		return errUsage
+	}
+}
+
+func versionString() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return "cri-prober " + v
+}
+
+// runtimeFlags are the flags of every command that talks to the runtime.
+type runtimeFlags struct {
+	endpoint       string
+	connectTimeout time.Duration
+	requestTimeout time.Duration
+	verbosity      int
+}
+
+func (f *runtimeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "runtime-endpoint", "", "CRI endpoint (default $"+cri.EndpointEnv+", else "+cri.DefaultEndpoint+")")
+	fs.DurationVar(&f.connectTimeout, "timeout", 5*time.Second, "timeout for connecting to the runtime")
+	fs.DurationVar(&f.requestTimeout, "runtime-request-timeout", 30*time.Second, "deadline of each CRI call")
+	fs.IntVar(&f.verbosity, "v", 0, "log verbosity (klog levels: 2 adds retries, 4 every runtime event)")
+}
+
+// resolvedEndpoint applies crictl's precedence: flag, then environment,
+// then containerd's default socket.
+func (f *runtimeFlags) resolvedEndpoint() string {
+	if f.endpoint != "" {
+		return f.endpoint
+	}
+	if env := os.Getenv(cri.EndpointEnv); env != "" {
+		return env
+	}
+	return cri.DefaultEndpoint
+}
+
+func (f *runtimeFlags) dial(ctx context.Context) (*cri.Client, error) {
+	setVerbosity(f.verbosity)
+	return cri.Dial(ctx, f.resolvedEndpoint(),
+		cri.WithConnectTimeout(f.connectTimeout),
+		cri.WithCallTimeout(f.requestTimeout))
+}
+
+func setVerbosity(v int) {
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	_ = fs.Set("v", fmt.Sprint(v))
+}
+
+// parseFlags parses args and rejects stray arguments. Help goes to stdout
+// (flag.ErrHelp, exit 0); mistakes go to stderr with the usage (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return flag.ErrHelp
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}

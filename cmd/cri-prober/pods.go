@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+)
+
+const podsHelp = `Usage: cri-prober pods [flags]
+
+Lists the pods and containers the runtime reports, as cri-prober's poller
+sees them: the first thing to run to check that cri-prober reaches your
+runtime. With --watch it keeps running and prints every change as it
+happens (containerd's event stream makes exits show within milliseconds).
+
+Examples:
+  cri-prober pods
+  cri-prober pods -o json
+  cri-prober pods --namespace default --watch
+  CONTAINER_RUNTIME_ENDPOINT=unix:///run/k3s/containerd/containerd.sock cri-prober pods
+
+Flags:
+`
+
+type podsOptions struct {
+	runtimeFlags
+	output            string
+	namespace         string
+	watch             bool
+	relistPeriod      time.Duration
+	containerdAddress string
+}
+
+func runPods(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o podsOptions
+	fs := flag.NewFlagSet("pods", flag.ContinueOnError)
+	o.register(fs)
+	fs.StringVar(&o.output, "o", "table", "output format: table or json")
+	fs.StringVar(&o.namespace, "namespace", "", "only pods of this namespace")
+	fs.BoolVar(&o.watch, "watch", false, "keep running and print changes as they happen")
+	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "with --watch: how often to list the runtime")
+	fs.StringVar(&o.containerdAddress, "containerd-address", "", "with --watch: containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), podsHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if o.output != "table" && o.output != "json" {
+		fmt.Fprintf(stderr, "-o %q: want table or json\n", o.output)
+		return errUsage
+	}
+
+	client, err := o.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(o.relistPeriod))
+	if err != nil {
+		return err
+	}
+	if !o.watch {
+		snap, err := poller.Relist(ctx)
+		if err != nil {
+			return err
+		}
+		return printSnapshot(stdout, snap, o.output, o.namespace, time.Now())
+	}
+	return watchPods(ctx, client, poller, o, stdout)
+}
+
+// watchPods prints the current state, then one line per change until ctx
+// is done.
+func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o podsOptions, stdout io.Writer) error {
+	logger := klog.FromContext(ctx)
+	sub := poller.Subscribe()
+	defer sub.Close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { poller.Run(ctx) })
+
+	switch addr := eventsAddress(o.containerdAddress, client); addr {
+	case "":
+		logger.Info("Not following containerd events; changes show at the next relist", "runtime", client.RuntimeName(), "relistPeriod", o.relistPeriod)
+	default:
+		watcher, err := cri.NewEventWatcher(addr, poller)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { watcher.Run(ctx) })
+	}
+
+	enc := json.NewEncoder(stdout)
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.Ready():
+		}
+		batch := sub.Next()
+		if first {
+			// The first batch replays everything present: show it as a table.
+			first = false
+			if err := printSnapshot(stdout, batch.Snapshot, o.output, o.namespace, time.Now()); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, ev := range batch.Events {
+			if o.namespace != "" && ev.Pod.Namespace != o.namespace {
+				continue
+			}
+			if o.output == "json" {
+				if err := enc.Encode(eventJSON(ev)); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(stdout, formatEvent(ev, time.Now()))
+		}
+	}
+}
+
+// eventsAddress picks the containerd socket to follow: the flag, or the CRI
+// socket itself when the runtime says it is containerd.
+func eventsAddress(flagValue string, client *cri.Client) string {
+	switch {
+	case flagValue == "none":
+		return ""
+	case flagValue != "":
+		return flagValue
+	case client.RuntimeName() == "containerd":
+		return client.Socket()
+	default:
+		return ""
+	}
+}
+
+func printSnapshot(w io.Writer, snap *cri.Snapshot, output, namespace string, now time.Time) error {
+	if namespace != "" {
+		snap = snap.Select(func(p *cri.Pod) bool { return p.Namespace == namespace })
+	}
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(snap)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tIP\tCONTAINER\tID\tATTEMPT\tSTATE\tSTARTED\tEXIT")
+	for _, p := range snap.Pods() {
+		ctrs := snap.PodContainers(p.ID)
+		if len(ctrs) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t<none>\t%s\t%d\tSandbox%s\t%s\t-\n",
+				p.Namespace, p.Name, dash(p.IP()), shortID(p.ID), p.Attempt, p.State, ago(p.CreatedAt, now))
+			continue
+		}
+		for _, c := range ctrs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
+				p.Namespace, p.Name, dash(p.IP()), c.Name, shortID(c.ID), c.Attempt, c.State, ago(c.StartedAt, now), exit(c))
+		}
+	}
+	return tw.Flush()
+}
+
+func formatEvent(ev cri.Event, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-16s %s/%s", now.Format("15:04:05.000"), ev.Type, ev.Pod.Namespace, ev.Pod.Name)
+	if c := ev.Container; c != nil {
+		fmt.Fprintf(&b, " container=%s id=%s attempt=%d", c.Name, shortID(c.ID), c.Attempt)
+		if ev.Type == cri.ContainerExited {
+			fmt.Fprintf(&b, " exit=%s", exit(c))
+		}
+	} else {
+		fmt.Fprintf(&b, " id=%s", shortID(ev.Pod.ID))
+		if ev.Type == cri.SandboxAdded && ev.Pod.IP() != "" {
+			fmt.Fprintf(&b, " ip=%s", ev.Pod.IP())
+		}
+	}
+	return b.String()
+}
+
+func eventJSON(ev cri.Event) any {
+	return struct {
+		Type      cri.EventType  `json:"type"`
+		Pod       *cri.Pod       `json:"pod"`
+		Container *cri.Container `json:"container,omitempty"`
+	}{ev.Type, ev.Pod, ev.Container}
+}
+
+// shortID truncates IDs as crictl does.
+func shortID(id string) string {
+	if len(id) > 13 {
+		return id[:13]
+	}
+	return id
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func exit(c *cri.Container) string {
+	if c.State != cri.StateExited {
+		return "-"
+	}
+	if c.Reason != "" {
+		return fmt.Sprintf("%d (%s)", c.ExitCode, c.Reason)
+	}
+	return fmt.Sprint(c.ExitCode)
+}
+
+// ago renders a time as kubectl renders ages.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "0s ago"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	}
+}

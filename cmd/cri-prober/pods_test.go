@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+)
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err = run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestPodsTable(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	web := rt.AddSandbox("shop", "web", "u1", fakeruntime.WithIP("10.1.2.3"))
+	rt.AddContainer(web, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAttempt(2))
+	job := rt.AddContainer(web, "job", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	require.NoError(t, rt.SetContainerState(job, runtimeapi.ContainerState_CONTAINER_EXITED, 3))
+	rt.AddSandbox("other", "empty", "u2", fakeruntime.WithIP(""))
+
+	out, _, err := runCLI(t, "pods", "--runtime-endpoint", rt.Endpoint())
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, out)
+	assert.Equal(t, []string{"NAMESPACE", "POD", "IP", "CONTAINER", "ID", "ATTEMPT", "STATE", "STARTED", "EXIT"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"other", "empty", "-", "<none>"}, strings.Fields(lines[1])[:4], "a pod without containers still shows")
+	assert.Equal(t, []string{"shop", "web", "10.1.2.3", "app"}, strings.Fields(lines[2])[:4])
+	assert.Contains(t, lines[2], " 2 ", "attempt")
+	assert.Contains(t, lines[2], "Running")
+	assert.Contains(t, lines[3], "Exited")
+	assert.Contains(t, lines[3], "3 (Error)")
+	assert.Len(t, strings.Fields(lines[2])[4], 13, "short IDs as crictl prints them")
+
+	out, _, err = runCLI(t, "pods", "--runtime-endpoint", rt.Endpoint(), "--namespace", "shop")
+	require.NoError(t, err)
+	assert.NotContains(t, out, "empty")
+	assert.Contains(t, out, "web")
+}
+
+func TestPodsJSON(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	sb := rt.AddSandbox("shop", "web", "u1", fakeruntime.WithIP("10.1.2.3"))
+	rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.AddSandbox("other", "empty", "u2")
+
+	out, _, err := runCLI(t, "pods", "--runtime-endpoint", rt.Endpoint(), "-o", "json", "--namespace", "shop")
+	require.NoError(t, err)
+	var got struct {
+		Pods []struct {
+			Namespace, Name, UID string
+			IPs                  []string
+			Containers           []struct {
+				Name, State string
+				StartedAt   time.Time
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Len(t, got.Pods, 1)
+	p := got.Pods[0]
+	assert.Equal(t, "web", p.Name)
+	assert.Equal(t, "u1", p.UID)
+	assert.Equal(t, []string{"10.1.2.3"}, p.IPs)
+	require.Len(t, p.Containers, 1)
+	assert.Equal(t, "Running", p.Containers[0].State)
+	assert.False(t, p.Containers[0].StartedAt.IsZero())
+}
+
+func TestEndpointPrecedence(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	t.Setenv(cri.EndpointEnv, rt.Endpoint())
+	_, _, err := runCLI(t, "pods")
+	assert.NoError(t, err, "the environment variable is used when the flag is not given")
+
+	_, _, err = runCLI(t, "pods", "--runtime-endpoint", "unix:///nonexistent/cri.sock")
+	assert.ErrorContains(t, err, "/nonexistent/cri.sock", "the flag wins over the environment")
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantUsage  bool
+		wantStderr string
+		wantStdout string
+	}{
+		{name: "no command", args: nil, wantUsage: true, wantStderr: "Commands:"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantUsage: true, wantStderr: `unknown command "frobnicate"`},
+		{name: "bad output format", args: []string{"pods", "-o", "yaml"}, wantUsage: true, wantStderr: "want table or json"},
+		{name: "unknown flag", args: []string{"pods", "--bogus"}, wantUsage: true, wantStderr: "flag provided but not defined: -bogus"},
+		{name: "stray argument", args: []string{"pods", "extra"}, wantUsage: true, wantStderr: "unexpected arguments: extra"},
+		{name: "help is not an error", args: []string{"pods", "--help"}, wantStdout: "Examples:"},
+		{name: "top-level help", args: []string{"help"}, wantStdout: "Commands:"},
+		{name: "version", args: []string{"--version"}, wantStdout: "cri-prober "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, err := runCLI(t, tt.args...)
+			if tt.wantUsage {
+				assert.True(t, errors.Is(err, errUsage), "err = %v", err)
+			} else {
+				assert.NoError(t, err)
+			}
+			assert.Contains(t, errOut, tt.wantStderr)
+			assert.Contains(t, out, tt.wantStdout)
+		})
+	}
+}
+
+func TestFormatEvent(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
+	pod := &cri.Pod{ID: "0123456789abcdef", Namespace: "ns", Name: "web", IPs: []string{"10.0.0.1"}}
+	ctr := &cri.Container{ID: "fedcba9876543210", Name: "app", Attempt: 1, State: cri.StateExited, ExitCode: 137, Reason: "Error"}
+	assert.Equal(t, "03:04:05.600  SandboxAdded     ns/web id=0123456789abc ip=10.0.0.1",
+		formatEvent(cri.Event{Type: cri.SandboxAdded, Pod: pod}, now))
+	assert.Equal(t, "03:04:05.600  ContainerExited  ns/web container=app id=fedcba9876543 attempt=1 exit=137 (Error)",
+		formatEvent(cri.Event{Type: cri.ContainerExited, Pod: pod, Container: ctr}, now))
+}
+
+func TestAgo(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "0s ago"}, {42 * time.Second, "42s ago"}, {5 * time.Minute, "5m ago"},
+		{3 * time.Hour, "3h ago"}, {72 * time.Hour, "3d ago"},
+	} {
+		assert.Equal(t, tt.want, ago(now.Add(-tt.d), now))
+	}
+	assert.Equal(t, "-", ago(time.Time{}, now))
+}
+
+func TestEventsAddress(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	c, err := cri.Dial(context.Background(), rt.Endpoint())
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, "", eventsAddress("", c), "the fake runtime is not containerd: poll only")
+	assert.Equal(t, "", eventsAddress("none", c))
+	assert.Equal(t, "/run/x.sock", eventsAddress("/run/x.sock", c))
+}

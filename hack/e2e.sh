@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the end-to-end tests against a private containerd: starts it, runs
+# `go test -tags e2e`, and always stops and cleans it up, pass or fail.
+# Extra arguments go to `go test` (e.g. -run TestExit).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+cleanup() { "$REPO_ROOT/hack/containerd-down.sh" || true; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$REPO_ROOT/hack/containerd-up.sh"
+
+export CRI_PROBER_E2E_ENDPOINT="unix://$CONTAINERD_SOCK"
+export CRI_PROBER_E2E_SUBNET="$CNI_SUBNET"
+export CRI_PROBER_E2E_BINARY="${CRI_PROBER_E2E_BINARY:-$REPO_ROOT/bin/cri-prober}"
+cd "$REPO_ROOT"
+go test -tags e2e -count=1 -p 1 -v -timeout 15m ./test/e2e/... "$@"

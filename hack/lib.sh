@@ -1,0 +1,33 @@
+# Shared settings for the hack/ scripts. Everything the scripts create lives
+# under $CRI_PROBER_DIR so that a test run never touches a system containerd
+# and cleanup knows exactly what to remove.
+shopt -s inherit_errexit
+export PATH="/usr/local/go/bin:$PATH"
+
+CRI_PROBER_DIR=${CRI_PROBER_DIR:-/var/tmp/cri-prober}
+CACHE_DIR=${CRI_PROBER_CACHE_DIR:-/var/cache/cri-prober}
+CONTAINERD_SOCK="$CRI_PROBER_DIR/containerd.sock"
+CONTAINERD_PID="$CRI_PROBER_DIR/containerd.pid"
+CONTAINERD_LOG="$CRI_PROBER_DIR/containerd.log"
+CNI_BRIDGE=${CNI_BRIDGE:-criprober0}
+CNI_SUBNET=${CNI_SUBNET:-10.88.231.0/24}
+IMAGES_DIR="$CRI_PROBER_DIR/images"
+TOOLS_DIR="$CRI_PROBER_DIR/bin"
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+export CONTAINER_RUNTIME_ENDPOINT="unix://$CONTAINERD_SOCK"
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+die() { echo "error: $*" >&2; exit 1; }
+
+# containerd_running succeeds when the containerd we started is alive.
+containerd_running() {
+  [[ -f $CONTAINERD_PID ]] && kill -0 "$(cat "$CONTAINERD_PID")" 2>/dev/null
+}
+
+# build_tool builds a Go program of hack/tools into $TOOLS_DIR.
+build_tool() {
+  mkdir -p "$TOOLS_DIR"
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$TOOLS_DIR/$1" "./hack/tools/$1") || return 1
+  echo "$TOOLS_DIR/$1"
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Enforces the dependency direction of DEVELOPERS.md:
+#   cmd -> restart/prober -> results/exec -> cri
+# Packages in one layer do not import each other, nothing imports upward,
+# and only tests use the fake runtime. (Kubernetes' import-boss, at our scale.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+module=$(go list -m)
+# package (prefix) : internal packages it may import (prefixes)
+allowed() {
+  case $1 in
+    pkg/cri/fakeruntime*) echo "pkg/cri" ;;
+    pkg/cri*) echo "" ;;
+    pkg/results*|pkg/exec*) echo "pkg/cri" ;;
+    pkg/prober*) echo "pkg/prober pkg/results pkg/exec pkg/cri" ;;
+    pkg/restart*) echo "pkg/restart pkg/results pkg/cri" ;;
+    hack/tools*) echo "pkg/cri" ;;
+    cmd/*) echo "pkg/" ;;
+    *) echo "" ;;
+  esac
+}
+
+fail=0
+while read -r pkg imports; do
+  rel=${pkg#"$module"/}
+  for imp in $imports; do
+    [[ $imp == "$module"/* ]] || continue
+    dep=${imp#"$module"/}
+    ok=0
+    for prefix in $(allowed "$rel"); do
+      [[ $dep == "$prefix"* ]] && ok=1
+    done
+    if [[ $dep == pkg/cri/fakeruntime* && $rel != pkg/cri/fakeruntime* ]]; then
+      ok=0 # the fake runtime is for tests only
+    fi
+    if ((!ok)); then
+      echo "import not allowed: $rel imports $dep" >&2
+      fail=1
+    fi
+  done
+done < <(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
+((fail == 0)) && echo "imports follow cmd -> restart/prober -> results/exec -> cri"
+exit $fail

@@ -1,0 +1,158 @@
+package cri_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+)
+
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cri")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestDialErrorsSayWhatToCheck(t *testing.T) {
+	dir := shortTempDir(t)
+
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", stale)
+	require.NoError(t, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+
+	regular := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(regular, nil, 0o600))
+
+	noCRI := filepath.Join(dir, "nocri.sock")
+	l, err = net.Listen("unix", noCRI)
+	require.NoError(t, err)
+	srv := grpc.NewServer() // serves no CRI service at all
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+
+	tests := []struct {
+		name     string
+		endpoint string
+		want     []string
+	}{
+		{"missing socket", "unix://" + filepath.Join(dir, "none.sock"), []string{"does not exist", "is the container runtime running", "CONTAINER_RUNTIME_ENDPOINT"}},
+		{"nobody listening", "unix://" + stale, []string{"connection refused", "nothing listens"}},
+		{"not a socket", "unix://" + regular, []string{"is not a socket"}},
+		{"no CRI v1", "unix://" + noCRI, []string{"does not serve the CRI v1 API", "disabled_plugins"}},
+		{"unsupported scheme", "tcp://127.0.0.1:1234", []string{"not supported", "unix:///path/to/socket"}},
+		{"empty path", "unix://", []string{"no socket path"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := cri.Dial(context.Background(), tt.endpoint, cri.WithConnectTimeout(2*time.Second))
+			require.Error(t, err)
+			msg := err.Error()
+			assert.NotContains(t, msg, "\n", "one line")
+			if tt.name != "unsupported scheme" && tt.name != "empty path" {
+				assert.Contains(t, msg, tt.endpoint, "names the endpoint")
+			}
+			for _, w := range tt.want {
+				assert.Contains(t, msg, w)
+			}
+		})
+	}
+}
+
+func TestDialAcceptsBarePath(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	path, err := cri.SocketPath(rt.Endpoint())
+	require.NoError(t, err)
+	c, err := cri.Dial(context.Background(), path)
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, "fake", c.RuntimeName())
+	assert.Equal(t, path, c.Socket())
+}
+
+func TestDialRejectsBadOptions(t *testing.T) {
+	_, err := cri.Dial(context.Background(), "unix:///x", cri.WithCallTimeout(0))
+	assert.ErrorContains(t, err, "call timeout must be positive")
+	_, err = cri.Dial(context.Background(), "unix:///x", cri.WithConnectTimeout(-time.Second))
+	assert.ErrorContains(t, err, "connect timeout must be positive")
+}
+
+func TestClientCalls(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	c := dialFake(t, rt)
+	ctx := context.Background()
+
+	sb, err := c.RunPodSandbox(ctx, &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Namespace: "ns", Name: "p", Uid: "u"},
+	}, "")
+	require.NoError(t, err)
+	cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: 1}}
+	id, err := c.CreateContainer(ctx, sb, cfg, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.StartContainer(ctx, id))
+
+	st, err := c.ContainerStatus(ctx, id, true)
+	require.NoError(t, err)
+	assert.Equal(t, runtimeapi.ContainerState_CONTAINER_RUNNING, st.GetStatus().GetState())
+	assert.Contains(t, st.GetInfo()["info"], `"sandboxID"`, "verbose status carries the original config")
+
+	require.NoError(t, c.StopContainer(ctx, id, 2))
+	require.NoError(t, c.RemoveContainer(ctx, id))
+	assert.NoError(t, c.StopContainer(ctx, id, 2), "stopping a removed container is not an error")
+	assert.NoError(t, c.RemoveContainer(ctx, id), "removing twice is not an error")
+
+	_, err = c.ContainerStatus(ctx, id, false)
+	assert.True(t, cri.IsNotFound(err), "NotFound survives wrapping: %v", err)
+
+	require.NoError(t, c.StopPodSandbox(ctx, sb))
+	require.NoError(t, c.RemovePodSandbox(ctx, sb))
+	assert.NoError(t, c.RemovePodSandbox(ctx, sb))
+}
+
+func TestExecSync(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	c := dialFake(t, rt)
+	ctx := context.Background()
+	id := rt.AddContainer(rt.AddSandbox("ns", "p", "u"), "app", running)
+
+	var gotTimeout time.Duration
+	rt.SetExecHandler(func(ctx context.Context, _ string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
+		gotTimeout = timeout
+		if cmd[0] == "hang" {
+			<-ctx.Done() // the client's deadline ends it
+			return nil, ctx.Err()
+		}
+		return &runtimeapi.ExecSyncResponse{Stdout: []byte("out"), ExitCode: 3}, nil
+	})
+
+	resp, err := c.ExecSync(ctx, id, []string{"check"}, 1500*time.Millisecond)
+	require.NoError(t, err, "a non-zero exit is not an error")
+	assert.Equal(t, int32(3), resp.GetExitCode())
+	assert.Equal(t, 2*time.Second, gotTimeout, "the CRI timeout is whole seconds, rounded up")
+
+	// The runtime never answers: the client deadline (timeout + margin)
+	// turns it into a timeout, not a hang.
+	start := time.Now()
+	_, err = c.ExecSync(ctx, id, []string{"hang", "now"}, time.Second)
+	assert.ErrorIs(t, err, cri.ErrCommandTimedOut)
+	assert.ErrorContains(t, err, `command "hang now" timed out`)
+	assert.Less(t, time.Since(start), 10*time.Second)
+
+	require.NoError(t, rt.SetContainerState(id, exited, 0))
+	_, err = c.ExecSync(ctx, id, []string{"check"}, time.Second)
+	assert.Error(t, err)
+	assert.NotErrorIs(t, err, cri.ErrCommandTimedOut, "a stopped container is an error, not a timeout")
+}

@@ -1,0 +1,25 @@
+package cri
+
+import (
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrCommandTimedOut is returned by ExecSync when the command did not finish
+// within its timeout. Probe code maps it to a failure, never to an error that
+// would be retried and discarded (kubelet's ExecProbeTimeout semantics).
+var ErrCommandTimedOut = errors.New("command timed out")
+
+// IsNotFound reports whether err says the runtime does not know the object:
+// a container or sandbox removed between two calls. status.Code looks through
+// wrapped errors.
+func IsNotFound(err error) bool {
+	return status.Code(err) == codes.NotFound
+}
+
+// IsUnavailable reports whether err says the runtime could not be reached.
+func IsUnavailable(err error) bool {
+	return status.Code(err) == codes.Unavailable
+}

@@ -1,0 +1,566 @@
+// Package fakeruntime is an in-process CRI RuntimeService served over a unix
+// socket, for unit tests and benchmarks of code that talks CRI. Tests script
+// its sandboxes and containers directly or through CRI calls, inject errors,
+// and read how many calls each method received.
+//
+// It is a test double, not a runtime: nothing runs, exec results come from a
+// handler the test sets, and sandboxes get 127.0.0.1 unless told otherwise so
+// that network probes in tests only ever reach loopback.
+package fakeruntime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ExecHandler answers ExecSync. The default answers exit code 0.
+type ExecHandler func(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error)
+
+// Runtime is the fake. Its zero value is not usable; call New.
+type Runtime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+
+	mu         sync.Mutex
+	now        func() time.Time
+	nextID     int
+	sandboxes  map[string]*sandbox
+	containers map[string]*container
+	calls      map[string]int
+	errs       map[string]error
+	exec       ExecHandler
+
+	server *grpc.Server
+	socket string
+}
+
+type sandbox struct {
+	id        string
+	config    *runtimeapi.PodSandboxConfig
+	state     runtimeapi.PodSandboxState
+	createdAt time.Time
+	ip        string
+}
+
+type container struct {
+	id         string
+	sandboxID  string
+	config     *runtimeapi.ContainerConfig
+	state      runtimeapi.ContainerState
+	createdAt  time.Time
+	startedAt  time.Time
+	finishedAt time.Time
+	exitCode   int32
+	reason     string
+}
+
+// New returns an empty fake runtime whose clock is time.Now.
+func New() *Runtime {
+	return &Runtime{
+		now:        time.Now,
+		sandboxes:  map[string]*sandbox{},
+		containers: map[string]*container{},
+		calls:      map[string]int{},
+		errs:       map[string]error{},
+	}
+}
+
+// NewForTest starts a fake runtime on a socket in a temporary directory and
+// stops it when the test ends.
+func NewForTest(tb testing.TB) *Runtime {
+	tb.Helper()
+	// Unix socket paths are limited to 108 bytes; t.TempDir can be longer.
+	dir, err := os.MkdirTemp("", "fakecri")
+	if err != nil {
+		tb.Fatalf("create socket dir: %v", err)
+	}
+	r := New()
+	if err := r.Start(filepath.Join(dir, "cri.sock")); err != nil {
+		os.RemoveAll(dir)
+		tb.Fatalf("start fake runtime: %v", err)
+	}
+	tb.Cleanup(func() {
+		r.Stop()
+		os.RemoveAll(dir)
+	})
+	return r
+}
+
+// Start serves CRI on a unix socket at socketPath.
+func (r *Runtime) Start(socketPath string) error {
+	lis, err := net.Listen("unix", socketPath)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", socketPath, err)
+	}
+	r.server = grpc.NewServer(grpc.UnaryInterceptor(r.intercept))
+	runtimeapi.RegisterRuntimeServiceServer(r.server, r)
+	r.socket = socketPath
+	go r.server.Serve(lis) //nolint:errcheck // Serve returns when Stop is called.
+	return nil
+}
+
+// Stop stops serving and waits for in-flight calls.
+func (r *Runtime) Stop() {
+	if r.server != nil {
+		r.server.Stop()
+	}
+}
+
+// Endpoint returns the CRI endpoint to dial.
+func (r *Runtime) Endpoint() string { return "unix://" + r.socket }
+
+// intercept counts calls and returns injected errors.
+func (r *Runtime) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	method := path.Base(info.FullMethod)
+	r.mu.Lock()
+	r.calls[method]++
+	err := r.errs[method]
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Calls returns how many times method (e.g. "ListContainers") was called.
+func (r *Runtime) Calls(method string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[method]
+}
+
+// CallCounts returns a copy of the per-method call counts.
+func (r *Runtime) CallCounts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.calls))
+	for k, v := range r.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetCalls zeroes the call counts.
+func (r *Runtime) ResetCalls() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.calls)
+}
+
+// SetError makes every call of method fail with err until cleared with nil.
+func (r *Runtime) SetError(method string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.errs, method)
+		return
+	}
+	r.errs[method] = err
+}
+
+// SetExecHandler sets how ExecSync answers.
+func (r *Runtime) SetExecHandler(h ExecHandler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exec = h
+}
+
+// SetClock replaces the clock used for created/started/finished times.
+func (r *Runtime) SetClock(now func() time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now = now
+}
+
+func (r *Runtime) newID(prefix string) string {
+	r.nextID++
+	return fmt.Sprintf("%s%063d", prefix, r.nextID)
+}
+
+// SandboxOption adjusts a scripted sandbox.
+type SandboxOption func(*sandbox)
+
+// WithIP sets the sandbox's IP ("" for none, as a host-network sandbox).
+func WithIP(ip string) SandboxOption { return func(s *sandbox) { s.ip = ip } }
+
+// WithSandboxAnnotations sets the sandbox config's annotations.
+func WithSandboxAnnotations(a map[string]string) SandboxOption {
+	return func(s *sandbox) { s.config.Annotations = a }
+}
+
+// AddSandbox adds a ready sandbox and returns its ID.
+func (r *Runtime) AddSandbox(namespace, name, uid string, opts ...SandboxOption) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &sandbox{
+		id: r.newID("a"),
+		config: &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Namespace: namespace, Name: name, Uid: uid},
+		},
+		state:     runtimeapi.PodSandboxState_SANDBOX_READY,
+		createdAt: r.now(),
+		ip:        "127.0.0.1",
+	}
+	for _, opt := range opts {
+		opt(s)
+	}
+	r.sandboxes[s.id] = s
+	return s.id
+}
+
+// ContainerOption adjusts a scripted container.
+type ContainerOption func(*container)
+
+// WithAttempt sets the container's attempt number.
+func WithAttempt(n uint32) ContainerOption {
+	return func(c *container) { c.config.Metadata.Attempt = n }
+}
+
+// WithAnnotations sets the container config's annotations.
+func WithAnnotations(a map[string]string) ContainerOption {
+	return func(c *container) { c.config.Annotations = a }
+}
+
+// AddContainer adds a container in the given state to a sandbox and returns
+// its ID. A running container is started now; an exited one exits now with
+// code 0.
+func (r *Runtime) AddContainer(sandboxID, name string, state runtimeapi.ContainerState, opts ...ContainerOption) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	c := &container{
+		id:        r.newID("c"),
+		sandboxID: sandboxID,
+		config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: name},
+			Image:    &runtimeapi.ImageSpec{Image: "localhost/fake:test"},
+		},
+		state:     runtimeapi.ContainerState_CONTAINER_CREATED,
+		createdAt: now,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	r.containers[c.id] = c
+	r.transitionLocked(c, state, 0)
+	return c.id
+}
+
+// SetContainerState moves a container to state; exitCode applies when it
+// exits. Times are set as a runtime would.
+func (r *Runtime) SetContainerState(id string, state runtimeapi.ContainerState, exitCode int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok {
+		return fmt.Errorf("no container %s", id)
+	}
+	r.transitionLocked(c, state, exitCode)
+	return nil
+}
+
+// DeleteContainer removes a container without a CRI call.
+func (r *Runtime) DeleteContainer(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.containers, id)
+}
+
+// DeleteSandbox removes a sandbox and its containers without a CRI call.
+func (r *Runtime) DeleteSandbox(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeSandboxLocked(id)
+}
+
+func (r *Runtime) transitionLocked(c *container, state runtimeapi.ContainerState, exitCode int32) {
+	now := r.now()
+	if state == runtimeapi.ContainerState_CONTAINER_RUNNING && c.state != state {
+		c.startedAt = now
+	}
+	if state == runtimeapi.ContainerState_CONTAINER_EXITED && c.state != state {
+		if c.startedAt.IsZero() {
+			c.startedAt = now
+		}
+		c.finishedAt = now
+		c.exitCode = exitCode
+		c.reason = "Completed"
+		if exitCode != 0 {
+			c.reason = "Error"
+		}
+	}
+	c.state = state
+}
+
+func (r *Runtime) removeSandboxLocked(id string) {
+	delete(r.sandboxes, id)
+	for cid, c := range r.containers {
+		if c.sandboxID == id {
+			delete(r.containers, cid)
+		}
+	}
+}
+
+// --- CRI RuntimeService ---
+
+func (r *Runtime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: "0.0.0", RuntimeApiVersion: "v1"}, nil
+}
+
+func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	md := req.GetConfig().GetMetadata()
+	id := r.AddSandbox(md.GetNamespace(), md.GetName(), md.GetUid())
+	r.mu.Lock()
+	r.sandboxes[id].config = req.GetConfig()
+	r.mu.Unlock()
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+func (r *Runtime) StopPodSandbox(_ context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sandboxes[req.GetPodSandboxId()]
+	if !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	for _, c := range r.containers {
+		if c.sandboxID == s.id && c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			r.transitionLocked(c, runtimeapi.ContainerState_CONTAINER_EXITED, 137)
+		}
+	}
+	s.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+func (r *Runtime) RemovePodSandbox(_ context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sandboxes[req.GetPodSandboxId()]; !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	r.removeSandboxLocked(req.GetPodSandboxId())
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sandboxes[req.GetPodSandboxId()]
+	if !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	st := &runtimeapi.PodSandboxStatus{
+		Id:          s.id,
+		Metadata:    s.config.GetMetadata(),
+		State:       s.state,
+		CreatedAt:   s.createdAt.UnixNano(),
+		Labels:      s.config.GetLabels(),
+		Annotations: s.config.GetAnnotations(),
+		Network:     &runtimeapi.PodSandboxNetworkStatus{Ip: s.ip},
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
+	if req.GetVerbose() {
+		info, err := verboseInfo(map[string]any{"config": s.config})
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = info
+	}
+	return resp, nil
+}
+
+func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := req.GetFilter()
+	items := make([]*runtimeapi.PodSandbox, 0, len(r.sandboxes))
+	for _, s := range r.sandboxes {
+		if f.GetId() != "" && f.GetId() != s.id ||
+			f.GetState() != nil && f.GetState().GetState() != s.state ||
+			!labelsMatch(f.GetLabelSelector(), s.config.GetLabels()) {
+			continue
+		}
+		items = append(items, &runtimeapi.PodSandbox{
+			Id:          s.id,
+			Metadata:    s.config.GetMetadata(),
+			State:       s.state,
+			CreatedAt:   s.createdAt.UnixNano(),
+			Labels:      s.config.GetLabels(),
+			Annotations: s.config.GetAnnotations(),
+		})
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: items}, nil
+}
+
+func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sandboxes[req.GetPodSandboxId()]; !ok {
+		return nil, notFound("sandbox", req.GetPodSandboxId())
+	}
+	c := &container{
+		id:        r.newID("c"),
+		sandboxID: req.GetPodSandboxId(),
+		config:    req.GetConfig(),
+		state:     runtimeapi.ContainerState_CONTAINER_CREATED,
+		createdAt: r.now(),
+	}
+	r.containers[c.id] = c
+	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
+}
+
+func (r *Runtime) StartContainer(_ context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %s is in %s state", c.id, c.state)
+	}
+	r.transitionLocked(c, runtimeapi.ContainerState_CONTAINER_RUNNING, 0)
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+func (r *Runtime) StopContainer(_ context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.transitionLocked(c, runtimeapi.ContainerState_CONTAINER_EXITED, 137)
+	}
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func (r *Runtime) RemoveContainer(_ context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.containers[req.GetContainerId()]; !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	delete(r.containers, req.GetContainerId())
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := req.GetFilter()
+	out := make([]*runtimeapi.Container, 0, len(r.containers))
+	for _, c := range r.containers {
+		if f.GetId() != "" && f.GetId() != c.id ||
+			f.GetPodSandboxId() != "" && f.GetPodSandboxId() != c.sandboxID ||
+			f.GetState() != nil && f.GetState().GetState() != c.state ||
+			!labelsMatch(f.GetLabelSelector(), c.config.GetLabels()) {
+			continue
+		}
+		out = append(out, &runtimeapi.Container{
+			Id:           c.id,
+			PodSandboxId: c.sandboxID,
+			Metadata:     c.config.GetMetadata(),
+			Image:        c.config.GetImage(),
+			ImageRef:     c.config.GetImage().GetImage(),
+			State:        c.state,
+			CreatedAt:    c.createdAt.UnixNano(),
+			Labels:       c.config.GetLabels(),
+			Annotations:  c.config.GetAnnotations(),
+		})
+	}
+	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	st := &runtimeapi.ContainerStatus{
+		Id:          c.id,
+		Metadata:    c.config.GetMetadata(),
+		State:       c.state,
+		CreatedAt:   c.createdAt.UnixNano(),
+		StartedAt:   nanos(c.startedAt),
+		FinishedAt:  nanos(c.finishedAt),
+		ExitCode:    c.exitCode,
+		Image:       c.config.GetImage(),
+		ImageRef:    c.config.GetImage().GetImage(),
+		Reason:      c.reason,
+		Labels:      c.config.GetLabels(),
+		Annotations: c.config.GetAnnotations(),
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: st}
+	if req.GetVerbose() {
+		info, err := verboseInfo(map[string]any{"sandboxID": c.sandboxID, "config": c.config})
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = info
+	}
+	return resp, nil
+}
+
+func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	r.mu.Lock()
+	c, ok := r.containers[req.GetContainerId()]
+	running := ok && c.state == runtimeapi.ContainerState_CONTAINER_RUNNING
+	handler := r.exec
+	r.mu.Unlock()
+	if !ok {
+		return nil, notFound("container", req.GetContainerId())
+	}
+	if !running {
+		return nil, status.Errorf(codes.Unknown, "container %s is not running", req.GetContainerId())
+	}
+	if handler == nil {
+		return &runtimeapi.ExecSyncResponse{}, nil
+	}
+	return handler(ctx, req.GetContainerId(), req.GetCmd(), time.Duration(req.GetTimeout())*time.Second)
+}
+
+// verboseInfo renders a verbose status the way containerd does: one JSON
+// document under the key "info" (the original config, the sandbox ID).
+func verboseInfo(v map[string]any) (map[string]string, error) {
+	info, err := json.Marshal(v)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return map[string]string{"info": string(info)}, nil
+}
+
+func notFound(kind, id string) error {
+	return status.Errorf(codes.NotFound, "%s %q not found", kind, id)
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,200 @@
+package cri
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// SandboxState is a pod sandbox's CRI state.
+type SandboxState string
+
+const (
+	SandboxReady    SandboxState = "Ready"
+	SandboxNotReady SandboxState = "NotReady"
+)
+
+// ContainerState is a container's CRI state. Running maps to kubelet's
+// State.Running, Exited to State.Terminated, Created and Unknown to waiting.
+type ContainerState string
+
+const (
+	StateCreated ContainerState = "Created"
+	StateRunning ContainerState = "Running"
+	StateExited  ContainerState = "Exited"
+	StateUnknown ContainerState = "Unknown"
+)
+
+func sandboxStateFromCRI(s runtimeapi.PodSandboxState) SandboxState {
+	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return SandboxReady
+	}
+	return SandboxNotReady
+}
+
+func containerStateFromCRI(s runtimeapi.ContainerState) ContainerState {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return StateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return StateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return StateExited
+	default:
+		return StateUnknown
+	}
+}
+
+// Pod is one pod sandbox as the poller last saw it. Values published in a
+// Snapshot are never modified; the poller replaces them.
+type Pod struct {
+	ID          string            `json:"id"`
+	Namespace   string            `json:"namespace"`
+	Name        string            `json:"name"`
+	UID         string            `json:"uid"`
+	Attempt     uint32            `json:"attempt"`
+	State       SandboxState      `json:"state"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	IPs         []string          `json:"ips,omitempty"`
+	HostNetwork bool              `json:"hostNetwork,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// IP returns the pod's primary IP ("" for host-network sandboxes or before
+// the network is set up), as kubelet's PodIP.
+func (p *Pod) IP() string {
+	if len(p.IPs) == 0 {
+		return ""
+	}
+	return p.IPs[0]
+}
+
+// Container is one container as the poller last saw it. Values published in
+// a Snapshot are never modified; the poller replaces them.
+type Container struct {
+	ID          string            `json:"id"`
+	SandboxID   string            `json:"sandboxId"`
+	Name        string            `json:"name"`
+	Attempt     uint32            `json:"attempt"`
+	State       ContainerState    `json:"state"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	StartedAt   time.Time         `json:"startedAt,omitzero"`
+	FinishedAt  time.Time         `json:"finishedAt,omitzero"`
+	ExitCode    int32             `json:"exitCode"`
+	Reason      string            `json:"reason,omitempty"`
+	Message     string            `json:"message,omitempty"`
+	Image       string            `json:"image"`
+	ImageRef    string            `json:"imageRef,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Snapshot is an immutable view of the runtime after one relist. Its slices
+// and the values they point to must not be modified.
+type Snapshot struct {
+	// Time is when the relist that produced the snapshot started.
+	Time       time.Time
+	pods       []*Pod
+	containers []*Container
+	podByID    map[string]*Pod
+	byPod      map[string][]*Container
+	contByID   map[string]*Container
+}
+
+func newSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
+	sort.Slice(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.CreatedAt.Before(b.CreatedAt)
+	})
+	sort.Slice(containers, func(i, j int) bool {
+		a, b := containers[i], containers[j]
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		if a.Attempt != b.Attempt {
+			return a.Attempt < b.Attempt
+		}
+		return a.CreatedAt.Before(b.CreatedAt)
+	})
+	s := &Snapshot{
+		Time:       at,
+		pods:       pods,
+		containers: containers,
+		podByID:    make(map[string]*Pod, len(pods)),
+		byPod:      make(map[string][]*Container, len(pods)),
+		contByID:   make(map[string]*Container, len(containers)),
+	}
+	for _, p := range pods {
+		s.podByID[p.ID] = p
+	}
+	for _, c := range containers {
+		s.contByID[c.ID] = c
+		s.byPod[c.SandboxID] = append(s.byPod[c.SandboxID], c)
+	}
+	return s
+}
+
+// Pods returns all sandboxes ordered by namespace, name and creation.
+func (s *Snapshot) Pods() []*Pod { return s.pods }
+
+// Containers returns all containers.
+func (s *Snapshot) Containers() []*Container { return s.containers }
+
+// Pod returns the sandbox with the given ID.
+func (s *Snapshot) Pod(id string) (*Pod, bool) {
+	p, ok := s.podByID[id]
+	return p, ok
+}
+
+// Container returns the container with the given ID.
+func (s *Snapshot) Container(id string) (*Container, bool) {
+	c, ok := s.contByID[id]
+	return c, ok
+}
+
+// PodContainers returns a sandbox's containers ordered by name and attempt.
+func (s *Snapshot) PodContainers(sandboxID string) []*Container { return s.byPod[sandboxID] }
+
+// MarshalJSON renders the snapshot as {"time", "pods": [{…, "containers": […]}]},
+// containers nested under their pod.
+func (s *Snapshot) MarshalJSON() ([]byte, error) {
+	type podJSON struct {
+		*Pod
+		Containers []*Container `json:"containers"`
+	}
+	out := struct {
+		Time time.Time `json:"time"`
+		Pods []podJSON `json:"pods"`
+	}{Time: s.Time, Pods: make([]podJSON, 0, len(s.pods))}
+	for _, p := range s.pods {
+		ctrs := s.byPod[p.ID]
+		if ctrs == nil {
+			ctrs = []*Container{}
+		}
+		out.Pods = append(out.Pods, podJSON{Pod: p, Containers: ctrs})
+	}
+	return json.Marshal(out)
+}
+
+// Select returns a snapshot holding only the pods keep accepts, with their
+// containers.
+func (s *Snapshot) Select(keep func(*Pod) bool) *Snapshot {
+	var pods []*Pod
+	var containers []*Container
+	for _, p := range s.pods {
+		if keep(p) {
+			pods = append(pods, p)
+			containers = append(containers, s.byPod[p.ID]...)
+		}
+	}
+	return newSnapshot(s.Time, pods, containers)
+}

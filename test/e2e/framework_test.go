@@ -1,0 +1,125 @@
+//go:build e2e
+
+// Package e2e runs cri-prober against a real containerd started by
+// hack/containerd-up.sh (make test-e2e does all of it). It talks to the
+// runtime only through CRI, as kubelet and crictl do.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+)
+
+const (
+	testNamespace = "cri-prober-e2e"
+	busyboxImage  = "localhost/busybox:test"
+)
+
+var (
+	endpoint   = os.Getenv("CRI_PROBER_E2E_ENDPOINT")
+	podSubnet  = os.Getenv("CRI_PROBER_E2E_SUBNET")
+	binaryPath = os.Getenv("CRI_PROBER_E2E_BINARY")
+)
+
+func TestMain(m *testing.M) {
+	if endpoint == "" || podSubnet == "" {
+		fmt.Fprintln(os.Stderr, "e2e tests need a private containerd: run `make test-e2e` (sets CRI_PROBER_E2E_ENDPOINT and CRI_PROBER_E2E_SUBNET)")
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+func dial(t *testing.T) *cri.Client {
+	t.Helper()
+	c, err := cri.Dial(t.Context(), endpoint)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// pod is a sandbox created for one test and removed when it ends.
+type pod struct {
+	t      *testing.T
+	client *cri.Client
+	id     string
+	config *runtimeapi.PodSandboxConfig
+}
+
+func uniqueName(prefix string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// runPod starts a sandbox in the e2e namespace; it is stopped and removed
+// (network included) when the test ends, pass or fail.
+func runPod(t *testing.T, c *cri.Client, name string) *pod {
+	t.Helper()
+	name = uniqueName(name)
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uniqueName("uid")},
+		Hostname: name,
+		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
+	}
+	id, err := c.RunPodSandbox(t.Context(), cfg, "")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// t.Context is already cancelled in cleanup.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.StopPodSandbox(ctx, id); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := c.RemovePodSandbox(ctx, id); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return &pod{t: t, client: c, id: id, config: cfg}
+}
+
+// start creates and starts a busybox container running argv.
+func (p *pod) start(name string, argv ...string) string {
+	p.t.Helper()
+	id := p.create(name, argv...)
+	require.NoError(p.t, p.client.StartContainer(p.t.Context(), id))
+	return id
+}
+
+func (p *pod) create(name string, argv ...string) string {
+	p.t.Helper()
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: name},
+		Image:    &runtimeapi.ImageSpec{Image: busyboxImage},
+		Command:  argv,
+		Linux:    &runtimeapi.LinuxContainerConfig{},
+	}
+	id, err := p.client.CreateContainer(p.t.Context(), p.id, cfg, p.config)
+	require.NoError(p.t, err)
+	return id
+}
+
+// inSubnet reports whether ip lies in the CNI bridge's subnet.
+func inSubnet(t *testing.T, ip string) bool {
+	t.Helper()
+	_, subnet, err := net.ParseCIDR(podSubnet)
+	require.NoError(t, err)
+	parsed := net.ParseIP(ip)
+	return parsed != nil && subnet.Contains(parsed)
+}
+
+// eventually polls cond every 50 ms until it holds or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, timeout, 50*time.Millisecond, what)
+}
