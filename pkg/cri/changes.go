@@ -129,6 +129,9 @@ func (p *Poller) publish(snap *Snapshot) {
 	p.subsMu.Lock()
 	defer p.subsMu.Unlock()
 	prev := p.snapshot.Swap(snap)
+	if len(p.subs) == 0 {
+		return
+	}
 	events := diff(prev, snap)
 	for s := range p.subs {
 		s.push(snap, events)

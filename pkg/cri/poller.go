@@ -132,13 +132,13 @@ func NewPoller(runtime RuntimeReader, opts ...PollerOption) (*Poller, error) {
 // successful relist.
 func (p *Poller) Snapshot() *Snapshot { return p.snapshot.Load() }
 
-// LastError returns the error of the most recent relist and when it
-// happened; nil once a relist succeeds again.
-func (p *Poller) LastError() (error, time.Time) {
+// LastError returns when the most recent relist failed and why; a nil
+// error once a relist succeeds again.
+func (p *Poller) LastError() (at time.Time, err error) {
 	if e := p.lastErr.Load(); e != nil {
-		return e.err, e.at
+		return e.at, e.err
 	}
-	return nil, time.Time{}
+	return time.Time{}, nil
 }
 
 // Trigger asks Run for a relist now. It never blocks; triggers that arrive

@@ -290,12 +290,12 @@ func TestRelistErrorKeepsLastSnapshot(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, cri.IsUnavailable(err), "error class survives wrapping: %v", err)
 	assert.Same(t, good, p.Snapshot())
-	lastErr, _ := p.LastError()
+	_, lastErr := p.LastError()
 	assert.ErrorContains(t, lastErr, "list pod sandboxes")
 
 	rt.SetError("ListPodSandbox", nil)
 	relist(t, p)
-	lastErr, _ = p.LastError()
+	_, lastErr = p.LastError()
 	assert.NoError(t, lastErr)
 }
 
