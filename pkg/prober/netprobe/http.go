@@ -1,0 +1,112 @@
+package netprobe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// MaxBody is how much of a response body is read: kubelet's
+// maxRespBodyLength. A longer body is truncated, not an error.
+const MaxBody = 10 * 1024
+
+// HTTPGet performs kubelet's HTTP probes. One HTTPGet serves every probe:
+// its transport never reuses connections, so sharing it costs nothing and
+// saves building a transport per probe.
+type HTTPGet struct {
+	transport *http.Transport
+}
+
+// NewHTTPGet returns an HTTP prober configured as kubelet's: no proxy (the
+// node's proxy variables are ignored), no keep-alive, no compression, TLS
+// without verification.
+func NewHTTPGet() *HTTPGet {
+	return &HTTPGet{transport: &http.Transport{
+		Proxy:               nil,
+		DialContext:         dialer().DialContext,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // kubelet does not verify probe targets.
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableKeepAlives:   true,
+		DisableCompression:  true,
+	}}
+}
+
+// NewRequest builds a probe request as kubelet's NewRequestForHTTPGetAction
+// does: the path is parsed as a URL (so a query survives) or, if it does
+// not parse, used as it is; User-Agent and Accept get kubelet's defaults
+// unless the headers name them (an empty value removes the header); a Host
+// header sets the virtual host without changing the address dialled.
+func NewRequest(scheme, host string, port int, path string, headers http.Header, userAgent string) (*http.Request, error) {
+	u, err := url.Parse(path)
+	if err != nil {
+		u = &url.URL{Path: path}
+	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if headers == nil {
+		headers = http.Header{}
+	}
+	if _, ok := headers["User-Agent"]; !ok {
+		headers.Set("User-Agent", userAgent)
+	}
+	if _, ok := headers["Accept"]; !ok {
+		headers.Set("Accept", "*/*")
+	} else if headers.Get("Accept") == "" {
+		headers.Del("Accept")
+	}
+	req.Header = headers
+	req.Host = headers.Get("Host")
+	return req, nil
+}
+
+// Probe sends req and judges the response: 2xx is Success with the body as
+// output; 3xx (a redirect that was not followed) is Warning; anything else
+// is Failure. Redirects to the same host name are followed, up to 10;
+// redirects to another host are not. A transport error or timeout is a
+// Failure whose output is the error; failing to read the body is an error.
+func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Result, string, error) {
+	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: sameHostRedirects}
+	resp, err := client.Do(req.WithContext(ctx))
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if err != nil {
+		return Failure, "", fmt.Errorf("read response body: %w", err)
+	}
+	body := string(b)
+	switch {
+	case resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices:
+		return Success, body, nil
+	case resp.StatusCode >= http.StatusMultipleChoices && resp.StatusCode < http.StatusBadRequest:
+		return Warning, "Probe terminated redirects, Response body: " + body, nil
+	default:
+		// The body is left out on purpose (kubernetes#99425).
+		return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
+	}
+}
+
+// sameHostRedirects follows a redirect only if it stays on the original
+// host name (any port or scheme), as kubelet does with
+// followNonLocalRedirects off.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+package netprobe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const testUA = "kube-probe/1.34"
+
+// target splits a test server's URL into what NewRequest takes.
+func target(t *testing.T, serverURL string) (host string, port int) {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	require.NoError(t, err)
+	port, err = strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	return u.Hostname(), port
+}
+
+func probeHTTP(t *testing.T, scheme, serverURL, path string, headers http.Header, timeout time.Duration) (Result, string, error) {
+	t.Helper()
+	host, port := target(t, serverURL)
+	req, err := NewRequest(scheme, host, port, path, headers, testUA)
+	require.NoError(t, err)
+	return NewHTTPGet().Probe(context.Background(), req, timeout)
+}
+
+// recorder is a handler that remembers the last request it saw.
+type recorder struct {
+	mu     sync.Mutex
+	header http.Header
+	host   string
+	uri    string
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec.mu.Lock()
+	rec.header, rec.host, rec.uri = r.Header.Clone(), r.Host, r.RequestURI
+	rec.mu.Unlock()
+	w.Write([]byte("ok"))
+}
+
+func TestHTTPRequestHeaders(t *testing.T) {
+	tests := []struct {
+		name       string
+		headers    http.Header
+		wantHeader http.Header
+		wantHost   string // "" means the dialled address
+	}{
+		{
+			name:       "defaults: exactly Accept, Connection and kubelet's User-Agent",
+			wantHeader: http.Header{"Accept": {"*/*"}, "Connection": {"close"}, "User-Agent": {testUA}},
+		},
+		{
+			name:       "custom User-Agent and Accept",
+			headers:    http.Header{"User-Agent": {"my-agent"}, "Accept": {"text/html"}},
+			wantHeader: http.Header{"Accept": {"text/html"}, "Connection": {"close"}, "User-Agent": {"my-agent"}},
+		},
+		{
+			name:       "empty User-Agent and Accept are not sent",
+			headers:    http.Header{"User-Agent": {""}, "Accept": {""}},
+			wantHeader: http.Header{"Connection": {"close"}},
+		},
+		{
+			name:       "Accept-Encoding passes through",
+			headers:    http.Header{"Accept-Encoding": {"gzip"}},
+			wantHeader: http.Header{"Accept": {"*/*"}, "Accept-Encoding": {"gzip"}, "Connection": {"close"}, "User-Agent": {testUA}},
+		},
+		{
+			name:       "repeated header values",
+			headers:    http.Header{"X-Muffins": {"chocolate", "blueberry"}},
+			wantHeader: http.Header{"Accept": {"*/*"}, "Connection": {"close"}, "User-Agent": {testUA}, "X-Muffins": {"chocolate", "blueberry"}},
+		},
+		{
+			name:       "Host header sets the virtual host",
+			headers:    http.Header{"Host": {"example.com"}},
+			wantHeader: http.Header{"Accept": {"*/*"}, "Connection": {"close"}, "User-Agent": {testUA}},
+			wantHost:   "example.com",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			result, out, err := probeHTTP(t, "http", srv.URL, "/", tt.headers, time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, Success, result)
+			assert.Equal(t, "ok", out)
+			assert.Equal(t, tt.wantHeader, rec.header)
+			if tt.wantHost != "" {
+				assert.Equal(t, tt.wantHost, rec.host)
+			} else {
+				assert.Equal(t, strings.TrimPrefix(srv.URL, "http://"), rec.host)
+			}
+		})
+	}
+}
+
+func TestHTTPPathAndQuery(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	_, _, err := probeHTTP(t, "http", srv.URL, "/healthz?verbose=1&x=%2F", nil, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "/healthz?verbose=1&x=%2F", rec.uri)
+}
+
+func TestHTTPStatusCodes(t *testing.T) {
+	tests := []struct {
+		code       int
+		wantResult Result
+		wantOutput string
+	}{
+		{200, Success, "body"},
+		{204, Success, "body"},
+		{299, Success, "body"},
+		{300, Warning, "Probe terminated redirects, Response body: body"},
+		{399, Warning, "Probe terminated redirects, Response body: body"},
+		{400, Failure, "HTTP probe failed with statuscode: 400"},
+		{404, Failure, "HTTP probe failed with statuscode: 404"},
+		{500, Failure, "HTTP probe failed with statuscode: 500"},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.code), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tt.code)
+				if tt.code != 204 {
+					w.Write([]byte("body"))
+				}
+			}))
+			defer srv.Close()
+			result, out, err := probeHTTP(t, "http", srv.URL, "/", nil, time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantResult, result)
+			if tt.code != 204 {
+				assert.Equal(t, tt.wantOutput, out)
+			}
+		})
+	}
+}
+
+func TestHTTPTimeoutIsAFailure(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	result, out, err := probeHTTP(t, "http", srv.URL, "/", nil, 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, Failure, result)
+	assert.Contains(t, out, "Client.Timeout exceeded while awaiting headers")
+}
+
+func TestHTTPRefusedIsAFailure(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	result, out, err := probeHTTP(t, "http", srv.URL, "/", nil, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, Failure, result)
+	assert.Contains(t, out, "connection refused")
+}
+
+func TestHTTPRedirects(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("other port"))
+	}))
+	defer other.Close()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		http.Redirect(w, r, r.URL.Query().Get("loc"), code)
+	})
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "fail", http.StatusInternalServerError) })
+	mux.HandleFunc("/no-location", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusPermanentRedirect)
+		w.Write([]byte("moved"))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	_, otherPort := target(t, other.URL)
+
+	type row struct {
+		name       string
+		path       string
+		wantResult Result
+		wantOutput string
+	}
+	var tests []row
+	for _, code := range []int{301, 302, 307, 308} {
+		tests = append(tests,
+			row{fmt.Sprintf("%d to local success", code), fmt.Sprintf("/redirect?code=%d&loc=%%2Fok", code), Success, "ok"},
+			row{fmt.Sprintf("%d to local failure", code), fmt.Sprintf("/redirect?code=%d&loc=%%2Ffail", code), Failure, "HTTP probe failed with statuscode: 500"},
+		)
+	}
+	tests = append(tests,
+		row{"same host, other port: followed", "/redirect?code=302&loc=" + url.QueryEscape(fmt.Sprintf("http://127.0.0.1:%d/", otherPort)), Success, "other port"},
+		row{"other host: not followed, warning", "/redirect?code=302&loc=" + url.QueryEscape("http://0.0.0.0/"), Warning, "Probe terminated redirects, Response body: <a href=\"http://0.0.0.0/\">Found</a>."},
+		row{"final 308 without Location", "/no-location", Warning, "Probe terminated redirects, Response body: moved"},
+	)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			result, out, err := probeHTTP(t, "http", srv.URL, tt.path, nil, time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantResult, result)
+			assert.True(t, strings.HasPrefix(out, tt.wantOutput), "output %q", out)
+		})
+	}
+
+	t.Run("redirect loop", func(t *testing.T) {
+		result, out, err := probeHTTP(t, "http", srv.URL, "/loop", nil, time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, Failure, result)
+		assert.Contains(t, out, "stopped after 10 redirects")
+	})
+}
+
+func TestHTTPHostHeaderPreservedAfterRedirect(t *testing.T) {
+	var mu sync.Mutex
+	var hosts []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hosts = append(hosts, r.Host)
+		mu.Unlock()
+		if r.URL.Path == "/start" {
+			http.Redirect(w, r, "/end", http.StatusFound)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	result, _, err := probeHTTP(t, "http", srv.URL, "/start", http.Header{"Host": {"vhost.example"}}, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, Success, result)
+	assert.Equal(t, []string{"vhost.example", "vhost.example"}, hosts)
+}
+
+func TestHTTPBodyTruncated(t *testing.T) {
+	for _, size := range []int{MaxBody - 1, MaxBody, MaxBody + 1, 10 * MaxBody} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			body := strings.Repeat("x", size)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(body)) }))
+			defer srv.Close()
+			result, out, err := probeHTTP(t, "http", srv.URL, "/", nil, time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, Success, result)
+			assert.Equal(t, body[:min(size, MaxBody)], out)
+		})
+	}
+}
+
+func TestHTTPIgnoresProxyEnvironment(t *testing.T) {
+	proxied := false
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { proxied = true }))
+	defer proxy.Close()
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("http_proxy", proxy.URL)
+	srv := httptest.NewServer(&recorder{})
+	defer srv.Close()
+	result, _, err := probeHTTP(t, "http", srv.URL, "/", nil, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, Success, result)
+	assert.False(t, proxied)
+}
+
+func TestHTTPSWithoutVerification(t *testing.T) {
+	srv := httptest.NewTLSServer(&recorder{})
+	defer srv.Close()
+	result, out, err := probeHTTP(t, "https", srv.URL, "/", nil, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, Success, result, out)
+}
+
+func TestHTTPBadPathIsUsedVerbatim(t *testing.T) {
+	req, err := NewRequest("http", "10.0.0.1", 8080, "/%zz", nil, testUA)
+	require.NoError(t, err)
+	assert.Equal(t, "/%zz", req.URL.Path)
+	assert.Equal(t, "10.0.0.1:8080", req.URL.Host)
+
+	req, err = NewRequest("http", "fd00::1", 80, "/", nil, testUA)
+	require.NoError(t, err)
+	assert.Equal(t, "[fd00::1]:80", req.URL.Host, "IPv6 hosts are bracketed")
+}
+
+func TestHTTPCancelledContextStopsTheProbe(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	host, port := target(t, srv.URL)
+	req, err := NewRequest("http", host, port, "/", nil, testUA)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Result)
+	go func() {
+		r, _, _ := NewHTTPGet().Probe(ctx, req, time.Hour)
+		done <- r
+	}()
+	cancel()
+	select {
+	case r := <-done:
+		assert.Equal(t, Failure, r)
+	case <-time.After(10 * time.Second):
+		t.Fatal("probe did not stop with its context")
+	}
+}
+
+func TestTCP(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	result, out, err := TCP(context.Background(), lis.Addr().String(), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, Success, result)
+	assert.Empty(t, out)
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := closed.Addr().String()
+	closed.Close()
+	result, out, err = TCP(context.Background(), addr, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, Failure, result)
+	assert.Equal(t, "dial tcp "+addr+": connect: connection refused", out)
+}

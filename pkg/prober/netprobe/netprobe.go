@@ -1,0 +1,51 @@
+// Package netprobe probes an address over the network the way kubelet does:
+// HTTP GET, TCP connect and gRPC health checks. Each probe is a leaf that
+// knows nothing of pods or containers: it gets an address and a timeout and
+// says Success, Warning or Failure with kubelet's output text, or returns an
+// error when it could not probe at all.
+package netprobe
+
+import (
+	"net"
+	"syscall"
+)
+
+// Result is a probe's verdict, kubelet's probe.Result without "unknown"
+// (which these probes express as an error).
+type Result int
+
+const (
+	Success Result = iota
+	// Warning is a success worth telling about (an HTTP redirect to another
+	// host that was not followed).
+	Warning
+	Failure
+)
+
+func (r Result) String() string {
+	switch r {
+	case Success:
+		return "success"
+	case Warning:
+		return "warning"
+	default:
+		return "failure"
+	}
+}
+
+// dialer sets SO_LINGER to 1 s on probe sockets so that thousands of probes
+// do not leave thousands of sockets in TIME_WAIT (kubernetes#89898).
+func dialer() *net.Dialer {
+	return &net.Dialer{
+		Control: func(_, _ string, c syscall.RawConn) error {
+			var sockErr error
+			err := c.Control(func(fd uintptr) {
+				sockErr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 1})
+			})
+			if err != nil {
+				return err
+			}
+			return sockErr
+		},
+	}
+}

@@ -1,0 +1,20 @@
+package netprobe
+
+import (
+	"context"
+	"time"
+)
+
+// TCP connects to addr and closes at once: Success if the connection is
+// accepted, else Failure with the dial error. Nothing is sent or read, so a
+// listening socket whose application is broken still passes, as in kubelet.
+func TCP(ctx context.Context, addr string, timeout time.Duration) (Result, string, error) {
+	d := dialer()
+	d.Timeout = timeout
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	conn.Close()
+	return Success, "", nil
+}

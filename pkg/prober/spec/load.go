@@ -1,0 +1,184 @@
+package spec
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// ManifestExtensions are the files a manifest directory is read from.
+var ManifestExtensions = []string{".yaml", ".yml", ".json"}
+
+// LoadFile reads the Pod manifests in one YAML or JSON file (several
+// documents separated by "---" lines allowed). Bad documents are reported
+// and skipped; the good ones are returned.
+func LoadFile(path string) ([]*Pod, []*Error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, []*Error{{Source: path, Detail: err.Error()}}
+	}
+	var pods []*Pod
+	var errs []*Error
+	for _, doc := range splitDocuments(data) {
+		source := fmt.Sprintf("%s:%d", path, doc.line)
+		pod, docErrs := decodePod(source, doc.data)
+		errs = append(errs, docErrs...)
+		if pod != nil {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, errs
+}
+
+// LoadDir reads every manifest file of dir (see ManifestExtensions; names
+// starting with "." are editor leftovers and skipped). A pod defined twice
+// is an error: the first definition in file-name order wins.
+func LoadDir(dir string) ([]*Pod, []*Error) {
+	files, errs, err := ManifestFiles(dir)
+	if err != nil {
+		return nil, []*Error{{Source: dir, Detail: err.Error()}}
+	}
+	var pods []*Pod
+	seen := map[string]string{}
+	for _, f := range files {
+		filePods, fileErrs := LoadFile(f)
+		errs = append(errs, fileErrs...)
+		for _, p := range filePods {
+			key := p.Namespace + "/" + p.Name
+			if first, dup := seen[key]; dup {
+				errs = append(errs, &Error{Source: p.Source, Namespace: p.Namespace, Pod: p.Name,
+					Detail: fmt.Sprintf("pod is already defined at %s; this definition is ignored", first)})
+				continue
+			}
+			seen[key] = p.Source
+			pods = append(pods, p)
+		}
+	}
+	return pods, errs
+}
+
+// ManifestFiles lists the manifest files of dir in name order. Other files
+// are reported, not silently skipped; err is set when dir cannot be read.
+func ManifestFiles(dir string) (files []string, ignored []*Error, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the manifest directory: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		if !hasManifestExtension(name) {
+			ignored = append(ignored, &Error{Source: filepath.Join(dir, name), Detail: "ignored: manifest files must end in .yaml, .yml or .json"})
+			continue
+		}
+		files = append(files, filepath.Join(dir, name))
+	}
+	sort.Strings(files)
+	return files, ignored, nil
+}
+
+func hasManifestExtension(name string) bool {
+	for _, ext := range ManifestExtensions {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+type document struct {
+	line int // 1-based line where the document starts
+	data []byte
+}
+
+// splitDocuments splits a YAML stream on "---" separator lines, keeping
+// each document's first line for messages. Empty documents are dropped.
+func splitDocuments(data []byte) []document {
+	var docs []document
+	var cur bytes.Buffer
+	start, line := 1, 0
+	flush := func() {
+		if len(bytes.TrimSpace(stripComments(cur.Bytes()))) > 0 {
+			docs = append(docs, document{line: start, data: bytes.Clone(cur.Bytes())})
+		}
+		cur.Reset()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if text == "---" || strings.HasPrefix(text, "--- ") || strings.HasPrefix(text, "---\t") {
+			flush()
+			start = line + 1
+			continue
+		}
+		cur.WriteString(text)
+		cur.WriteByte('\n')
+	}
+	flush()
+	return docs
+}
+
+func stripComments(b []byte) []byte {
+	var out bytes.Buffer
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			out.Write(l)
+			out.WriteByte('\n')
+		}
+	}
+	return out.Bytes()
+}
+
+// decodePod decodes one document strictly (unknown and duplicate fields are
+// errors, as with kubectl --validate=strict), defaults and validates it.
+func decodePod(source string, doc []byte) (*Pod, []*Error) {
+	fail := func(detail string) (*Pod, []*Error) { return nil, []*Error{{Source: source, Detail: detail}} }
+	jsonDoc, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return fail(fmt.Sprintf("not valid YAML: %v", err))
+	}
+	var typeMeta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.UnmarshalCaseSensitivePreserveInts(jsonDoc, &typeMeta); err != nil {
+		return fail(fmt.Sprintf("not a Kubernetes object: %v", err))
+	}
+	if typeMeta.Kind != "Pod" || typeMeta.APIVersion != "v1" {
+		return fail(fmt.Sprintf("apiVersion %q, kind %q: only Pod manifests (apiVersion: v1, kind: Pod) are supported", typeMeta.APIVersion, typeMeta.Kind))
+	}
+	var pod corev1.Pod
+	strict, err := json.UnmarshalStrict(jsonDoc, &pod, json.DisallowDuplicateFields, json.DisallowUnknownFields)
+	if err != nil {
+		return fail(cleanJSONError(err))
+	}
+	if len(strict) > 0 {
+		var errs []*Error
+		for _, e := range strict {
+			errs = append(errs, &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Detail: cleanJSONError(e)})
+		}
+		return nil, errs
+	}
+	defaultPod(&pod)
+	if errs := validatePod(source, &pod); len(errs) > 0 {
+		return nil, errs
+	}
+	return fromPod(source, &pod), nil
+}
+
+// cleanJSONError drops the decoder's "json: " prefix.
+func cleanJSONError(err error) string {
+	return strings.TrimPrefix(err.Error(), "json: ")
+}

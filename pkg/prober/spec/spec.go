@@ -1,0 +1,181 @@
+// Package spec turns what users give (Pod manifests, CRI annotations) into
+// probe specs: decoded strictly, defaulted as the API server defaults, and
+// validated with the API server's rules, every problem reported with the
+// file, pod, container and field it concerns.
+//
+// It knows nothing of the runtime: it imports only Kubernetes API types.
+package spec
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Pod is the part of a Pod that probing needs.
+type Pod struct {
+	// Source says where the spec came from, for messages: "pods.yaml:12"
+	// (file and first line of the document) or "annotations".
+	Source        string
+	Namespace     string
+	Name          string
+	UID           string // empty: match any sandbox with this namespace and name
+	RestartPolicy corev1.RestartPolicy
+	// TerminationGracePeriodSeconds is the pod's grace period (default 30).
+	TerminationGracePeriodSeconds int64
+	// Containers are the containers kubelet probes: regular containers and
+	// restartable init containers (sidecars).
+	Containers []Container
+}
+
+// Container is a probed container: its name, probes (defaulted), ports (for
+// named ports) and environment (for $(VAR) in exec commands).
+type Container struct {
+	Name    string
+	Sidecar bool // a restartable init container
+	Ports   []corev1.ContainerPort
+	Env     []corev1.EnvVar
+
+	Liveness  *corev1.Probe
+	Readiness *corev1.Probe
+	Startup   *corev1.Probe
+}
+
+// HasProbes reports whether the container has any probe.
+func (c *Container) HasProbes() bool {
+	return c.Liveness != nil || c.Readiness != nil || c.Startup != nil
+}
+
+// Container returns the probed container with the given name.
+func (p *Pod) Container(name string) (*Container, bool) {
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			return &p.Containers[i], true
+		}
+	}
+	return nil, false
+}
+
+// Error is one problem in what a user gave.
+type Error struct {
+	Source    string // file:line, or "annotations"
+	Namespace string
+	Pod       string
+	Container string
+	Field     string // e.g. spec.containers[0].livenessProbe.periodSeconds
+	Detail    string // e.g. Invalid value: -1: must be greater than or equal to 0
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Pod != "" {
+		fmt.Fprintf(&b, ": pod %s/%s", e.Namespace, e.Pod)
+	}
+	if e.Container != "" {
+		fmt.Fprintf(&b, ": container %s", e.Container)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": %s", e.Field)
+	}
+	fmt.Fprintf(&b, ": %s", e.Detail)
+	return b.String()
+}
+
+// Defaults the API server applies to a Probe.
+const (
+	DefaultPeriodSeconds     = 10
+	DefaultTimeoutSeconds    = 1
+	DefaultSuccessThreshold  = 1
+	DefaultFailureThreshold  = 3
+	DefaultGracePeriodSecond = 30
+)
+
+// DefaultProbe applies the API server's defaults: zero period, timeout and
+// thresholds take their defaults (so an explicit 0 means the default, as in
+// Kubernetes), and an HTTP probe gets path "/" and scheme HTTP.
+func DefaultProbe(p *corev1.Probe) {
+	if p == nil {
+		return
+	}
+	if p.PeriodSeconds == 0 {
+		p.PeriodSeconds = DefaultPeriodSeconds
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = DefaultTimeoutSeconds
+	}
+	if p.SuccessThreshold == 0 {
+		p.SuccessThreshold = DefaultSuccessThreshold
+	}
+	if p.FailureThreshold == 0 {
+		p.FailureThreshold = DefaultFailureThreshold
+	}
+	if h := p.HTTPGet; h != nil {
+		if h.Path == "" {
+			h.Path = "/"
+		}
+		if h.Scheme == "" {
+			h.Scheme = corev1.URISchemeHTTP
+		}
+	}
+}
+
+// defaultPod applies the API server's pod defaults that probing depends on.
+func defaultPod(pod *corev1.Pod) {
+	if pod.Namespace == "" {
+		pod.Namespace = "default"
+	}
+	if pod.Spec.RestartPolicy == "" {
+		pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	}
+	if pod.Spec.TerminationGracePeriodSeconds == nil {
+		g := int64(DefaultGracePeriodSecond)
+		pod.Spec.TerminationGracePeriodSeconds = &g
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			c := &list[i]
+			DefaultProbe(c.LivenessProbe)
+			DefaultProbe(c.ReadinessProbe)
+			DefaultProbe(c.StartupProbe)
+			for j := range c.Ports {
+				if c.Ports[j].Protocol == "" {
+					c.Ports[j].Protocol = corev1.ProtocolTCP
+				}
+			}
+		}
+	}
+}
+
+// isSidecar reports whether an init container is restartable.
+func isSidecar(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// fromPod keeps what probing needs of a defaulted, valid pod.
+func fromPod(source string, pod *corev1.Pod) *Pod {
+	p := &Pod{
+		Source:                        source,
+		Namespace:                     pod.Namespace,
+		Name:                          pod.Name,
+		UID:                           string(pod.UID),
+		RestartPolicy:                 pod.Spec.RestartPolicy,
+		TerminationGracePeriodSeconds: *pod.Spec.TerminationGracePeriodSeconds,
+	}
+	add := func(c *corev1.Container, sidecar bool) {
+		p.Containers = append(p.Containers, Container{
+			Name: c.Name, Sidecar: sidecar, Ports: c.Ports, Env: c.Env,
+			Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe,
+		})
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i], false)
+	}
+	for i := range pod.Spec.InitContainers {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			add(&pod.Spec.InitContainers[i], true)
+		}
+	}
+	return p
+}

@@ -1,0 +1,246 @@
+package spec
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Each bad manifest gives exactly these errors (file prefix omitted).
+func TestLoadBadManifests(t *testing.T) {
+	tests := map[string][]string{
+		"no-handler":                 {": pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value: must specify a handler type"},
+		"two-handlers":               {": pod shop/two-handlers: container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"},
+		"liveness-success-threshold": {": pod shop/liveness-success-threshold: container app: spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"},
+		"startup-success-threshold":  {": pod shop/startup-success-threshold: container app: spec.containers[0].startupProbe.successThreshold: Invalid value: 3: must be 1"},
+		"readiness-grace":            {": pod shop/readiness-grace: container app: spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes"},
+		"liveness-grace-zero":        {": pod shop/liveness-grace-zero: container app: spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 0: must be greater than 0"},
+		"negative-period":            {": pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0"},
+		"negative-initial-delay":     {": pod shop/negative-initial-delay: container app: spec.containers[0].readinessProbe.initialDelaySeconds: Invalid value: -5: must be greater than or equal to 0"},
+		"port-out-of-range":          {": pod shop/port-out-of-range: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: 70000: must be between 1 and 65535, inclusive"},
+		"named-port-missing":         {`: pod shop/named-port-missing: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: "http": no port named "http" among the container's ports`},
+		"grpc-port-zero":             {": pod shop/grpc-port-zero: container app: spec.containers[0].livenessProbe.grpc.port: Invalid value: 0: must be between 1 and 65535, inclusive"},
+		"bad-scheme":                 {`: pod shop/bad-scheme: container app: spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`},
+		"bad-header":                 {`: pod shop/bad-header: container app: spec.containers[0].livenessProbe.httpGet.httpHeaders: Invalid value: "bad header": a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')`},
+		"exec-empty":                 {": pod shop/exec-empty: container app: spec.containers[0].livenessProbe.exec.command: Required value"},
+		"unknown-field":              {`: pod shop/unknown-field: unknown field "spec.containers[0].livenessProb"`},
+		"type-error":                 {`: cannot unmarshal string into Go struct field Probe.spec.containers.livenessProbe.periodSeconds of type int32`},
+		"bad-restart-policy":         {`: pod shop/bad-restart-policy: spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`},
+		"wrong-kind":                 {`: apiVersion "apps/v1", kind "Deployment": only Pod manifests (apiVersion: v1, kind: Pod) are supported`},
+		"not-yaml":                   {": not valid YAML: "},
+		"init-container-probe":       {": pod shop/init-container-probe: container setup: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"},
+		"duplicate-container":        {`: pod shop/duplicate-container: container app: spec.containers[1].name: Duplicate value: "app"`},
+	}
+	files, _ := filepath.Glob("testdata/bad/*.yaml")
+	require.Len(t, files, len(tests), "every bad file has a row")
+	for name, want := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join("testdata/bad", name+".yaml")
+			pods, errs := LoadFile(file)
+			assert.Empty(t, pods, "a pod with an error is not used")
+			var got []string
+			for _, e := range errs {
+				msg := e.Error()
+				require.True(t, strings.HasPrefix(msg, file+":"), "names the file: %s", msg)
+				got = append(got, strings.TrimPrefix(msg, file+":1"))
+			}
+			require.Len(t, got, len(want), "%q", got)
+			for i := range want {
+				assert.Contains(t, got[i], want[i])
+			}
+		})
+	}
+}
+
+func TestLoadGoodManifest(t *testing.T) {
+	pods, errs := LoadFile("testdata/good/pods.yaml")
+	require.Empty(t, errs)
+	require.Len(t, pods, 2)
+
+	web := pods[0]
+	assert.Equal(t, "testdata/good/pods.yaml:1", web.Source)
+	assert.Equal(t, "shop", web.Namespace)
+	assert.Equal(t, "web", web.Name)
+	assert.Equal(t, "6c0a3e8e-0000-4000-8000-000000000001", web.UID)
+	assert.Equal(t, corev1.RestartPolicyOnFailure, web.RestartPolicy)
+	assert.Equal(t, int64(60), web.TerminationGracePeriodSeconds)
+	require.Len(t, web.Containers, 2, "app and the sidecar; the plain init container is not probed")
+
+	app, ok := web.Container("app")
+	require.True(t, ok)
+	assert.False(t, app.Sidecar)
+	live := app.Liveness
+	assert.Equal(t, int32(10), live.PeriodSeconds, "defaulted")
+	assert.Equal(t, int32(1), live.TimeoutSeconds)
+	assert.Equal(t, int32(1), live.SuccessThreshold)
+	assert.Equal(t, int32(5), live.FailureThreshold)
+	assert.Equal(t, corev1.URISchemeHTTP, live.HTTPGet.Scheme)
+	assert.Equal(t, int64(5), *live.TerminationGracePeriodSeconds)
+	port, ok := ResolvePort(live.HTTPGet.Port, app.Ports)
+	assert.True(t, ok)
+	assert.Equal(t, 8080, port)
+	assert.Equal(t, int32(10), app.Readiness.PeriodSeconds, "an explicit 0 means the default")
+	assert.Equal(t, int32(3), app.Startup.FailureThreshold)
+	assert.Equal(t, []corev1.EnvVar{{Name: "A", Value: "script"}}, app.Env)
+
+	proxy, ok := web.Container("proxy")
+	require.True(t, ok)
+	assert.True(t, proxy.Sidecar)
+	assert.NotNil(t, proxy.Readiness)
+
+	worker := pods[1]
+	assert.Equal(t, "testdata/good/pods.yaml:36", worker.Source, "the document's first line")
+	assert.Equal(t, "default", worker.Namespace, "defaulted")
+	assert.Equal(t, corev1.RestartPolicyAlways, worker.RestartPolicy)
+	assert.Equal(t, int64(30), worker.TerminationGracePeriodSeconds)
+	assert.False(t, worker.Containers[0].HasProbes())
+}
+
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile("testdata/good/pods.yaml")
+	require.NoError(t, err)
+	bad, err := os.ReadFile("testdata/bad/no-handler.yaml")
+	require.NoError(t, err)
+	write := func(name string, data []byte) { require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644)) }
+	write("a.yaml", good)
+	write("b.yml", bad)
+	write("c.json", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"shop"},"spec":{"containers":[{"name":"x","image":"y"}]}}`))
+	write("notes.txt", []byte("hello"))
+	write(".a.yaml.swp", []byte("editor junk"))
+
+	pods, errs := LoadDir(dir)
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	assert.Equal(t, []string{"shop/web", "default/worker"}, names, "the bad file does not stop the good ones")
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	require.Len(t, msgs, 3, "%q", msgs)
+	assert.Contains(t, msgs[0], "notes.txt: ignored: manifest files must end in .yaml, .yml or .json")
+	assert.Contains(t, msgs[1], "b.yml:1: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
+	assert.Contains(t, msgs[2], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":1; this definition is ignored")
+
+	_, errs = LoadDir(filepath.Join(dir, "missing"))
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
+}
+
+func TestSplitDocuments(t *testing.T) {
+	docs := splitDocuments([]byte("---\n# only a comment\n---\na: 1\n--- # trailing\nb: 2\n---\n\n"))
+	require.Len(t, docs, 2)
+	assert.Equal(t, 4, docs[0].line)
+	assert.Equal(t, "a: 1\n", string(docs[0].data))
+	assert.Equal(t, 6, docs[1].line)
+}
+
+func TestContainerFromAnnotations(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		wantErrs    []string
+		check       func(t *testing.T, c *Container)
+	}{
+		{
+			name:        "no probe annotations",
+			annotations: map[string]string{"other": "x"},
+			check:       func(t *testing.T, c *Container) { assert.Nil(t, c) },
+		},
+		{
+			name: "all three, defaulted",
+			annotations: map[string]string{
+				LivenessAnnotation:  `{"httpGet":{"port":8080,"path":"/healthz"},"failureThreshold":1}`,
+				ReadinessAnnotation: `{"tcpSocket":{"port":8080},"periodSeconds":2}`,
+				StartupAnnotation:   `{"exec":{"command":["cat","/tmp/started"]}}`,
+			},
+			check: func(t *testing.T, c *Container) {
+				require.NotNil(t, c)
+				assert.Equal(t, "app", c.Name)
+				assert.Equal(t, int32(1), c.Liveness.FailureThreshold)
+				assert.Equal(t, int32(10), c.Liveness.PeriodSeconds)
+				assert.Equal(t, intstr.FromInt32(8080), c.Readiness.TCPSocket.Port)
+				assert.Equal(t, int32(2), c.Readiness.PeriodSeconds)
+				assert.Equal(t, []string{"cat", "/tmp/started"}, c.Startup.Exec.Command)
+			},
+		},
+		{
+			name:        "bad JSON",
+			annotations: map[string]string{LivenessAnnotation: `{"httpGet":`},
+			wantErrs:    []string{"annotations: pod ns/p: container app: cri-prober.io/liveness-probe: not a JSON Probe: "},
+		},
+		{
+			name:        "unknown field",
+			annotations: map[string]string{ReadinessAnnotation: `{"tcpSocket":{"port":80},"periodSecond":2}`},
+			wantErrs:    []string{`annotations: pod ns/p: container app: cri-prober.io/readiness-probe: unknown field "periodSecond"`},
+		},
+		{
+			name:        "invalid probe",
+			annotations: map[string]string{LivenessAnnotation: `{"exec":{"command":["true"]},"successThreshold":2}`},
+			wantErrs:    []string{"annotations: pod ns/p: container app: cri-prober.io/liveness-probe.successThreshold: Invalid value: 2: must be 1"},
+		},
+		{
+			name:        "named port",
+			annotations: map[string]string{ReadinessAnnotation: `{"httpGet":{"port":"http"}}`},
+			wantErrs:    []string{`cri-prober.io/readiness-probe.httpGet.port: Invalid value: "http": named ports need a Pod manifest that declares them; use a port number in annotations`},
+		},
+		{
+			name:        "typo in the key",
+			annotations: map[string]string{"cri-prober.io/livenes-probe": `{"exec":{"command":["true"]}}`},
+			wantErrs:    []string{"cri-prober.io/livenes-probe: unknown annotation; on a container config cri-prober reads cri-prober.io/liveness-probe, cri-prober.io/readiness-probe, cri-prober.io/startup-probe"},
+		},
+		{
+			name:        "sandbox key on a container",
+			annotations: map[string]string{RestartPolicyAnnotation: "Never"},
+			wantErrs:    []string{"cri-prober.io/restart-policy: belongs on the pod sandbox config, not on a container config"},
+		},
+		{
+			name: "one bad probe voids the container's others",
+			annotations: map[string]string{
+				LivenessAnnotation:  `{"exec":{"command":["true"]}}`,
+				ReadinessAnnotation: `{}`,
+			},
+			wantErrs: []string{"cri-prober.io/readiness-probe: Required value: must specify a handler type"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, errs := ContainerFromAnnotations("ns", "p", "app", tt.annotations)
+			require.Len(t, errs, len(tt.wantErrs), "%v", errs)
+			for i, want := range tt.wantErrs {
+				assert.Contains(t, errs[i].Error(), want)
+			}
+			if len(errs) > 0 {
+				assert.Nil(t, c)
+			}
+			if tt.check != nil {
+				tt.check(t, c)
+			}
+		})
+	}
+}
+
+func TestPodPolicyFromAnnotations(t *testing.T) {
+	p, errs := PodPolicyFromAnnotations("ns", "p", nil)
+	assert.Empty(t, errs)
+	assert.Equal(t, PodPolicy{RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: 30}, p)
+
+	p, errs = PodPolicyFromAnnotations("ns", "p", map[string]string{RestartPolicyAnnotation: "Never", GracePeriodAnnotation: "5"})
+	assert.Empty(t, errs)
+	assert.Equal(t, PodPolicy{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: 5}, p)
+
+	p, errs = PodPolicyFromAnnotations("ns", "p", map[string]string{RestartPolicyAnnotation: "Sometimes", GracePeriodAnnotation: "soon", LivenessAnnotation: "{}"})
+	require.Len(t, errs, 3)
+	assert.Contains(t, errs[0].Error(), "annotations: pod ns/p: cri-prober.io/liveness-probe: belongs on a container config, not on a pod sandbox config")
+	assert.Contains(t, errs[1].Error(), `cri-prober.io/restart-policy: Unsupported value: "Sometimes"`)
+	assert.Contains(t, errs[2].Error(), `cri-prober.io/termination-grace-period-seconds: Invalid value: "soon": must be a whole number of seconds`)
+	assert.Equal(t, corev1.RestartPolicyAlways, p.RestartPolicy, "defaults stand when the value is bad")
+}

@@ -1,0 +1,255 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// workerKey identifies a worker: one per pod, container name and probe type,
+// living across restarts of the container, as in kubelet.
+type workerKey struct {
+	pod       string // podStatus.key
+	container string
+	probeType results.ProbeType
+}
+
+// statusReader gives a worker the current status of its pod.
+type statusReader interface {
+	podStatus(key string) (*podStatus, bool)
+}
+
+// probeRunner runs one probe (with retries) against a target.
+type probeRunner interface {
+	probe(ctx context.Context, p *corev1.Probe, t target) outcome
+}
+
+var _ probeRunner = (*dispatcher)(nil)
+
+// worker probes one container of a pod with one probe, with kubelet's
+// decision sequence (see step). Its run loop waits on a ticker of
+// periodSeconds, a manual trigger, or cancellation of its context.
+//
+// Fields below the line are owned by the worker's goroutine.
+type worker struct {
+	key       workerKey
+	namespace string
+	podName   string
+	container *spec.Container
+	probe     *corev1.Probe
+	initial   results.Result
+
+	clock    clock.WithTicker
+	status   statusReader
+	runner   probeRunner
+	results  *results.Store
+	recorder Recorder
+	trigger  chan struct{} // buffered 1: triggers merge
+
+	// ---
+	containerID string
+	lastResult  results.Result
+	resultRun   int
+	onHold      bool
+}
+
+// initialResult is what a worker writes when it first sees a container:
+// readiness false until the first success, liveness presumed alive,
+// startup not started.
+func initialResult(t results.ProbeType) results.Result {
+	switch t {
+	case results.Readiness:
+		return results.Failure
+	case results.Liveness:
+		return results.Success
+	default:
+		return results.Unknown
+	}
+}
+
+func (w *worker) resultKey() results.Key {
+	return results.Key{ContainerID: w.containerID, Type: w.key.probeType}
+}
+
+// triggerNow asks for a probe now instead of at the next tick. It never
+// blocks; a pending trigger absorbs later ones.
+func (w *worker) triggerNow() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// run probes until step says stop or ctx is cancelled (which also aborts a
+// probe in flight). jitter returns a random number in [0, 1).
+func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() float64) {
+	period := time.Duration(w.probe.PeriodSeconds) * time.Second
+	// Right after the agent (re)starts, every worker would probe at once:
+	// spread the first probes over a period, as kubelet does.
+	if period > w.clock.Since(agentStart) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.clock.After(time.Duration(jitter() * float64(period))):
+		}
+	}
+	ticker := w.clock.NewTicker(period)
+	defer func() { ticker.Stop() }()
+	for w.step(ctx) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		case <-w.trigger:
+			// The next periodic probe comes a full period after this one
+			// (kubernetes#119089) instead of possibly right after it.
+			ticker.Stop()
+			ticker = w.clock.NewTicker(period)
+		}
+	}
+}
+
+// step is one tick of kubelet's doProbe: it decides whether to probe,
+// probes, applies the thresholds and records the stable result. It returns
+// whether the worker should keep going.
+func (w *worker) step(ctx context.Context) (keepGoing bool) {
+	status, ok := w.status.podStatus(w.key.pod)
+	if !ok {
+		return true // the pod is not known yet
+	}
+	if status.phase == corev1.PodFailed || status.phase == corev1.PodSucceeded {
+		return false
+	}
+	c, ok := status.containers[w.key.container]
+	if !ok || c.id == "" {
+		return true // the container does not exist yet
+	}
+
+	if c.id != w.containerID {
+		// A new container (first one, or a restart): start over.
+		if w.containerID != "" {
+			w.results.Remove(w.resultKey())
+		}
+		w.containerID = c.id
+		w.results.Set(w.resultKey(), w.initial, w.key.pod)
+		w.onHold = false
+	}
+	if w.onHold {
+		return true // until a new container replaces the failed one
+	}
+
+	if !c.running() {
+		w.results.Set(w.resultKey(), results.Failure, w.key.pod)
+		// Stop only when the container is over and will not be restarted.
+		return c.state != cri.StateExited || status.restartPolicy != corev1.RestartPolicyNever
+	}
+
+	if status.terminating && w.key.probeType != results.Readiness {
+		// A pod shutting down must not be killed by its liveness probe.
+		w.results.Set(w.resultKey(), results.Success, w.key.pod)
+		return false
+	}
+
+	now := w.clock.Now()
+	if int32(now.Sub(c.startedAt).Seconds()) < w.probe.InitialDelaySeconds {
+		return true
+	}
+	started := w.results.Started(c.id, true, c.hasStartupProbe)
+	if started == (w.key.probeType == results.Startup) {
+		// Startup probes stop once started (the worker stays for the next
+		// container); the others wait until then.
+		return true
+	}
+
+	o := w.runner.probe(ctx, w.probe, target{podIP: status.ip, containerID: c.id, container: w.container})
+	if ctx.Err() != nil {
+		return true // stopping: the loop will notice
+	}
+	elapsed := w.clock.Since(now)
+	if o.err != nil {
+		// Could not probe: thrown away, never counted toward a threshold.
+		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "err", o.err)
+		w.observe(now, elapsed, o, 0, 0)
+		w.event(EventWarning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
+		return true
+	}
+	switch o.raw {
+	case results.OutcomeFailure:
+		w.event(EventWarning, ReasonUnhealthy, "%s probe failed: %s", w.key.probeType, o.output)
+	case results.OutcomeWarning:
+		w.event(EventWarning, ReasonProbeWarning, "%s probe warning: %s", w.key.probeType, o.output)
+	}
+
+	if o.result == w.lastResult {
+		w.resultRun++
+	} else {
+		w.lastResult = o.result
+		w.resultRun = 1
+	}
+	threshold := int(w.probe.SuccessThreshold)
+	if o.result == results.Failure {
+		threshold = int(w.probe.FailureThreshold)
+	}
+	w.observe(now, elapsed, o, w.resultRun, threshold)
+	if w.resultRun < threshold {
+		return true // below the threshold: the stable result stands
+	}
+
+	if w.results.Set(w.resultKey(), o.result, w.key.pod) {
+		w.transitioned(o.result)
+	}
+	if (w.key.probeType == results.Liveness && o.result == results.Failure) || w.key.probeType == results.Startup {
+		// Hold until a new container: a failed container is about to be
+		// replaced and a started one needs no more startup probes. The
+		// next container gets a full threshold.
+		w.onHold = true
+		w.resultRun = 0
+	}
+	return true
+}
+
+func (w *worker) observe(at time.Time, elapsed time.Duration, o outcome, run, threshold int) {
+	obs := results.Observation{Time: at, Duration: elapsed, Outcome: o.raw, Output: o.output, Consecutive: run, Threshold: threshold}
+	if o.err != nil {
+		obs.Err = o.err.Error()
+	}
+	w.results.Observe(w.resultKey(), obs)
+}
+
+// transitioned tells about a change of the stable result that a threshold
+// caused (initial values and container changes are not news).
+func (w *worker) transitioned(r results.Result) {
+	name := w.key.container
+	switch {
+	case w.key.probeType == results.Readiness && r == results.Success:
+		w.event(EventNormal, ReasonContainerReady, "Container %s is ready", name)
+	case w.key.probeType == results.Readiness:
+		w.event(EventWarning, ReasonContainerNotReady, "Container %s is not ready: readiness probe failed %d times in a row", name, w.probe.FailureThreshold)
+	case w.key.probeType == results.Startup && r == results.Success:
+		w.event(EventNormal, ReasonStartupSucceeded, "Container %s started: startup probe succeeded", name)
+	case w.key.probeType == results.Startup:
+		w.event(EventWarning, ReasonStartupFailed, "Container %s failed startup probe", name)
+	case w.key.probeType == results.Liveness && r == results.Failure:
+		w.event(EventWarning, ReasonLivenessFailed, "Container %s failed liveness probe", name)
+	}
+}
+
+func (w *worker) event(eventType, reason, format string, args ...any) {
+	w.recorder.Record(Event{
+		Time:      w.clock.Now(),
+		Type:      eventType,
+		Reason:    reason,
+		Namespace: w.namespace,
+		Pod:       w.podName,
+		Container: w.key.container,
+		Message:   fmt.Sprintf(format, args...),
+	})
+}

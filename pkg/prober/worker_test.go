@@ -1,0 +1,613 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+const (
+	testPod       = "pod-uid"
+	testContainer = "app"
+	testID        = "container-1"
+)
+
+var (
+	liveness  = results.Liveness
+	readiness = results.Readiness
+	startup   = results.Startup
+	allTypes  = []results.ProbeType{liveness, readiness, startup}
+)
+
+// fakeStatus is a statusReader whose pod status the test sets.
+type fakeStatus struct {
+	mu     sync.Mutex
+	status *podStatus
+}
+
+func (f *fakeStatus) podStatus(string) (*podStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status, f.status != nil
+}
+
+func (f *fakeStatus) set(s *podStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status = s
+}
+
+// fakeRunner answers probes with a canned outcome and counts calls.
+type fakeRunner struct {
+	mu    sync.Mutex
+	next  outcome
+	calls int
+	// block, if set, holds probes until their context ends.
+	block bool
+}
+
+func (f *fakeRunner) probe(ctx context.Context, _ *corev1.Probe, _ target) outcome {
+	f.mu.Lock()
+	f.calls++
+	o, block := f.next, f.block
+	f.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return outcome{err: ctx.Err(), raw: results.OutcomeUnknown}
+	}
+	return o
+}
+
+func (f *fakeRunner) answer(r results.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch r {
+	case results.Success:
+		f.next = outcome{result: results.Success, raw: results.OutcomeSuccess}
+	default:
+		f.next = outcome{result: results.Failure, raw: results.OutcomeFailure, output: "boom"}
+	}
+}
+
+func (f *fakeRunner) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// events collects recorded events.
+type events struct {
+	mu   sync.Mutex
+	list []Event
+}
+
+func (e *events) Record(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, ev)
+}
+
+func (e *events) messages() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.list {
+		out = append(out, ev.Reason+": "+ev.Message)
+	}
+	return out
+}
+
+type workerTest struct {
+	w       *worker
+	clock   *testingclock.FakeClock
+	status  *fakeStatus
+	runner  *fakeRunner
+	results *results.Store
+	events  *events
+}
+
+// Like kubelet's worker tests: period, timeout and thresholds 1 unless the
+// probe says otherwise; restart policy Never; a running container that
+// started just now, with no startup probe.
+func newWorkerTest(t *testing.T, probeType results.ProbeType, tune func(*corev1.Probe)) *workerTest {
+	t.Helper()
+	p := &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+		PeriodSeconds:    1,
+		TimeoutSeconds:   1,
+		SuccessThreshold: 1,
+		FailureThreshold: 1,
+	}
+	if tune != nil {
+		tune(p)
+	}
+	clk := testingclock.NewFakeClock(time.Unix(100000, 0))
+	wt := &workerTest{clock: clk, status: &fakeStatus{}, runner: &fakeRunner{}, results: results.NewStore(), events: &events{}}
+	wt.runner.answer(results.Success)
+	wt.status.set(wt.pod(containerStatus{id: testID, state: cri.StateRunning, startedAt: clk.Now()}))
+	wt.w = &worker{
+		key:       workerKey{pod: testPod, container: testContainer, probeType: probeType},
+		namespace: "ns",
+		podName:   "web",
+		container: &spec.Container{Name: testContainer},
+		probe:     p,
+		initial:   initialResult(probeType),
+		clock:     clk,
+		status:    wt.status,
+		runner:    wt.runner,
+		results:   wt.results,
+		recorder:  wt.events,
+		trigger:   make(chan struct{}, 1),
+	}
+	if probeType == startup {
+		wt.setContainer(func(c *containerStatus) { c.hasStartupProbe = true })
+	}
+	return wt
+}
+
+func (wt *workerTest) pod(c containerStatus) *podStatus {
+	return &podStatus{
+		key: testPod, namespace: "ns", name: "web", phase: corev1.PodRunning, ip: "10.0.0.1",
+		restartPolicy: corev1.RestartPolicyNever,
+		containers:    map[string]containerStatus{testContainer: c},
+	}
+}
+
+func (wt *workerTest) setContainer(change func(*containerStatus)) {
+	s := *wt.status.status
+	c := s.containers[testContainer]
+	change(&c)
+	s.containers = map[string]containerStatus{testContainer: c}
+	wt.status.set(&s)
+}
+
+func (wt *workerTest) setPod(change func(*podStatus)) {
+	s := *wt.status.status
+	change(&s)
+	wt.status.set(&s)
+}
+
+func (wt *workerTest) step(t *testing.T) bool {
+	t.Helper()
+	return wt.w.step(context.Background())
+}
+
+// result returns the cached result for the current container (ok=false:
+// none).
+func (wt *workerTest) result(id string) (results.Result, bool) {
+	return wt.results.Get(results.Key{ContainerID: id, Type: wt.w.key.probeType})
+}
+
+func (wt *workerTest) expect(t *testing.T, id string, want results.Result) {
+	t.Helper()
+	got, ok := wt.result(id)
+	require.True(t, ok, "no cached result for %s", id)
+	assert.Equal(t, want, got)
+}
+
+// markStarted makes the container started, as a successful startup probe
+// would.
+func (wt *workerTest) markStarted() {
+	wt.results.Set(results.Key{ContainerID: testID, Type: startup}, results.Success, testPod)
+}
+
+func TestDoProbe(t *testing.T) {
+	type row struct {
+		name          string
+		setup         func(wt *workerTest)
+		wantKeepGoing bool
+		want          *results.Result // nil: no result cached
+	}
+	success, failure := results.Success, results.Failure
+	for _, probeType := range allTypes {
+		rows := []row{
+			{name: "no pod status", setup: func(wt *workerTest) { wt.status.set(nil) }, wantKeepGoing: true},
+			{name: "pod failed", setup: func(wt *workerTest) { wt.setPod(func(s *podStatus) { s.phase = corev1.PodFailed }) }},
+			{name: "pod succeeded", setup: func(wt *workerTest) { wt.setPod(func(s *podStatus) { s.phase = corev1.PodSucceeded }) }},
+			{name: "no such container", setup: func(wt *workerTest) {
+				wt.setPod(func(s *podStatus) { s.containers = map[string]containerStatus{} })
+			}, wantKeepGoing: true},
+			{name: "container without ID", setup: func(wt *workerTest) { wt.setContainer(func(c *containerStatus) { c.id = "" }) }, wantKeepGoing: true},
+			{name: "container waiting", setup: func(wt *workerTest) { wt.setContainer(func(c *containerStatus) { c.state = cri.StateCreated }) }, wantKeepGoing: true, want: &failure},
+			{name: "container terminated, restartPolicy Never", setup: func(wt *workerTest) {
+				wt.setContainer(func(c *containerStatus) { c.state = cri.StateExited })
+			}, want: &failure},
+			{name: "container terminated, restartPolicy OnFailure", setup: func(wt *workerTest) {
+				wt.setContainer(func(c *containerStatus) { c.state = cri.StateExited })
+				wt.setPod(func(s *podStatus) { s.restartPolicy = corev1.RestartPolicyOnFailure })
+			}, wantKeepGoing: true, want: &failure},
+			{name: "probe success", wantKeepGoing: true, want: &success},
+			{name: "initial delay passed", setup: func(wt *workerTest) {
+				wt.w.probe.InitialDelaySeconds = 10
+				wt.setContainer(func(c *containerStatus) { c.startedAt = wt.clock.Now().Add(-100 * time.Second) })
+			}, wantKeepGoing: true, want: &success},
+		}
+		// Pod shutting down: liveness and startup go quiet and stop;
+		// readiness keeps probing.
+		terminating := row{name: "pod terminating", setup: func(wt *workerTest) { wt.setPod(func(s *podStatus) { s.terminating = true }) }, want: &success}
+		if probeType == readiness {
+			terminating.wantKeepGoing = true
+		}
+		rows = append(rows, terminating)
+
+		for _, tt := range rows {
+			t.Run(probeType.String()+"/"+tt.name, func(t *testing.T) {
+				wt := newWorkerTest(t, probeType, nil)
+				if tt.setup != nil {
+					tt.setup(wt)
+				}
+				assert.Equal(t, tt.wantKeepGoing, wt.step(t))
+				got, ok := wt.result(testID)
+				if tt.want == nil {
+					assert.False(t, ok, "no result expected, got %v", got)
+				} else {
+					assert.True(t, ok)
+					assert.Equal(t, *tt.want, got)
+				}
+			})
+		}
+	}
+}
+
+func TestInitialDelay(t *testing.T) {
+	for _, probeType := range allTypes {
+		t.Run(probeType.String(), func(t *testing.T) {
+			wt := newWorkerTest(t, probeType, func(p *corev1.Probe) { p.InitialDelaySeconds = 10 })
+			wt.clock.Step(9999 * time.Millisecond) // 9.999 s truncates to 9 < 10
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, initialResult(probeType))
+			assert.Zero(t, wt.runner.callCount(), "not probed before the delay")
+
+			wt.clock.Step(time.Millisecond) // 10 s: probing starts
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Success)
+		})
+	}
+}
+
+// Readiness, success 1, failure 3: failures below the threshold leave a
+// Success standing, the third flips it; one success flips it back.
+func TestFailureThreshold(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.FailureThreshold = 3 })
+	for range 2 {
+		for range 3 {
+			wt.runner.answer(results.Success)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Success)
+		}
+		for range 2 {
+			wt.runner.answer(results.Failure)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Success)
+		}
+		wt.runner.answer(results.Failure)
+		assert.True(t, wt.step(t))
+		wt.expect(t, testID, results.Failure)
+	}
+}
+
+// Readiness, success 3, failure 1: it takes three successes to become
+// ready, and one failure to stop being so.
+func TestSuccessThreshold(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.SuccessThreshold = 3 })
+	for range 2 {
+		for range 2 {
+			wt.runner.answer(results.Success)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Failure)
+		}
+		wt.runner.answer(results.Success)
+		assert.True(t, wt.step(t))
+		wt.expect(t, testID, results.Success)
+
+		wt.runner.answer(results.Failure)
+		assert.True(t, wt.step(t))
+		wt.expect(t, testID, results.Failure)
+	}
+}
+
+func TestStartupProbeSuccessHolds(t *testing.T) {
+	wt := newWorkerTest(t, startup, nil)
+	assert.True(t, wt.step(t))
+	wt.expect(t, testID, results.Success)
+	assert.True(t, wt.w.onHold)
+	assert.Zero(t, wt.w.resultRun)
+}
+
+// Startup, failure 3: Unknown, Unknown, then Failure with the run reset and
+// the worker on hold.
+func TestStartupProbeFailureThreshold(t *testing.T) {
+	wt := newWorkerTest(t, startup, func(p *corev1.Probe) { p.FailureThreshold = 3 })
+	wt.runner.answer(results.Failure)
+	for i, want := range []struct {
+		result results.Result
+		run    int
+		hold   bool
+	}{{results.Unknown, 1, false}, {results.Unknown, 2, false}, {results.Failure, 0, true}} {
+		assert.True(t, wt.step(t))
+		wt.expect(t, testID, want.result)
+		assert.Equal(t, want.run, wt.w.resultRun, "probe %d", i+1)
+		assert.Equal(t, want.hold, wt.w.onHold, "probe %d", i+1)
+	}
+}
+
+func TestOnHoldAfterLivenessOrStartupFailure(t *testing.T) {
+	for _, probeType := range []results.ProbeType{liveness, startup} {
+		t.Run(probeType.String(), func(t *testing.T) {
+			wt := newWorkerTest(t, probeType, nil)
+			wt.runner.answer(results.Failure)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Failure)
+			assert.True(t, wt.w.onHold)
+
+			// On hold: a passing probe is not even run.
+			wt.runner.answer(results.Success)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Failure)
+			assert.Equal(t, 1, wt.runner.callCount())
+
+			// A new container lifts the hold.
+			wt.setContainer(func(c *containerStatus) { c.id = "container-2" })
+			assert.True(t, wt.step(t))
+			wt.expect(t, "container-2", results.Success)
+			_, ok := wt.result(testID)
+			assert.False(t, ok, "the old container's result is removed")
+			if probeType == startup {
+				assert.True(t, wt.w.onHold, "a startup probe holds again after success")
+			} else {
+				assert.False(t, wt.w.onHold)
+			}
+		})
+	}
+}
+
+// Liveness (and startup), failure 3: run counts 1,1,2 then Failure with the
+// run reset to 0, so the next container gets a full threshold.
+func TestResultRunOnLivenessAndStartupFailure(t *testing.T) {
+	for _, tt := range []struct {
+		probeType results.ProbeType
+		before    results.Result // stable result while below the threshold
+	}{{liveness, results.Success}, {startup, results.Unknown}} {
+		t.Run(tt.probeType.String(), func(t *testing.T) {
+			wt := newWorkerTest(t, tt.probeType, func(p *corev1.Probe) { p.FailureThreshold = 3 })
+			steps := []struct {
+				answer results.Result
+				run    int
+				want   results.Result
+			}{
+				{results.Success, 1, results.Success},
+				{results.Failure, 1, tt.before},
+				{results.Failure, 2, tt.before},
+				{results.Failure, 0, results.Failure},
+			}
+			if tt.probeType == startup {
+				// A startup success would hold the worker; start with a failure.
+				steps = steps[1:]
+			}
+			for i, s := range steps {
+				wt.runner.answer(s.answer)
+				assert.True(t, wt.step(t))
+				assert.Equal(t, s.run, wt.w.resultRun, "step %d", i)
+				wt.expect(t, testID, s.want)
+			}
+		})
+	}
+}
+
+// A container with a startup probe that has not succeeded: liveness and
+// readiness are not run.
+func TestLivenessAndReadinessWaitForStarted(t *testing.T) {
+	for _, probeType := range []results.ProbeType{liveness, readiness} {
+		t.Run(probeType.String(), func(t *testing.T) {
+			wt := newWorkerTest(t, probeType, nil)
+			wt.setContainer(func(c *containerStatus) { c.hasStartupProbe = true })
+			wt.runner.answer(results.Failure)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, initialResult(probeType))
+			assert.Zero(t, wt.runner.callCount())
+
+			wt.markStarted()
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Failure)
+		})
+	}
+}
+
+// Startup, failure 2: F ⇒ Unknown; S ⇒ Success; once started, a failing
+// startup probe is not run again.
+func TestStartupProbeStopsOnceStarted(t *testing.T) {
+	wt := newWorkerTest(t, startup, func(p *corev1.Probe) { p.FailureThreshold = 2 })
+	wt.runner.answer(results.Failure)
+	assert.True(t, wt.step(t))
+	wt.expect(t, testID, results.Unknown)
+
+	wt.runner.answer(results.Success)
+	assert.True(t, wt.step(t))
+	wt.expect(t, testID, results.Success)
+
+	wt.w.onHold = false // even without the hold, Started stops it
+	wt.runner.answer(results.Failure)
+	assert.True(t, wt.step(t))
+	wt.expect(t, testID, results.Success)
+	assert.Equal(t, 2, wt.runner.callCount())
+}
+
+func TestProbeErrorsAreThrownAway(t *testing.T) {
+	wt := newWorkerTest(t, liveness, nil)
+	wt.runner.next = outcome{err: errors.New(`port "http" not found`), raw: results.OutcomeUnknown}
+	for range 5 {
+		assert.True(t, wt.step(t))
+	}
+	wt.expect(t, testID, results.Success) // the initial value stands
+	assert.False(t, wt.w.onHold)
+	assert.Zero(t, wt.w.resultRun)
+	obs, ok := wt.results.LastObservation(results.Key{ContainerID: testID, Type: liveness})
+	require.True(t, ok, "an error is visible")
+	assert.Equal(t, results.OutcomeUnknown, obs.Outcome)
+	assert.Equal(t, `port "http" not found`, obs.Err)
+	assert.Contains(t, wt.events.messages(), `Unhealthy: Liveness probe errored and resulted in unknown state: port "http" not found`)
+}
+
+// A new container gets the initial value and loses the hold, but, as in
+// kubelet, the consecutive count carries over.
+func TestNewContainerKeepsTheRun(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.SuccessThreshold = 3 })
+	for range 2 {
+		assert.True(t, wt.step(t))
+	}
+	wt.expect(t, testID, results.Failure)
+	wt.setContainer(func(c *containerStatus) { c.id = "container-2" })
+	assert.True(t, wt.step(t))
+	wt.expect(t, "container-2", results.Success)
+}
+
+func TestProbeEvents(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.FailureThreshold = 2 })
+	wt.runner.next = outcome{result: results.Success, raw: results.OutcomeWarning, output: "Probe terminated redirects, Response body: moved"}
+	wt.step(t)
+	wt.runner.next = outcome{result: results.Failure, raw: results.OutcomeFailure, output: "HTTP probe failed with statuscode: 500"}
+	wt.step(t)
+	wt.step(t)
+	assert.Equal(t, []string{
+		"ProbeWarning: Readiness probe warning: Probe terminated redirects, Response body: moved",
+		"ContainerReady: Container app is ready",
+		"Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 500",
+		"Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 500",
+		"ContainerNotReady: Container app is not ready: readiness probe failed 2 times in a row",
+	}, wt.events.messages())
+	ev := wt.events.list[0]
+	assert.Equal(t, Event{Time: wt.clock.Now(), Type: EventWarning, Reason: ReasonProbeWarning, Namespace: "ns", Pod: "web", Container: "app",
+		Message: "Readiness probe warning: Probe terminated redirects, Response body: moved"}, ev)
+
+	obs, ok := wt.results.LastObservation(results.Key{ContainerID: testID, Type: readiness})
+	require.True(t, ok)
+	assert.Equal(t, 2, obs.Consecutive)
+	assert.Equal(t, 2, obs.Threshold)
+	assert.Equal(t, results.OutcomeFailure, obs.Outcome)
+}
+
+func TestTransitionEvents(t *testing.T) {
+	tests := []struct {
+		probeType results.ProbeType
+		answer    results.Result
+		want      string
+	}{
+		{liveness, results.Failure, "LivenessProbeFailed: Container app failed liveness probe"},
+		{startup, results.Success, "StartupProbeSucceeded: Container app started: startup probe succeeded"},
+		{startup, results.Failure, "StartupProbeFailed: Container app failed startup probe"},
+		{readiness, results.Success, "ContainerReady: Container app is ready"},
+	}
+	for _, tt := range tests {
+		wt := newWorkerTest(t, tt.probeType, nil)
+		wt.runner.answer(tt.answer)
+		wt.step(t)
+		assert.Contains(t, wt.events.messages(), tt.want)
+	}
+	// Liveness success is the initial value: no news.
+	wt := newWorkerTest(t, liveness, nil)
+	wt.step(t)
+	assert.Empty(t, wt.events.messages())
+}
+
+// --- the run loop, with a fake clock ---
+
+type runningWorker struct {
+	*workerTest
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startWorker(t *testing.T, wt *workerTest, agentStart time.Time, jitter float64) *runningWorker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	rw := &runningWorker{workerTest: wt, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rw.done)
+		wt.w.run(ctx, agentStart, func() float64 { return jitter })
+	}()
+	t.Cleanup(rw.stop)
+	return rw
+}
+
+func (rw *runningWorker) stop() {
+	rw.cancel()
+	<-rw.done
+}
+
+func (rw *runningWorker) waitCalls(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return rw.runner.callCount() >= n && rw.clock.HasWaiters() }, 5*time.Second, time.Millisecond,
+		"want %d probe calls, have %d", n, rw.runner.callCount())
+	assert.Equal(t, n, rw.runner.callCount())
+}
+
+func TestRunProbesEveryPeriod(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.PeriodSeconds = 10 })
+	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
+	rw.waitCalls(t, 1) // at once: the agent did not start recently
+	wt.clock.Step(9 * time.Second)
+	rw.waitCalls(t, 1)
+	wt.clock.Step(time.Second)
+	rw.waitCalls(t, 2)
+	wt.clock.Step(10 * time.Second)
+	rw.waitCalls(t, 3)
+}
+
+func TestRunJittersFirstProbeAfterAgentStart(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.PeriodSeconds = 10 })
+	rw := startWorker(t, wt, wt.clock.Now(), 0.5) // agent started just now
+	require.Eventually(t, wt.clock.HasWaiters, 5*time.Second, time.Millisecond)
+	wt.clock.Step(4 * time.Second)
+	rw.waitCalls(t, 0)
+	wt.clock.Step(time.Second) // half a period
+	rw.waitCalls(t, 1)
+}
+
+func TestRunManualTriggerResetsTheTicker(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.PeriodSeconds = 10 })
+	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
+	rw.waitCalls(t, 1)
+	wt.clock.Step(6 * time.Second)
+	wt.w.triggerNow()
+	rw.waitCalls(t, 2)
+	wt.clock.Step(4 * time.Second) // the old schedule would probe now
+	rw.waitCalls(t, 2)
+	wt.clock.Step(6 * time.Second) // a full period after the manual probe
+	rw.waitCalls(t, 3)
+}
+
+func TestRunEndsWhenStepSaysSo(t *testing.T) {
+	wt := newWorkerTest(t, liveness, nil)
+	wt.setPod(func(s *podStatus) { s.phase = corev1.PodSucceeded })
+	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
+	select {
+	case <-rw.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+}
+
+func TestStopAbortsAProbeInFlight(t *testing.T) {
+	wt := newWorkerTest(t, liveness, nil)
+	wt.runner.block = true
+	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
+	require.Eventually(t, func() bool { return wt.runner.callCount() == 1 }, 5*time.Second, time.Millisecond)
+	rw.cancel()
+	select {
+	case <-rw.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker did not stop while probing")
+	}
+	assert.Empty(t, wt.events.messages(), "an aborted probe is not reported as an error")
+}

@@ -1,0 +1,266 @@
+// Package results holds probe results per container and probe type: the
+// stable (threshold-applied) result that drives readiness and restarts, an
+// update stream that never blocks the worker that writes, the last raw
+// observation of each probe, and the Started and Ready flags derived from
+// them exactly as kubelet's UpdatePodStatus derives them.
+//
+// It imports only the standard library: its vocabulary is shared by the
+// prober that writes results and the restarter that acts on them.
+package results
+
+import (
+	"sync"
+	"time"
+)
+
+// ProbeType is liveness, readiness or startup.
+type ProbeType int
+
+const (
+	Liveness ProbeType = iota
+	Readiness
+	Startup
+)
+
+// ProbeTypes lists the types in the order kubelet creates their workers.
+var ProbeTypes = []ProbeType{Startup, Readiness, Liveness}
+
+// String returns kubelet's name for the type ("Liveness", …), as used in
+// events ("Liveness probe failed: …") and metric labels.
+func (t ProbeType) String() string {
+	switch t {
+	case Liveness:
+		return "Liveness"
+	case Readiness:
+		return "Readiness"
+	case Startup:
+		return "Startup"
+	default:
+		return "Unknown"
+	}
+}
+
+// Result is a stable probe result, kubelet's results.Result.
+type Result int
+
+const (
+	Unknown Result = iota - 1
+	Success
+	Failure
+)
+
+func (r Result) String() string {
+	switch r {
+	case Success:
+		return "Success"
+	case Failure:
+		return "Failure"
+	default:
+		return "UNKNOWN"
+	}
+}
+
+// Key identifies one probe of one container instance.
+type Key struct {
+	ContainerID string
+	Type        ProbeType
+}
+
+// Update says that the stable result for Key changed.
+type Update struct {
+	Key
+	Result Result
+	PodUID string
+}
+
+// Observation is what the last probe run saw, before thresholds: for
+// people and APIs, never for decisions.
+type Observation struct {
+	Time     time.Time
+	Duration time.Duration
+	// Outcome is the probe's own verdict: success, warning, failure, or
+	// unknown when it could not run (Err says why).
+	Outcome     Outcome
+	Output      string
+	Err         string
+	Consecutive int // consecutive results equal to this one, this included
+	Threshold   int // how many are needed to change the stable result
+}
+
+// Outcome is a probe run's raw verdict, as kubelet's probe.Result.
+type Outcome string
+
+const (
+	OutcomeSuccess Outcome = "success"
+	OutcomeWarning Outcome = "warning"
+	OutcomeFailure Outcome = "failure"
+	OutcomeUnknown Outcome = "unknown"
+)
+
+type entry struct {
+	result      Result
+	podUID      string
+	observation *Observation
+}
+
+// Store holds results. It is safe for concurrent use.
+type Store struct {
+	mu      sync.RWMutex
+	entries map[Key]*entry
+
+	subsMu sync.Mutex
+	subs   map[*Subscription]struct{}
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{entries: map[Key]*entry{}, subs: map[*Subscription]struct{}{}}
+}
+
+// Get returns the stable result for k.
+func (s *Store) Get(k Key) (Result, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.entries[k]
+	if !ok {
+		return Unknown, false
+	}
+	return e.result, true
+}
+
+// Set records the stable result for k and tells subscribers if it changed.
+func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
+	s.mu.Lock()
+	e, ok := s.entries[k]
+	switch {
+	case !ok:
+		s.entries[k] = &entry{result: r, podUID: podUID}
+		changed = true
+	case e.result != r:
+		e.result = r
+		changed = true
+	}
+	s.mu.Unlock()
+	if changed {
+		s.notify(Update{Key: k, Result: r, PodUID: podUID})
+	}
+	return changed
+}
+
+// Remove forgets k (its result and observation). Like kubelet, removal is
+// not an update: it happens when a worker stops or its container is gone.
+func (s *Store) Remove(k Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.entries, k)
+}
+
+// Observe records the last raw observation for k, if k has a result.
+func (s *Store) Observe(k Key, o Observation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.entries[k]; ok {
+		e.observation = &o
+	}
+}
+
+// LastObservation returns the last raw observation for k.
+func (s *Store) LastObservation(k Key) (Observation, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.entries[k]
+	if !ok || e.observation == nil {
+		return Observation{}, false
+	}
+	return *e.observation, true
+}
+
+// Started reports a container's Started flag as kubelet's UpdatePodStatus
+// computes it: false unless running; the startup result if there is one;
+// otherwise true only when the container has no startup probe.
+func (s *Store) Started(containerID string, running, hasStartupProbe bool) bool {
+	if !running {
+		return false
+	}
+	if r, ok := s.Get(Key{ContainerID: containerID, Type: Startup}); ok {
+		return r == Success
+	}
+	return !hasStartupProbe
+}
+
+// Ready reports a container's Ready flag as kubelet's UpdatePodStatus
+// computes it: running and started, and a readiness result of Success or
+// no readiness probe at all.
+func (s *Store) Ready(containerID string, running, started, hasReadinessProbe bool) bool {
+	if !running || !started {
+		return false
+	}
+	if r, ok := s.Get(Key{ContainerID: containerID, Type: Readiness}); ok && r == Success {
+		return true
+	}
+	return !hasReadinessProbe
+}
+
+// Subscription receives updates without ever blocking the writer: updates
+// for the same key coalesce to the latest one until Next is called.
+type Subscription struct {
+	store *Store
+	ready chan struct{}
+
+	mu      sync.Mutex
+	pending map[Key]int // index into updates
+	updates []Update
+}
+
+// Subscribe returns a new subscription. Close it when done.
+func (s *Store) Subscribe() *Subscription {
+	sub := &Subscription{store: s, ready: make(chan struct{}, 1), pending: map[Key]int{}}
+	s.subsMu.Lock()
+	s.subs[sub] = struct{}{}
+	s.subsMu.Unlock()
+	return sub
+}
+
+func (s *Store) notify(u Update) {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	for sub := range s.subs {
+		sub.push(u)
+	}
+}
+
+func (sub *Subscription) push(u Update) {
+	sub.mu.Lock()
+	if i, ok := sub.pending[u.Key]; ok {
+		sub.updates[i] = u
+	} else {
+		sub.pending[u.Key] = len(sub.updates)
+		sub.updates = append(sub.updates, u)
+	}
+	sub.mu.Unlock()
+	select {
+	case sub.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Ready is signalled when updates are waiting.
+func (sub *Subscription) Ready() <-chan struct{} { return sub.ready }
+
+// Next returns the pending updates in the order their keys first changed,
+// each with its latest result.
+func (sub *Subscription) Next() []Update {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	out := sub.updates
+	sub.updates = nil
+	clear(sub.pending)
+	return out
+}
+
+// Close stops delivery.
+func (sub *Subscription) Close() {
+	sub.store.subsMu.Lock()
+	delete(sub.store.subs, sub)
+	sub.store.subsMu.Unlock()
+}

@@ -1,0 +1,121 @@
+package results
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestSetEmitsOnlyChanges(t *testing.T) {
+	s := NewStore()
+	sub := s.Subscribe()
+	defer sub.Close()
+	k := Key{ContainerID: "c1", Type: Readiness}
+
+	assert.True(t, s.Set(k, Failure, "pod"), "first value is a change")
+	assert.False(t, s.Set(k, Failure, "pod"))
+	assert.Equal(t, []Update{{Key: k, Result: Failure, PodUID: "pod"}}, sub.Next())
+	assert.Empty(t, sub.Next())
+
+	s.Set(k, Success, "pod")
+	r, ok := s.Get(k)
+	assert.True(t, ok)
+	assert.Equal(t, Success, r)
+
+	s.Remove(k)
+	_, ok = s.Get(k)
+	assert.False(t, ok)
+	assert.Equal(t, []Update{{Key: k, Result: Success, PodUID: "pod"}}, sub.Next(), "removal is not an update")
+}
+
+func TestSubscriptionCoalescesPerKeyAndNeverBlocks(t *testing.T) {
+	s := NewStore()
+	sub := s.Subscribe()
+	defer sub.Close()
+	a := Key{ContainerID: "a", Type: Liveness}
+	b := Key{ContainerID: "b", Type: Readiness}
+	// Far more changes than any buffer, with nobody reading.
+	for i := range 10000 {
+		s.Set(a, Result(i%2), "p")
+		s.Set(b, Result((i+1)%2), "p")
+	}
+	select {
+	case <-sub.Ready():
+	default:
+		t.Fatal("not signalled")
+	}
+	assert.Equal(t, []Update{
+		{Key: a, Result: Failure, PodUID: "p"},
+		{Key: b, Result: Success, PodUID: "p"},
+	}, sub.Next(), "latest value per key, keys in first-change order")
+
+	sub.Close()
+	s.Set(a, Success, "p")
+	assert.Empty(t, sub.Next())
+}
+
+func TestObservation(t *testing.T) {
+	s := NewStore()
+	k := Key{ContainerID: "c", Type: Liveness}
+	s.Observe(k, Observation{Outcome: OutcomeFailure})
+	_, ok := s.LastObservation(k)
+	assert.False(t, ok, "no observation without a result: the worker writes the initial value first")
+
+	s.Set(k, Success, "p")
+	s.Observe(k, Observation{Outcome: OutcomeFailure, Output: "boom", Consecutive: 1, Threshold: 3})
+	o, ok := s.LastObservation(k)
+	assert.True(t, ok)
+	assert.Equal(t, "boom", o.Output)
+	s.Remove(k)
+	_, ok = s.LastObservation(k)
+	assert.False(t, ok)
+}
+
+// The table of kubelet's TestUpdatePodStatus, in our words.
+func TestStartedAndReady(t *testing.T) {
+	const id = "c"
+	tests := []struct {
+		name                   string
+		running                bool
+		startup, readiness     *Result // cached results; nil: none cached
+		hasStartup, hasReadiness bool
+		wantStarted, wantReady bool
+	}{
+		{name: "running, no probes", running: true, wantStarted: true, wantReady: true},
+		{name: "readiness worker, no result yet", running: true, hasReadiness: true, wantStarted: true, wantReady: false},
+		{name: "readiness cached success", running: true, hasReadiness: true, readiness: ptr(Success), wantStarted: true, wantReady: true},
+		{name: "readiness cached failure", running: true, hasReadiness: true, readiness: ptr(Failure), wantStarted: true, wantReady: false},
+		{name: "startup worker, no result", running: true, hasStartup: true, wantStarted: false, wantReady: false},
+		{name: "startup unknown", running: true, hasStartup: true, startup: ptr(Unknown), wantStarted: false, wantReady: false},
+		{name: "startup failure", running: true, hasStartup: true, startup: ptr(Failure), wantStarted: false, wantReady: false},
+		{name: "startup success, no readiness probe", running: true, hasStartup: true, startup: ptr(Success), wantStarted: true, wantReady: true},
+		{name: "startup success, readiness success", running: true, hasStartup: true, hasReadiness: true, startup: ptr(Success), readiness: ptr(Success), wantStarted: true, wantReady: true},
+		{name: "not started gates a successful readiness", running: true, hasStartup: true, hasReadiness: true, startup: ptr(Unknown), readiness: ptr(Success), wantStarted: false, wantReady: false},
+		{name: "terminated", running: false, readiness: ptr(Success), startup: ptr(Success), wantStarted: false, wantReady: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore()
+			if tt.startup != nil {
+				s.Set(Key{ContainerID: id, Type: Startup}, *tt.startup, "p")
+			}
+			if tt.readiness != nil {
+				s.Set(Key{ContainerID: id, Type: Readiness}, *tt.readiness, "p")
+			}
+			started := s.Started(id, tt.running, tt.hasStartup)
+			assert.Equal(t, tt.wantStarted, started, "started")
+			assert.Equal(t, tt.wantReady, s.Ready(id, tt.running, started, tt.hasReadiness), "ready")
+		})
+	}
+}
+
+func ptr(r Result) *Result { return &r }
+
+func TestStrings(t *testing.T) {
+	assert.Equal(t, "Liveness", Liveness.String())
+	assert.Equal(t, "Readiness", Readiness.String())
+	assert.Equal(t, "Startup", Startup.String())
+	assert.Equal(t, "UNKNOWN", Unknown.String())
+	assert.Equal(t, "Success", Success.String())
+	assert.Equal(t, "Failure", Failure.String())
+}
