@@ -75,11 +75,11 @@ func TestObservation(t *testing.T) {
 func TestStartedAndReady(t *testing.T) {
 	const id = "c"
 	tests := []struct {
-		name                   string
-		running                bool
-		startup, readiness     *Result // cached results; nil: none cached
+		name                     string
+		running                  bool
+		startup, readiness       *Result // cached results; nil: none cached
 		hasStartup, hasReadiness bool
-		wantStarted, wantReady bool
+		wantStarted, wantReady   bool
 	}{
 		{name: "running, no probes", running: true, wantStarted: true, wantReady: true},
 		{name: "readiness worker, no result yet", running: true, hasReadiness: true, wantStarted: true, wantReady: false},

@@ -25,7 +25,9 @@ func startGRPC(t *testing.T, register func(*grpc.Server)) string {
 }
 
 // hangingHealth never answers until its context ends.
-type hangingHealth struct{ healthpb.UnimplementedHealthServer }
+type hangingHealth struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func (hangingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	<-ctx.Done()

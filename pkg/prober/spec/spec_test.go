@@ -108,7 +108,9 @@ func TestLoadDir(t *testing.T) {
 	require.NoError(t, err)
 	bad, err := os.ReadFile("testdata/bad/no-handler.yaml")
 	require.NoError(t, err)
-	write := func(name string, data []byte) { require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644)) }
+	write := func(name string, data []byte) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
 	write("a.yaml", good)
 	write("b.yml", bad)
 	write("c.json", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"shop"},"spec":{"containers":[{"name":"x","image":"y"}]}}`))
