@@ -246,3 +246,40 @@ func TestPodPolicyFromAnnotations(t *testing.T) {
 	assert.Contains(t, errs[2].Error(), `cri-prober.io/termination-grace-period-seconds: Invalid value: "soon": must be a whole number of seconds`)
 	assert.Equal(t, corev1.RestartPolicyAlways, p.RestartPolicy, "defaults stand when the value is bad")
 }
+
+func TestManifestDirReloadsOnChange(t *testing.T) {
+	dir := t.TempDir()
+	d := NewManifestDir(dir, nil)
+	assert.True(t, d.Reload(), "the first read is a change")
+	pods, errs := d.Pods()
+	assert.Empty(t, pods)
+	assert.Empty(t, errs)
+	<-d.Changed()
+	assert.False(t, d.Reload(), "nothing changed")
+
+	good, err := os.ReadFile("testdata/good/pods.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pods.yaml"), good, 0o644))
+	assert.True(t, d.Reload())
+	pods, _ = d.Pods()
+	assert.Len(t, pods, 2)
+	select {
+	case <-d.Changed():
+	default:
+		t.Fatal("no change signalled")
+	}
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "pods.yaml")))
+	assert.True(t, d.Reload())
+	pods, _ = d.Pods()
+	assert.Empty(t, pods)
+}
+
+func TestManifestDirMissing(t *testing.T) {
+	d := NewManifestDir(filepath.Join(t.TempDir(), "nope"), nil)
+	assert.True(t, d.Reload())
+	_, errs := d.Pods()
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
+	assert.False(t, d.Reload(), "the same error is not news")
+}

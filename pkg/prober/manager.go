@@ -1,0 +1,463 @@
+// Package prober runs liveness, readiness and startup probes with kubelet's
+// semantics. The Manager matches the runtime's pods (from the cri poller)
+// with probe specs (Pod manifests and CRI annotations) and keeps one worker
+// per pod, container and probe type; each worker follows kubelet's decision
+// sequence and writes stable results to a results.Store.
+package prober
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// ExecRunner runs probe commands in containers (pkg/exec.Runner).
+type ExecRunner interface {
+	Run(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (exec.Result, error)
+}
+
+// ManifestSource gives the pods of Pod manifests (spec.ManifestDir).
+type ManifestSource interface {
+	Pods() ([]*spec.Pod, []*spec.Error)
+	Changed() <-chan struct{}
+}
+
+// kubelet re-syncs each pod every minute, jittered by up to half of it;
+// each sync also re-triggers readiness probes of started, unready containers.
+const (
+	resyncInterval = time.Minute
+	resyncJitter   = 0.5
+)
+
+// Manager runs the probe workers. Create it with NewManager and run it
+// with Run; everything it starts stops when Run returns.
+type Manager struct {
+	clock     clock.WithTicker
+	start     time.Time
+	jitter    func() float64
+	runner    probeRunner
+	results   *results.Store
+	recorder  Recorder
+	manifests ManifestSource
+	hostIP    string
+
+	// Published by Run for workers and Report.
+	views atomic.Pointer[map[string]*podStatus]
+	pods  atomic.Pointer[[]*pod]
+
+	// Owned by Run.
+	workers     map[workerKey]*workerHandle
+	finished    map[workerKey]string // container ID a worker stopped by itself at
+	reported    map[string]bool      // problems already logged
+	resyncAt    map[string]time.Time
+	annotations map[string]annotationSpec // by container ID: configs never change
+	exited      chan *workerHandle
+	wg          sync.WaitGroup
+}
+
+type workerHandle struct {
+	w        *worker
+	cancel   context.CancelFunc
+	stopping bool
+	exitID   string // the worker's container ID when it exited
+}
+
+type annotationSpec struct {
+	spec *spec.Container
+	errs []*spec.Error
+}
+
+// Option configures NewManager.
+type Option func(*Manager) error
+
+// WithClock replaces the real clock.
+func WithClock(c clock.WithTicker) Option {
+	return func(m *Manager) error { m.clock = c; return nil }
+}
+
+// WithRecorder receives the probe events (default: logged).
+func WithRecorder(r Recorder) Option {
+	return func(m *Manager) error { m.recorder = r; return nil }
+}
+
+// WithManifests adds Pod manifests as a spec source.
+func WithManifests(src ManifestSource) Option {
+	return func(m *Manager) error { m.manifests = src; return nil }
+}
+
+// WithHostIP sets the address probed for host-network pods, which have no
+// pod IP of their own (kubelet probes the node's address).
+func WithHostIP(ip string) Option {
+	return func(m *Manager) error { m.hostIP = ip; return nil }
+}
+
+// withRunner replaces the probe dispatcher (tests).
+func withRunner(r probeRunner) Option {
+	return func(m *Manager) error { m.runner = r; return nil }
+}
+
+// withJitter replaces the random source of jitter (tests).
+func withJitter(f func() float64) Option {
+	return func(m *Manager) error { m.jitter = f; return nil }
+}
+
+// NewManager returns a manager that runs exec probes with execRunner and
+// writes results to store.
+func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*Manager, error) {
+	m := &Manager{
+		results:     store,
+		workers:     map[workerKey]*workerHandle{},
+		finished:    map[workerKey]string{},
+		reported:    map[string]bool{},
+		resyncAt:    map[string]time.Time{},
+		annotations: map[string]annotationSpec{},
+		exited:      make(chan *workerHandle),
+		jitter:      rand.Float64,
+		hostIP:      "127.0.0.1",
+	}
+	for _, opt := range opts {
+		if err := opt(m); err != nil {
+			return nil, err
+		}
+	}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
+	}
+	if m.runner == nil {
+		if execRunner == nil {
+			return nil, fmt.Errorf("an exec runner is required")
+		}
+		m.runner = &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
+	}
+	m.start = m.clock.Now()
+	empty := map[string]*podStatus{}
+	m.views.Store(&empty)
+	return m, nil
+}
+
+// podStatus implements statusReader for the workers.
+func (m *Manager) podStatus(key string) (*podStatus, bool) {
+	s, ok := (*m.views.Load())[key]
+	return s, ok
+}
+
+// Run follows the poller's changes (and the manifests, if any) and keeps
+// the workers in step until ctx is done; then it stops them and waits.
+func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
+	logger := klog.FromContext(ctx)
+	if m.recorder == nil {
+		m.recorder = logRecorder(logger)
+	}
+	updates := m.results.Subscribe()
+	defer updates.Close()
+	resync := m.clock.NewTicker(time.Second)
+	defer resync.Stop()
+	var manifestsChanged <-chan struct{}
+	if m.manifests != nil {
+		manifestsChanged = m.manifests.Changed()
+	}
+	defer m.stopAll()
+
+	var snap *cri.Snapshot
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes.Ready():
+			b := changes.Next()
+			snap = b.Snapshot
+			m.reconcile(ctx, snap)
+			if b.Resync {
+				m.syncAll()
+			}
+			for _, ev := range b.Events {
+				m.syncPod(podKey(ev.Pod))
+			}
+		case <-manifestsChanged:
+			m.reconcile(ctx, snap)
+			m.syncAll()
+		case <-updates.Ready():
+			for _, u := range updates.Next() {
+				// kubelet syncs the pod on every readiness and startup
+				// change and on liveness failures.
+				if u.Type == results.Liveness && u.Result != results.Failure {
+					continue
+				}
+				m.syncPod(u.PodUID)
+			}
+		case h := <-m.exited:
+			if m.workers[h.w.key] == h {
+				delete(m.workers, h.w.key)
+				if !h.stopping {
+					m.finished[h.w.key] = h.exitID
+				}
+			}
+			m.reconcile(ctx, snap)
+		case <-resync.C():
+			now := m.clock.Now()
+			for key, at := range m.resyncAt {
+				if !now.Before(at) {
+					m.syncPod(key)
+				}
+			}
+		}
+	}
+}
+
+func podKey(sb *cri.Pod) string {
+	if sb.UID != "" {
+		return sb.UID
+	}
+	return "sandbox:" + sb.ID
+}
+
+// reconcile matches specs to the snapshot, publishes the workers' view and
+// starts and stops workers to match. Repeating it changes nothing.
+func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
+	var manifests []*spec.Pod
+	var manifestErrs []*spec.Error
+	if m.manifests != nil {
+		manifests, manifestErrs = m.manifests.Pods()
+	}
+	res := resolve(snap, manifests, manifestErrs, m.annotationSpec(snap))
+	m.reportProblems(ctx, manifestErrs, res)
+
+	type desiredWorker struct {
+		pod       *pod
+		container *podContainer
+		probe     *corev1.Probe
+	}
+	views := make(map[string]*podStatus, len(res.pods))
+	desired := map[workerKey]desiredWorker{}
+	for _, p := range res.pods {
+		if !p.probed() {
+			continue
+		}
+		views[p.key] = p.status(m.hostIP)
+		for name, pc := range p.containers {
+			if pc.spec == nil {
+				continue
+			}
+			for _, t := range results.ProbeTypes {
+				if probe := probeOf(pc.spec, t); probe != nil {
+					desired[workerKey{pod: p.key, container: name, probeType: t}] = desiredWorker{pod: p, container: pc, probe: probe}
+				}
+			}
+		}
+	}
+	m.views.Store(&views)
+	m.pods.Store(&res.pods)
+
+	for key, h := range m.workers {
+		d, ok := desired[key]
+		if !ok || !sameWork(h.w, d.container.spec, d.probe) {
+			// Replaced only once it has exited (see the exited case), so
+			// that two workers never write the same result.
+			if !h.stopping {
+				h.stopping = true
+				h.cancel()
+			}
+		}
+	}
+	for key, d := range desired {
+		if _, running := m.workers[key]; running {
+			continue
+		}
+		current := ""
+		if d.container.instance != nil {
+			current = d.container.instance.ID
+		}
+		if id, done := m.finished[key]; done {
+			if id == current {
+				continue // it stopped by itself; a new container wakes it
+			}
+			delete(m.finished, key)
+		}
+		m.startWorker(ctx, key, d.pod, d.container.spec, d.probe)
+	}
+	for key := range m.finished {
+		if _, ok := desired[key]; !ok {
+			delete(m.finished, key)
+		}
+	}
+	for key := range m.resyncAt {
+		if _, ok := views[key]; !ok {
+			delete(m.resyncAt, key)
+		}
+	}
+	for key := range views {
+		if _, ok := m.resyncAt[key]; !ok {
+			m.resyncAt[key] = m.nextResync()
+		}
+	}
+}
+
+// annotationSpec returns a function reading a container's annotations,
+// each container parsed once: its config never changes.
+func (m *Manager) annotationSpec(snap *cri.Snapshot) annotationReader {
+	if snap != nil {
+		for id := range m.annotations {
+			if _, ok := snap.Container(id); !ok {
+				delete(m.annotations, id)
+			}
+		}
+	}
+	return func(p *pod, c *cri.Container) (*spec.Container, []*spec.Error) {
+		a, ok := m.annotations[c.ID]
+		if !ok {
+			a.spec, a.errs = spec.ContainerFromAnnotations(p.namespace, p.name, c.Name, c.Annotations)
+			m.annotations[c.ID] = a
+		}
+		return a.spec, a.errs
+	}
+}
+
+func probeOf(c *spec.Container, t results.ProbeType) *corev1.Probe {
+	switch t {
+	case results.Liveness:
+		return c.Liveness
+	case results.Readiness:
+		return c.Readiness
+	default:
+		return c.Startup
+	}
+}
+
+// sameWork reports whether a running worker already does what the spec
+// asks: same probe, and the same ports and env it resolves against.
+func sameWork(w *worker, c *spec.Container, p *corev1.Probe) bool {
+	return reflect.DeepEqual(w.probe, p) && reflect.DeepEqual(w.container.Ports, c.Ports) && reflect.DeepEqual(w.container.Env, c.Env)
+}
+
+func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spec.Container, probe *corev1.Probe) {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &worker{
+		key:       key,
+		namespace: p.namespace,
+		podName:   p.name,
+		container: c,
+		probe:     probe,
+		initial:   initialResult(key.probeType),
+		clock:     m.clock,
+		status:    m,
+		runner:    m.runner,
+		results:   m.results,
+		recorder:  m.recorder,
+		trigger:   make(chan struct{}, 1),
+	}
+	h := &workerHandle{w: w, cancel: cancel}
+	m.workers[key] = h
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		w.run(wctx, m.start, m.jitter)
+		// The worker's goroutine is over: its fields are ours to read.
+		if w.containerID != "" {
+			m.results.Remove(w.resultKey())
+		}
+		h.exitID = w.containerID
+		select {
+		case m.exited <- h:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (m *Manager) stopAll() {
+	for _, h := range m.workers {
+		h.cancel()
+	}
+	m.wg.Wait()
+}
+
+// syncPod does what kubelet's pod sync does for probes: a started
+// container that is not ready gets its readiness probe run now rather than
+// at its next tick.
+func (m *Manager) syncPod(key string) {
+	s, ok := m.podStatus(key)
+	if !ok {
+		return
+	}
+	for name, c := range s.containers {
+		if !c.running() || !m.results.Started(c.id, true, c.hasStartupProbe) || m.results.Ready(c.id, true, true, c.hasReadinessProbe) {
+			continue
+		}
+		if h, ok := m.workers[workerKey{pod: key, container: name, probeType: results.Readiness}]; ok {
+			h.w.triggerNow()
+		}
+	}
+	m.resyncAt[key] = m.nextResync()
+}
+
+func (m *Manager) syncAll() {
+	for key := range *m.views.Load() {
+		m.syncPod(key)
+	}
+}
+
+func (m *Manager) nextResync() time.Time {
+	return m.clock.Now().Add(time.Duration((1 + resyncJitter*m.jitter()) * float64(resyncInterval)))
+}
+
+// reportProblems logs each problem once while it lasts (again if it comes
+// back after being fixed); container-level ones are also events.
+func (m *Manager) reportProblems(ctx context.Context, manifestErrs []*spec.Error, res resolution) {
+	logger := klog.FromContext(ctx)
+	seen := map[string]bool{}
+	report := func(e *spec.Error) {
+		msg := e.Error()
+		seen[msg] = true
+		if m.reported[msg] {
+			return
+		}
+		logger.Error(e, "Invalid probe configuration; fix it and it is picked up without a restart")
+		if e.Pod != "" {
+			m.recorder.Record(Event{Time: m.clock.Now(), Type: EventWarning, Reason: ReasonInvalidProbeConfig,
+				Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, Message: msg})
+		}
+	}
+	for _, e := range manifestErrs {
+		report(e)
+	}
+	for _, p := range res.pods {
+		for _, e := range p.errs {
+			if e.Source == "annotations" {
+				report(e) // manifest errors were reported above
+			}
+		}
+		for _, pc := range p.containers {
+			for _, e := range pc.errs {
+				report(e)
+			}
+		}
+	}
+	for _, w := range res.warnings {
+		seen[w] = true
+		if !m.reported[w] {
+			logger.Info("Probe configuration warning", "warning", w)
+		}
+	}
+	m.reported = seen
+}
+
+// logRecorder logs events as kubelet-style lines.
+func logRecorder(logger klog.Logger) Recorder {
+	return RecorderFunc(func(e Event) {
+		logger.Info("Event", "type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message)
+	})
+}
