@@ -29,6 +29,7 @@ Usage:
   cri-prober <command> [flags]
 
 Commands:
+  run       run the agent: probe containers with kubelet's semantics
   pods      list the pods and containers the runtime reports (the poller's view)
   version   print the version
 
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	switch args[0] {
+	case "run":
+		return runAgent(ctx, args[1:], stdout, stderr)
 	case "pods":
 		return runPods(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":

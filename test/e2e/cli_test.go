@@ -6,7 +6,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func prober(t *testing.T, args ...string) (string, error) {
+func runBinary(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	require.FileExists(t, binaryPath, "build it first (make build)")
 	cmd := exec.CommandContext(t.Context(), binaryPath, args...)
@@ -35,7 +38,7 @@ func TestPodsCommand(t *testing.T) {
 	pod.start("sleeper", "sleep", "3600")
 	name := pod.config.GetMetadata().GetName()
 
-	out, err := prober(t, "pods", "--runtime-endpoint", endpoint, "--namespace", testNamespace)
+	out, err := runBinary(t, "pods", "--runtime-endpoint", endpoint, "--namespace", testNamespace)
 	require.NoError(t, err, out)
 	var row []string
 	for _, line := range strings.Split(out, "\n") {
@@ -49,7 +52,7 @@ func TestPodsCommand(t *testing.T) {
 	assert.Equal(t, "sleeper", row[3])
 	assert.Equal(t, "Running", row[6])
 
-	out, err = prober(t, "pods", "--runtime-endpoint", endpoint, "-o", "json")
+	out, err = runBinary(t, "pods", "--runtime-endpoint", endpoint, "-o", "json")
 	require.NoError(t, err, out)
 	var snap struct {
 		Pods []struct {
@@ -138,10 +141,52 @@ func (b *lockedBuffer) String() string {
 
 // Contract: an unreachable runtime is one clear line and exit code 1.
 func TestPodsCommandRuntimeUnreachable(t *testing.T) {
-	out, err := prober(t, "pods", "--runtime-endpoint", "unix:///nonexistent/containerd.sock")
+	out, err := runBinary(t, "pods", "--runtime-endpoint", "unix:///nonexistent/containerd.sock")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 1, ee.ExitCode())
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one line: %q", out)
 	assert.Contains(t, out, "does not exist")
+}
+
+// Contract (issue 3): `cri-prober run` probes pods from manifests and logs
+// kubelet-style events: type, reason, pod, container, message.
+func TestRunCommandLogsProbeEvents(t *testing.T) {
+	c := dial(t)
+	dir := t.TempDir()
+	name := uniqueName("run")
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s}
+spec:
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    livenessProbe:
+      exec: {command: [sh, -c, "echo sick; exit 1"]}
+      periodSeconds: 1
+      failureThreshold: 2
+`, name, testNamespace)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(manifest), 0o644))
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", dir)
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	require.NoError(t, cmd.Start())
+	defer func() {
+		cancel()
+		cmd.Wait()
+	}()
+	eventually(t, 10*time.Second, "agent probing", func() bool { return strings.Contains(logs.String(), `"Probing"`) })
+
+	runPodNamed(t, c, name, nil).start("app", "sleep", "3600")
+	pod := testNamespace + "/" + name
+	eventually(t, 15*time.Second, "liveness failure logged", func() bool {
+		return strings.Contains(logs.String(), `reason="LivenessProbeFailed" pod="`+pod+`" container="app" message="Container app failed liveness probe"`)
+	})
+	// The exec output ends in a newline, kept as kubelet keeps it; klog
+	// prints such a value as a block.
+	assert.Contains(t, logs.String(), `"Event" type="Warning" reason="Unhealthy" pod="`+pod+`" container="app" message=<`+"\n\tLiveness probe failed: sick\n >")
 }

@@ -24,6 +24,7 @@ import (
 const (
 	testNamespace = "cri-prober-e2e"
 	busyboxImage  = "localhost/busybox:test"
+	targetImage   = "localhost/target:test"
 )
 
 var (
@@ -62,15 +63,21 @@ func uniqueName(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-// runPod starts a sandbox in the e2e namespace; it is stopped and removed
-// (network included) when the test ends, pass or fail.
-func runPod(t *testing.T, c *cri.Client, name string) *pod {
+// runPod starts a sandbox named after prefix in the e2e namespace; it is
+// stopped and removed (network included) when the test ends, pass or fail.
+func runPod(t *testing.T, c *cri.Client, prefix string) *pod {
 	t.Helper()
-	name = uniqueName(name)
+	return runPodNamed(t, c, uniqueName(prefix), nil)
+}
+
+// runPodNamed starts a sandbox with this exact name and annotations.
+func runPodNamed(t *testing.T, c *cri.Client, name string, annotations map[string]string) *pod {
+	t.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata: &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uniqueName("uid")},
-		Hostname: name,
-		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
+		Metadata:    &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uniqueName("uid")},
+		Hostname:    name,
+		Linux:       &runtimeapi.LinuxPodSandboxConfig{},
+		Annotations: annotations,
 	}
 	id, err := c.RunPodSandbox(t.Context(), cfg, "")
 	require.NoError(t, err)
@@ -91,22 +98,38 @@ func runPod(t *testing.T, c *cri.Client, name string) *pod {
 // start creates and starts a busybox container running argv.
 func (p *pod) start(name string, argv ...string) string {
 	p.t.Helper()
-	id := p.create(name, argv...)
+	return p.startContainer(container{name: name, image: busyboxImage, command: argv})
+}
+
+// container describes a container to start.
+type container struct {
+	name        string
+	image       string
+	command     []string
+	annotations map[string]string
+}
+
+func (p *pod) startContainer(c container) string {
+	p.t.Helper()
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.name},
+		Image:       &runtimeapi.ImageSpec{Image: c.image},
+		Command:     c.command,
+		Annotations: c.annotations,
+		Linux:       &runtimeapi.LinuxContainerConfig{},
+	}
+	id, err := p.client.CreateContainer(p.t.Context(), p.id, cfg, p.config)
+	require.NoError(p.t, err)
 	require.NoError(p.t, p.client.StartContainer(p.t.Context(), id))
 	return id
 }
 
-func (p *pod) create(name string, argv ...string) string {
+// exec runs a command in a container and requires it to succeed.
+func (p *pod) exec(id string, argv ...string) {
 	p.t.Helper()
-	cfg := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: busyboxImage},
-		Command:  argv,
-		Linux:    &runtimeapi.LinuxContainerConfig{},
-	}
-	id, err := p.client.CreateContainer(p.t.Context(), p.id, cfg, p.config)
+	resp, err := p.client.ExecSync(p.t.Context(), id, argv, 10*time.Second)
 	require.NoError(p.t, err)
-	return id
+	require.Zero(p.t, resp.GetExitCode(), "%v: %s%s", argv, resp.GetStdout(), resp.GetStderr())
 }
 
 // inSubnet reports whether ip lies in the CNI bridge's subnet.

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+const runHelp = `Usage: cri-prober run [flags]
+
+Runs the agent: probes every container that a Pod manifest or a CRI
+annotation gives probes to, with kubelet's semantics, and logs each probe
+event as kubelet would record it ("Liveness probe failed: …").
+
+Probe specs come from
+  --pod-manifests DIR   Pod manifests (YAML or JSON, several per file); a
+                        manifest applies to the running pod sandbox with the
+                        same namespace and name (and uid, if it sets one).
+                        Edits are picked up while running.
+  annotations           on CRI configs, for pods made with crictl:
+                          container: cri-prober.io/liveness-probe,
+                                     cri-prober.io/readiness-probe,
+                                     cri-prober.io/startup-probe (JSON Probe)
+                          sandbox:   cri-prober.io/restart-policy,
+                                     cri-prober.io/termination-grace-period-seconds
+Containers that neither covers are observed, never probed.
+
+Examples:
+  cri-prober run --pod-manifests /etc/cri-prober/pods
+  cri-prober run --runtime-endpoint unix:///run/containerd/containerd.sock -v 2
+
+Flags:
+`
+
+type runOptions struct {
+	runtimeFlags
+	manifests         string
+	manifestInterval  time.Duration
+	relistPeriod      time.Duration
+	containerdAddress string
+	hostIP            string
+}
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o runOptions
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	o.register(fs)
+	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from")
+	fs.DurationVar(&o.manifestInterval, "pod-manifests-interval", 2*time.Second, "how often to look for changed manifests")
+	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "how often to list the runtime")
+	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
+	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), runHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if o.manifestInterval <= 0 {
+		fmt.Fprintln(stderr, "--pod-manifests-interval must be positive")
+		return errUsage
+	}
+	logger := klog.FromContext(ctx)
+
+	client, err := o.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	logger.Info("Connected to the runtime", "endpoint", client.Endpoint(), "runtime", client.RuntimeName(), "version", client.RuntimeVersion())
+
+	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(o.relistPeriod))
+	if err != nil {
+		return err
+	}
+	hostIP := o.hostIP
+	if hostIP == "" {
+		hostIP = defaultRouteIP()
+	}
+	opts := []prober.Option{prober.WithHostIP(hostIP)}
+	var manifests *spec.ManifestDir
+	if o.manifests != "" {
+		manifests = spec.NewManifestDir(o.manifests, nil)
+		manifests.Reload() // first read before probing starts
+		opts = append(opts, prober.WithManifests(manifests))
+	}
+	manager, err := prober.NewManager(exec.NewRunner(client), results.NewStore(), opts...)
+	if err != nil {
+		return err
+	}
+
+	// Subscribe before the poller runs, so the manager sees the first relist.
+	changes := poller.Subscribe()
+	defer changes.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { poller.Run(ctx) })
+	if addr := eventsAddress(o.containerdAddress, client); addr != "" {
+		watcher, err := cri.NewEventWatcher(addr, poller)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { watcher.Run(ctx) })
+	} else {
+		logger.Info("Not following containerd events; exits are seen at the next relist", "relistPeriod", o.relistPeriod)
+	}
+	if manifests != nil {
+		wg.Go(func() { manifests.Run(ctx, o.manifestInterval) })
+	}
+	wg.Go(func() { manager.Run(ctx, changes) })
+	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP)
+	<-ctx.Done()
+	logger.Info("Shutting down")
+	return nil
+}
+
+// defaultRouteIP returns the IPv4 address of the interface that carries
+// the default route, the address kubelet would report for the node;
+// 127.0.0.1 if there is none.
+func defaultRouteIP() string {
+	f, err := os.Open("/proc/net/route")
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		// Iface Destination Gateway …: the default route has destination 0.
+		if len(fields) < 2 || fields[1] != "00000000" {
+			continue
+		}
+		if ip := interfaceIPv4(fields[0]); ip != "" {
+			return ip
+		}
+	}
+	return "127.0.0.1"
+}
+
+func interfaceIPv4(name string) string {
+	iface, err := net.InterfaceByName(name)
+	if err != nil {
+		return ""
+	}
+	addrs, err := iface.Addrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if ipnet, ok := a.(*net.IPNet); ok && ipnet.IP.To4() != nil {
+			return ipnet.IP.String()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,167 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// agent is the probe engine running in-process against the real
+// containerd: poller, containerd events, manifests and manager, as
+// `cri-prober run` wires them, with its report and events in reach.
+type agent struct {
+	manager      *prober.Manager
+	events       *eventLog
+	manifestsDir string
+}
+
+// startAgent runs the engine until the test ends. Manifests are read from
+// a fresh directory the test writes to with writeManifest.
+func startAgent(t *testing.T, c *cri.Client) *agent {
+	t.Helper()
+	a := &agent{events: &eventLog{}, manifestsDir: t.TempDir()}
+	poller, err := cri.NewPoller(c)
+	require.NoError(t, err)
+	watcher, err := cri.NewEventWatcher(c.Socket(), poller)
+	require.NoError(t, err)
+	manifests := spec.NewManifestDir(a.manifestsDir, nil)
+	manifests.Reload()
+	a.manager, err = prober.NewManager(exec.NewRunner(c), results.NewStore(),
+		prober.WithManifests(manifests), prober.WithRecorder(a.events))
+	require.NoError(t, err)
+
+	changes := poller.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { poller.Run(ctx) })
+	wg.Go(func() { watcher.Run(ctx) })
+	wg.Go(func() { manifests.Run(ctx, 100*time.Millisecond) })
+	wg.Go(func() { a.manager.Run(ctx, changes) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		changes.Close()
+		if t.Failed() {
+			t.Logf("events:\n%s", a.events)
+		}
+	})
+	return a
+}
+
+// writeManifest writes a Pod manifest for pod name whose containers are
+// given as YAML (the list under spec.containers, indented by 2).
+func (a *agent) writeManifest(t *testing.T, file, name, containers string) {
+	t.Helper()
+	doc := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  containers:\n%s", name, testNamespace, containers)
+	require.NoError(t, os.WriteFile(filepath.Join(a.manifestsDir, file), []byte(doc), 0o644))
+}
+
+func (a *agent) pod(name string) (prober.PodReport, bool) {
+	for _, p := range a.manager.Report() {
+		if p.Name == name && p.Namespace == testNamespace {
+			return p, true
+		}
+	}
+	return prober.PodReport{}, false
+}
+
+func (a *agent) container(podName, name string) (prober.ContainerReport, bool) {
+	p, ok := a.pod(podName)
+	if !ok {
+		return prober.ContainerReport{}, false
+	}
+	for _, c := range p.Containers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return prober.ContainerReport{}, false
+}
+
+// waitFor polls a container's report until cond holds or timeout passes,
+// and returns when it first held.
+func (a *agent) waitFor(t *testing.T, podName, name, what string, timeout time.Duration, cond func(prober.ContainerReport) bool) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, timeout, podName+"/"+name+": "+what, func() bool {
+		c, ok := a.container(podName, name)
+		if ok && cond(c) {
+			at = time.Now()
+			return true
+		}
+		return false
+	})
+	return at
+}
+
+func (a *agent) waitReady(t *testing.T, podName, name string, want bool, timeout time.Duration) time.Time {
+	t.Helper()
+	return a.waitFor(t, podName, name, fmt.Sprintf("ready=%v", want), timeout, func(c prober.ContainerReport) bool {
+		return c.State == cri.StateRunning && c.Ready == want
+	})
+}
+
+// eventLog collects the engine's events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []prober.Event
+}
+
+func (l *eventLog) Record(e prober.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+// matching returns the events of a pod's container with this reason whose
+// message contains substr.
+func (l *eventLog) matching(podName, ctr, reason, substr string) []prober.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []prober.Event
+	for _, e := range l.events {
+		if e.Pod == podName && (ctr == "" || e.Container == ctr) && e.Reason == reason && strings.Contains(e.Message, substr) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (l *eventLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, e := range l.events {
+		fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", e.Time.Format("15:04:05.000"), e.Type, e.Pod, e.Container, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+// waitEvent waits for an event and returns the first that matches.
+func (a *agent) waitEvent(t *testing.T, podName, ctr, reason, substr string, timeout time.Duration) prober.Event {
+	t.Helper()
+	var ev prober.Event
+	eventually(t, timeout, fmt.Sprintf("event %s %q for %s/%s", reason, substr, podName, ctr), func() bool {
+		if m := a.events.matching(podName, ctr, reason, substr); len(m) > 0 {
+			ev = m[0]
+			return true
+		}
+		return false
+	})
+	return ev
+}
