@@ -458,3 +458,26 @@ func TestManagerInvalidManifestFailsClosed(t *testing.T) {
 	assert.False(t, mt.container(t, "web", "app").Ready)
 	assert.True(t, mt.ready("other", "app"), "other pods are not affected")
 }
+
+// Restartable init containers (sidecars) are probed like containers, and,
+// as in kubelet, do not count for the pod phase: with restartPolicy Never
+// the pod is over when its regular containers are, whatever the sidecar does.
+func TestManagerProbesSidecars(t *testing.T) {
+	mt := newManagerTest(t)
+	sb := mt.rt.AddSandbox("shop", "web", "uid-web")
+	main := mt.rt.AddContainer(sb, "main", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	mt.rt.AddContainer(sb, "proxy", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	readiness := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"proxy-ready"}}}}
+	spec.DefaultProbe(readiness)
+	mt.manifests.set(&spec.Pod{Source: "pods.yaml:1", Namespace: "shop", Name: "web", RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []spec.Container{{Name: "main"}, {Name: "proxy", Sidecar: true, Readiness: readiness}}})
+	mt.relist(t)
+	mt.eventually(t, "sidecar probed and ready", func() bool { return mt.runner.count("proxy-ready") >= 1 && mt.ready("web", "proxy") })
+
+	require.NoError(t, mt.rt.SetContainerState(main, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
+	mt.relist(t)
+	mt.eventually(t, "pod over: the sidecar's worker stops", func() bool {
+		s, ok := mt.m.podStatus("uid-web")
+		return ok && s.phase == corev1.PodSucceeded
+	})
+}

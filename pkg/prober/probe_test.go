@@ -1,0 +1,146 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// scriptedExec answers exec probes from a list, one entry per call.
+type scriptedExec struct {
+	answers []execAnswer
+	calls   int
+	lastCmd []string
+}
+
+type execAnswer struct {
+	result exec.Result
+	err    error
+}
+
+func (s *scriptedExec) Run(_ context.Context, _ string, cmd []string, _ time.Duration) (exec.Result, error) {
+	s.lastCmd = cmd
+	a := s.answers[min(s.calls, len(s.answers)-1)]
+	s.calls++
+	return a.result, a.err
+}
+
+func execProbe(cmd ...string) *corev1.Probe {
+	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}}
+	spec.DefaultProbe(p)
+	return p
+}
+
+// The exec rows of kubelet's TestProbe, and its retry rule.
+func TestDispatchExec(t *testing.T) {
+	errBoom := errors.New("container not running")
+	tests := []struct {
+		name      string
+		answers   []execAnswer
+		want      outcome
+		wantCalls int
+	}{
+		{"exit 0", []execAnswer{{result: exec.Result{Output: "ok"}}}, outcome{result: results.Success, raw: results.OutcomeSuccess, output: "ok"}, 1},
+		{"non-zero exit", []execAnswer{{result: exec.Result{ExitCode: 1, Output: "bad"}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: "bad"}, 1},
+		{"timeout is a failure", []execAnswer{{result: exec.Result{TimedOut: true, Output: `command "x" timed out`}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: `command "x" timed out`}, 1},
+		{"error, then success: retried", []execAnswer{{err: errBoom}, {err: errBoom}, {result: exec.Result{}}}, outcome{result: results.Success, raw: results.OutcomeSuccess}, 3},
+		{"three errors: thrown away", []execAnswer{{err: errBoom}}, outcome{result: results.Failure, raw: results.OutcomeUnknown, err: errBoom}, 3},
+		{"a failure is never retried", []execAnswer{{result: exec.Result{ExitCode: 2}}, {result: exec.Result{}}}, outcome{result: results.Failure, raw: results.OutcomeFailure}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runner := &scriptedExec{answers: tt.answers}
+			d := &dispatcher{exec: runner, http: netprobe.NewHTTPGet()}
+			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.wantCalls, runner.calls)
+		})
+	}
+}
+
+func TestDispatchExpandsExecCommand(t *testing.T) {
+	runner := &scriptedExec{answers: []execAnswer{{}}}
+	d := &dispatcher{exec: runner}
+	d.probe(context.Background(), execProbe("some", "$(A)", "$(B)"), target{container: &spec.Container{Env: []corev1.EnvVar{{Name: "A", Value: "script"}}}})
+	assert.Equal(t, []string{"some", "script", "$(B)"}, runner.lastCmd)
+}
+
+func TestDispatchNetworkProbes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Write([]byte("fine"))
+		case "/moved":
+			http.Redirect(w, r, "http://0.0.0.0/", http.StatusFound)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+
+	container := &spec.Container{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}}
+	httpGet := func(path string, p intstr.IntOrString) *corev1.Probe {
+		pr := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: p}}}
+		spec.DefaultProbe(pr)
+		return pr
+	}
+	tcp := func(p int) *corev1.Probe {
+		pr := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(p)}}}
+		spec.DefaultProbe(pr)
+		return pr
+	}
+	tests := []struct {
+		name       string
+		probe      *corev1.Probe
+		podIP      string
+		wantResult results.Result
+		wantRaw    results.Outcome
+		wantErr    string
+	}{
+		{"http success by named port", httpGet("/ok", intstr.FromString("http")), "127.0.0.1", results.Success, results.OutcomeSuccess, ""},
+		{"http failure", httpGet("/broken", intstr.FromInt(port)), "127.0.0.1", results.Failure, results.OutcomeFailure, ""},
+		{"http warning counts as success", httpGet("/moved", intstr.FromInt(port)), "127.0.0.1", results.Success, results.OutcomeWarning, ""},
+		{"named port not found is an error", httpGet("/ok", intstr.FromString("nope")), "127.0.0.1", results.Failure, results.OutcomeUnknown, `port "nope" not found`},
+		{"no pod IP is an error", httpGet("/ok", intstr.FromInt(port)), "", results.Failure, results.OutcomeUnknown, "the pod has no IP address yet"},
+		{"tcp success", tcp(port), "127.0.0.1", results.Success, results.OutcomeSuccess, ""},
+		{"tcp refused", tcp(closedPort), "127.0.0.1", results.Failure, results.OutcomeFailure, ""},
+		{"no handler", &corev1.Probe{TimeoutSeconds: 1}, "127.0.0.1", results.Failure, results.OutcomeUnknown, "missing probe handler"},
+	}
+	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := d.probe(context.Background(), tt.probe, target{podIP: tt.podIP, container: container})
+			assert.Equal(t, tt.wantResult, got.result)
+			assert.Equal(t, tt.wantRaw, got.raw)
+			if tt.wantErr != "" {
+				assert.EqualError(t, got.err, tt.wantErr)
+			} else {
+				assert.NoError(t, got.err)
+			}
+		})
+	}
+}
