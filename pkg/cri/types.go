@@ -198,3 +198,13 @@ func (s *Snapshot) Select(keep func(*Pod) bool) *Snapshot {
 	}
 	return newSnapshot(s.Time, pods, containers)
 }
+
+// Key identifies the pod a sandbox belongs to: its UID, so that a re-created
+// sandbox (same UID, next attempt) is the same pod, as for kubelet; or
+// "sandbox:<id>" for a sandbox created without one.
+func (p *Pod) Key() string {
+	if p.UID != "" {
+		return p.UID
+	}
+	return "sandbox:" + p.ID
+}

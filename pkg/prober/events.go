@@ -1,12 +1,6 @@
 package prober
 
-import "time"
-
-// Event types, as in Kubernetes.
-const (
-	EventNormal  = "Normal"
-	EventWarning = "Warning"
-)
+import "github.com/cri-prober/cri-prober/pkg/events"
 
 // Event reasons. Unhealthy and ProbeWarning are kubelet's, with kubelet's
 // messages ("Liveness probe failed: …"); the others mark changes of a
@@ -22,24 +16,13 @@ const (
 	ReasonInvalidProbeConfig = "InvalidProbeConfig"
 )
 
-// Event is one thing worth telling a person, about a container of a pod.
-type Event struct {
-	Time      time.Time
-	Type      string
-	Reason    string
-	Namespace string
-	Pod       string
-	Container string
-	Message   string
-}
-
 // Recorder receives events. It must not block for long: workers call it.
 type Recorder interface {
-	Record(Event)
+	Record(events.Event)
 }
 
 // RecorderFunc adapts a function to Recorder.
-type RecorderFunc func(Event)
+type RecorderFunc func(events.Event)
 
 // Record calls f.
-func (f RecorderFunc) Record(e Event) { f(e) }
+func (f RecorderFunc) Record(e events.Event) { f(e) }

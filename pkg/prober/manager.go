@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
@@ -185,7 +186,7 @@ func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
 				m.syncAll()
 			}
 			for _, ev := range b.Events {
-				m.syncPod(podKey(ev.Pod))
+				m.syncPod(ev.Pod.Key())
 			}
 		case <-manifestsChanged:
 			m.reconcile(ctx, snap)
@@ -216,13 +217,6 @@ func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
 			}
 		}
 	}
-}
-
-func podKey(sb *cri.Pod) string {
-	if sb.UID != "" {
-		return sb.UID
-	}
-	return "sandbox:" + sb.ID
 }
 
 // reconcile matches specs to the snapshot, publishes the workers' view and
@@ -427,7 +421,7 @@ func (m *Manager) reportProblems(ctx context.Context, manifestErrs []*spec.Error
 		}
 		logger.Error(e, "Invalid probe configuration; fix it and it is picked up without a restart")
 		if e.Pod != "" {
-			m.recorder.Record(Event{Time: m.clock.Now(), Type: EventWarning, Reason: ReasonInvalidProbeConfig,
+			m.recorder.Record(events.Event{Time: m.clock.Now(), Type: events.Warning, Reason: ReasonInvalidProbeConfig,
 				Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, Message: msg})
 		}
 	}
@@ -457,7 +451,7 @@ func (m *Manager) reportProblems(ctx context.Context, manifestErrs []*spec.Error
 
 // logRecorder logs events as kubelet-style lines.
 func logRecorder(logger klog.Logger) Recorder {
-	return RecorderFunc(func(e Event) {
+	return RecorderFunc(func(e events.Event) {
 		logger.Info("Event", "type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message)
 	})
 }

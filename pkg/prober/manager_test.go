@@ -102,7 +102,7 @@ type managerTest struct {
 	runner    *scriptedRunner
 	clock     *testingclock.FakeClock
 	manifests *fakeManifests
-	events    *events
+	events    *eventList
 }
 
 func newManagerTest(t *testing.T) *managerTest {
@@ -113,7 +113,7 @@ func newManagerTest(t *testing.T) *managerTest {
 		runner:    &scriptedRunner{answers: map[string]results.Result{}, calls: map[string]int{}},
 		clock:     testingclock.NewFakeClock(time.Now()),
 		manifests: &fakeManifests{changed: make(chan struct{}, 1)},
-		events:    &events{},
+		events:    &eventList{},
 	}
 	mt.rt.SetClock(mt.clock.Now)
 	client, err := cri.Dial(context.Background(), mt.rt.Endpoint())

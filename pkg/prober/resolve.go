@@ -61,10 +61,7 @@ func resolve(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Err
 	groups := map[string]*pod{}
 	var order []string
 	for _, sb := range snap.Pods() {
-		key := sb.UID
-		if key == "" {
-			key = "sandbox:" + sb.ID
-		}
+		key := sb.Key()
 		p, ok := groups[key]
 		if !ok {
 			p = &pod{key: key, namespace: sb.Namespace, name: sb.Name, uid: sb.UID, containers: map[string]*podContainer{}}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
@@ -178,14 +179,14 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		// Could not probe: thrown away, never counted toward a threshold.
 		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "err", o.err)
 		w.observe(now, elapsed, o, 0, 0)
-		w.event(EventWarning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
+		w.event(events.Warning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
 		return true
 	}
 	switch o.raw {
 	case results.OutcomeFailure:
-		w.event(EventWarning, ReasonUnhealthy, "%s probe failed: %s", w.key.probeType, o.output)
+		w.event(events.Warning, ReasonUnhealthy, "%s probe failed: %s", w.key.probeType, o.output)
 	case results.OutcomeWarning:
-		w.event(EventWarning, ReasonProbeWarning, "%s probe warning: %s", w.key.probeType, o.output)
+		w.event(events.Warning, ReasonProbeWarning, "%s probe warning: %s", w.key.probeType, o.output)
 	}
 
 	if o.result == w.lastResult {
@@ -230,20 +231,20 @@ func (w *worker) transitioned(r results.Result) {
 	name := w.key.container
 	switch {
 	case w.key.probeType == results.Readiness && r == results.Success:
-		w.event(EventNormal, ReasonContainerReady, "Container %s is ready", name)
+		w.event(events.Normal, ReasonContainerReady, "Container %s is ready", name)
 	case w.key.probeType == results.Readiness:
-		w.event(EventWarning, ReasonContainerNotReady, "Container %s is not ready: readiness probe failed %d times in a row", name, w.probe.FailureThreshold)
+		w.event(events.Warning, ReasonContainerNotReady, "Container %s is not ready: readiness probe failed %d times in a row", name, w.probe.FailureThreshold)
 	case w.key.probeType == results.Startup && r == results.Success:
-		w.event(EventNormal, ReasonStartupSucceeded, "Container %s started: startup probe succeeded", name)
+		w.event(events.Normal, ReasonStartupSucceeded, "Container %s started: startup probe succeeded", name)
 	case w.key.probeType == results.Startup:
-		w.event(EventWarning, ReasonStartupFailed, "Container %s failed startup probe", name)
+		w.event(events.Warning, ReasonStartupFailed, "Container %s failed startup probe", name)
 	case w.key.probeType == results.Liveness && r == results.Failure:
-		w.event(EventWarning, ReasonLivenessFailed, "Container %s failed liveness probe", name)
+		w.event(events.Warning, ReasonLivenessFailed, "Container %s failed liveness probe", name)
 	}
 }
 
 func (w *worker) event(eventType, reason, format string, args ...any) {
-	w.recorder.Record(Event{
+	w.recorder.Record(events.Event{
 		Time:      w.clock.Now(),
 		Type:      eventType,
 		Reason:    reason,

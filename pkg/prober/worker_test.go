@@ -13,6 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
@@ -87,18 +88,18 @@ func (f *fakeRunner) callCount() int {
 }
 
 // events collects recorded events.
-type events struct {
+type eventList struct {
 	mu   sync.Mutex
-	list []Event
+	list []events.Event
 }
 
-func (e *events) Record(ev Event) {
+func (e *eventList) Record(ev events.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, ev)
 }
 
-func (e *events) messages() []string {
+func (e *eventList) messages() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []string
@@ -114,7 +115,7 @@ type workerTest struct {
 	status  *fakeStatus
 	runner  *fakeRunner
 	results *results.Store
-	events  *events
+	events  *eventList
 }
 
 // Like kubelet's worker tests: period, timeout and thresholds 1 unless the
@@ -133,7 +134,7 @@ func newWorkerTest(t *testing.T, probeType results.ProbeType, tune func(*corev1.
 		tune(p)
 	}
 	clk := testingclock.NewFakeClock(time.Unix(100000, 0))
-	wt := &workerTest{clock: clk, status: &fakeStatus{}, runner: &fakeRunner{}, results: results.NewStore(), events: &events{}}
+	wt := &workerTest{clock: clk, status: &fakeStatus{}, runner: &fakeRunner{}, results: results.NewStore(), events: &eventList{}}
 	wt.runner.answer(results.Success)
 	wt.status.set(wt.pod(containerStatus{id: testID, state: cri.StateRunning, startedAt: clk.Now()}))
 	wt.w = &worker{
@@ -487,7 +488,7 @@ func TestProbeEvents(t *testing.T) {
 		"ContainerNotReady: Container app is not ready: readiness probe failed 2 times in a row",
 	}, wt.events.messages())
 	ev := wt.events.list[0]
-	assert.Equal(t, Event{Time: wt.clock.Now(), Type: EventWarning, Reason: ReasonProbeWarning, Namespace: "ns", Pod: "web", Container: "app",
+	assert.Equal(t, events.Event{Time: wt.clock.Now(), Type: events.Warning, Reason: ReasonProbeWarning, Namespace: "ns", Pod: "web", Container: "app",
 		Message: "Readiness probe warning: Probe terminated redirects, Response body: moved"}, ev)
 
 	obs, ok := wt.results.LastObservation(results.Key{ContainerID: testID, Type: readiness})

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
@@ -119,10 +120,10 @@ func (a *agent) waitReady(t *testing.T, podName, name string, want bool, timeout
 // eventLog collects the engine's events.
 type eventLog struct {
 	mu     sync.Mutex
-	events []prober.Event
+	events []events.Event
 }
 
-func (l *eventLog) Record(e prober.Event) {
+func (l *eventLog) Record(e events.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, e)
@@ -130,10 +131,10 @@ func (l *eventLog) Record(e prober.Event) {
 
 // matching returns the events of a pod's container with this reason whose
 // message contains substr.
-func (l *eventLog) matching(podName, ctr, reason, substr string) []prober.Event {
+func (l *eventLog) matching(podName, ctr, reason, substr string) []events.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []prober.Event
+	var out []events.Event
 	for _, e := range l.events {
 		if e.Pod == podName && (ctr == "" || e.Container == ctr) && e.Reason == reason && strings.Contains(e.Message, substr) {
 			out = append(out, e)
@@ -153,9 +154,9 @@ func (l *eventLog) String() string {
 }
 
 // waitEvent waits for an event and returns the first that matches.
-func (a *agent) waitEvent(t *testing.T, podName, ctr, reason, substr string, timeout time.Duration) prober.Event {
+func (a *agent) waitEvent(t *testing.T, podName, ctr, reason, substr string, timeout time.Duration) events.Event {
 	t.Helper()
-	var ev prober.Event
+	var ev events.Event
 	eventually(t, timeout, fmt.Sprintf("event %s %q for %s/%s", reason, substr, podName, ctr), func() bool {
 		if m := a.events.matching(podName, ctr, reason, substr); len(m) > 0 {
 			ev = m[0]

@@ -1,0 +1,124 @@
+// Package events is the vocabulary of what cri-prober tells people: kubelet-
+// style events (type, reason, message about a pod's container), and a
+// bounded ring of recent ones that can be listed and watched.
+//
+// It imports no other cri-prober package; the prober and the restarter
+// record into it through their own one-method Recorder interfaces.
+package events
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Event types, as in Kubernetes.
+const (
+	Normal  = "Normal"
+	Warning = "Warning"
+)
+
+// MaxMessage bounds an event's message: probe output is shown, never
+// trusted to be small.
+const MaxMessage = 4096
+
+// Event is one thing worth telling a person about a container of a pod.
+type Event struct {
+	Time      time.Time `json:"time"`
+	Type      string    `json:"type"`
+	Reason    string    `json:"reason"`
+	Namespace string    `json:"namespace"`
+	Pod       string    `json:"pod"`
+	Container string    `json:"container,omitempty"`
+	Message   string    `json:"message"`
+}
+
+// Truncated returns e with its message cut to MaxMessage bytes.
+func (e Event) Truncated() Event {
+	if len(e.Message) > MaxMessage {
+		e.Message = e.Message[:MaxMessage] + "… (truncated)"
+	}
+	return e
+}
+
+// Ring keeps the most recent events and lets watchers follow new ones. A
+// slow watcher never blocks Record: it misses events instead, and is told.
+type Ring struct {
+	mu       sync.Mutex
+	buf      []Event
+	next     int
+	full     bool
+	watchers map[*Watcher]struct{}
+}
+
+// NewRing keeps the last size events.
+func NewRing(size int) *Ring {
+	return &Ring{buf: make([]Event, size), watchers: map[*Watcher]struct{}{}}
+}
+
+// Record adds an event.
+func (r *Ring) Record(e Event) {
+	e = e.Truncated()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf[r.next] = e
+	r.next = (r.next + 1) % len(r.buf)
+	r.full = r.full || r.next == 0
+	for w := range r.watchers {
+		select {
+		case w.c <- e:
+		default:
+			w.missed.Store(true)
+		}
+	}
+}
+
+// Since returns the kept events at or after t (all if t is zero), oldest
+// first.
+func (r *Ring) Since(t time.Time) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	add := func(events []Event) {
+		for _, e := range events {
+			if !e.Time.Before(t) {
+				out = append(out, e)
+			}
+		}
+	}
+	if r.full {
+		add(r.buf[r.next:])
+	}
+	add(r.buf[:r.next])
+	return out
+}
+
+// Watcher receives events recorded after it was created.
+type Watcher struct {
+	c      chan Event
+	missed atomic.Bool
+	ring   *Ring
+}
+
+// Watch returns a watcher with room for buffer events; Close it when done.
+func (r *Ring) Watch(buffer int) *Watcher {
+	w := &Watcher{c: make(chan Event, buffer), ring: r}
+	r.mu.Lock()
+	r.watchers[w] = struct{}{}
+	r.mu.Unlock()
+	return w
+}
+
+// C delivers the events.
+func (w *Watcher) C() <-chan Event { return w.c }
+
+// Missed reports (and clears) whether events were dropped because the
+// watcher did not keep up.
+func (w *Watcher) Missed() bool { return w.missed.Swap(false) }
+
+// Close stops delivery.
+func (w *Watcher) Close() {
+	w.ring.mu.Lock()
+	delete(w.ring.watchers, w)
+	w.ring.mu.Unlock()
+}
