@@ -19,6 +19,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -55,6 +56,7 @@ type runOptions struct {
 	relistPeriod      time.Duration
 	containerdAddress string
 	hostIP            string
+	restartMode       string
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +68,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "how often to list the runtime")
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
+	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runHelp)
 		fs.PrintDefaults()
@@ -78,6 +81,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.manifestInterval <= 0 {
 		fmt.Fprintln(stderr, "--pod-manifests-interval must be positive")
+		return errUsage
+	}
+	mode, err := restart.ParseMode(o.restartMode)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
 		return errUsage
 	}
 	logger := klog.FromContext(ctx)
@@ -104,14 +112,21 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		manifests.Reload() // first read before probing starts
 		opts = append(opts, prober.WithManifests(manifests))
 	}
-	manager, err := prober.NewManager(exec.NewRunner(client), results.NewStore(), opts...)
+	store := results.NewStore()
+	manager, err := prober.NewManager(exec.NewRunner(client), store, opts...)
+	if err != nil {
+		return err
+	}
+	restarter, err := restart.New(client, manager, store, restart.WithMode(mode))
 	if err != nil {
 		return err
 	}
 
-	// Subscribe before the poller runs, so the manager sees the first relist.
+	// Subscribe before the poller runs, so both see the first relist.
 	changes := poller.Subscribe()
 	defer changes.Close()
+	restarterChanges := poller.Subscribe()
+	defer restarterChanges.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -130,7 +145,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		wg.Go(func() { manifests.Run(ctx, o.manifestInterval) })
 	}
 	wg.Go(func() { manager.Run(ctx, changes) })
-	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP)
+	wg.Go(func() { restarter.Run(ctx, restarterChanges) })
+	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode)
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil

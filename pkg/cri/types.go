@@ -208,3 +208,9 @@ func (p *Pod) Key() string {
 	}
 	return "sandbox:" + p.ID
 }
+
+// AnnotationRestartOf is set by cri-prober on a container it creates to
+// replace another (the value is the replaced container's ID), so that a
+// replacement found created but not started after an agent restart is
+// known to be cri-prober's to start.
+const AnnotationRestartOf = "cri-prober.io/restart-of"

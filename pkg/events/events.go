@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // Event types, as in Kubernetes.
@@ -121,4 +123,16 @@ func (w *Watcher) Close() {
 	w.ring.mu.Lock()
 	delete(w.ring.watchers, w)
 	w.ring.mu.Unlock()
+}
+
+// Log returns a recorder that logs each event as a structured klog line.
+func Log(logger klog.Logger) LogRecorder { return LogRecorder{logger: logger} }
+
+// LogRecorder logs events.
+type LogRecorder struct{ logger klog.Logger }
+
+// Record logs e.
+func (l LogRecorder) Record(e Event) {
+	e = e.Truncated()
+	l.logger.Info("Event", "type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message)
 }

@@ -59,6 +59,7 @@ type Manager struct {
 	// Published by Run for workers and Report.
 	views atomic.Pointer[map[string]*podStatus]
 	pods  atomic.Pointer[[]*pod]
+	byKey atomic.Pointer[map[string]*pod]
 
 	// Owned by Run.
 	workers     map[workerKey]*workerHandle
@@ -161,7 +162,7 @@ func (m *Manager) podStatus(key string) (*podStatus, bool) {
 func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
 	logger := klog.FromContext(ctx)
 	if m.recorder == nil {
-		m.recorder = logRecorder(logger)
+		m.recorder = events.Log(logger)
 	}
 	updates := m.results.Subscribe()
 	defer updates.Close()
@@ -253,8 +254,13 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 			}
 		}
 	}
+	byKey := make(map[string]*pod, len(res.pods))
+	for _, p := range res.pods {
+		byKey[p.key] = p
+	}
 	m.views.Store(&views)
 	m.pods.Store(&res.pods)
+	m.byKey.Store(&byKey)
 
 	for key, h := range m.workers {
 		d, ok := desired[key]
@@ -449,9 +455,54 @@ func (m *Manager) reportProblems(ctx context.Context, manifestErrs []*spec.Error
 	m.reported = seen
 }
 
-// logRecorder logs events as kubelet-style lines.
-func logRecorder(logger klog.Logger) Recorder {
-	return RecorderFunc(func(e events.Event) {
-		logger.Info("Event", "type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message)
-	})
+func (m *Manager) lookup(podKey string) (*pod, bool) {
+	byKey := m.byKey.Load()
+	if byKey == nil {
+		return nil, false
+	}
+	p, ok := (*byKey)[podKey]
+	return p, ok
+}
+
+// RestartPolicy returns a managed pod's restart policy and grace period
+// (for the restarter); ok is false when cri-prober manages none of its
+// containers.
+func (m *Manager) RestartPolicy(podKey string) (corev1.RestartPolicy, int64, bool) {
+	p, ok := m.lookup(podKey)
+	if !ok {
+		return "", 0, false
+	}
+	for _, pc := range p.containers {
+		if pc.managed {
+			return p.policy.RestartPolicy, p.policy.TerminationGracePeriodSeconds, true
+		}
+	}
+	return "", 0, false
+}
+
+// Manages reports whether cri-prober may stop and restart the container.
+func (m *Manager) Manages(podKey, container string) bool {
+	p, ok := m.lookup(podKey)
+	if !ok {
+		return false
+	}
+	pc, ok := p.containers[container]
+	return ok && pc.managed
+}
+
+// ProbeGracePeriod returns the terminationGracePeriodSeconds of a
+// container's liveness or startup probe, if it sets one.
+func (m *Manager) ProbeGracePeriod(podKey, container string, t results.ProbeType) *int64 {
+	p, ok := m.lookup(podKey)
+	if !ok {
+		return nil
+	}
+	pc, ok := p.containers[container]
+	if !ok || pc.spec == nil {
+		return nil
+	}
+	if probe := probeOf(pc.spec, t); probe != nil {
+		return probe.TerminationGracePeriodSeconds
+	}
+	return nil
 }

@@ -36,6 +36,10 @@ type podContainer struct {
 	spec     *spec.Container // nil: not probed
 	sidecar  bool
 	errs     []*spec.Error // invalid spec: not probed, and never ready
+	// managed: cri-prober may stop and restart it (a manifest lists it, it
+	// has probe annotations, or its sandbox has a restart policy
+	// annotation). Others are only observed.
+	managed bool
 }
 
 // resolution is the outcome of matching specs to the runtime's pods.
@@ -92,6 +96,7 @@ func resolve(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Err
 				c := &manifest.Containers[i]
 				pc := p.container(c.Name)
 				pc.sidecar = c.Sidecar
+				pc.managed = true
 				if c.HasProbes() {
 					pc.spec = c
 				}
@@ -104,6 +109,8 @@ func resolve(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Err
 		} else {
 			p.policy, p.errs = spec.PodPolicyFromAnnotations(p.namespace, p.name, p.sandbox.Annotations)
 		}
+		_, hasPolicy := p.sandbox.Annotations[spec.RestartPolicyAnnotation]
+		hasPolicy = hasPolicy && manifest == nil && len(p.errs) == 0
 		for _, name := range p.sortedNames() {
 			pc := p.containers[name]
 			if pc.instance == nil {
@@ -119,9 +126,12 @@ func resolve(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Err
 				pc.errs = errs
 			case annotated != nil:
 				pc.spec = annotated
+				pc.managed = true
 				if p.source == "" {
 					p.source = "annotations"
 				}
+			case hasPolicy:
+				pc.managed = true
 			}
 		}
 		res.pods = append(res.pods, p)

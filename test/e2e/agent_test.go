@@ -19,6 +19,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -27,6 +28,7 @@ import (
 // `cri-prober run` wires them, with its report and events in reach.
 type agent struct {
 	manager      *prober.Manager
+	restarter    *restart.Restarter
 	events       *eventLog
 	manifestsDir string
 }
@@ -42,21 +44,27 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 	require.NoError(t, err)
 	manifests := spec.NewManifestDir(a.manifestsDir, nil)
 	manifests.Reload()
-	a.manager, err = prober.NewManager(exec.NewRunner(c), results.NewStore(),
+	store := results.NewStore()
+	a.manager, err = prober.NewManager(exec.NewRunner(c), store,
 		prober.WithManifests(manifests), prober.WithRecorder(a.events))
+	require.NoError(t, err)
+	a.restarter, err = restart.New(c, a.manager, store, restart.WithRecorder(a.events))
 	require.NoError(t, err)
 
 	changes := poller.Subscribe()
+	restarterChanges := poller.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { poller.Run(ctx) })
 	wg.Go(func() { watcher.Run(ctx) })
 	wg.Go(func() { manifests.Run(ctx, 100*time.Millisecond) })
 	wg.Go(func() { a.manager.Run(ctx, changes) })
+	wg.Go(func() { a.restarter.Run(ctx, restarterChanges) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
 		changes.Close()
+		restarterChanges.Close()
 		if t.Failed() {
 			t.Logf("events:\n%s", a.events)
 		}

@@ -76,7 +76,7 @@ func runPodNamed(t *testing.T, c *cri.Client, name string, annotations map[strin
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:    &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uniqueName("uid")},
 		Hostname:    name,
-		Linux:       &runtimeapi.LinuxPodSandboxConfig{},
+		Linux:       &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: kubeletNamespaces()}},
 		Annotations: annotations,
 	}
 	id, err := c.RunPodSandbox(t.Context(), cfg, "")
@@ -116,7 +116,7 @@ func (p *pod) startContainer(c container) string {
 		Image:       &runtimeapi.ImageSpec{Image: c.image},
 		Command:     c.command,
 		Annotations: c.annotations,
-		Linux:       &runtimeapi.LinuxContainerConfig{},
+		Linux:       &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: kubeletNamespaces()}},
 	}
 	id, err := p.client.CreateContainer(p.t.Context(), p.id, cfg, p.config)
 	require.NoError(p.t, err)
@@ -130,6 +130,18 @@ func (p *pod) exec(id string, argv ...string) {
 	resp, err := p.client.ExecSync(p.t.Context(), id, argv, 10*time.Second)
 	require.NoError(p.t, err)
 	require.Zero(p.t, resp.GetExitCode(), "%v: %s%s", argv, resp.GetStdout(), resp.GetStderr())
+}
+
+// kubeletNamespaces are the namespaces kubelet gives a pod's containers:
+// the pod's network and IPC, and a PID namespace each, so that a
+// container's command is its PID 1 (which ignores SIGTERM unless it
+// handles it). CRI's zero value would share the sandbox's PID namespace.
+func kubeletNamespaces() *runtimeapi.NamespaceOption {
+	return &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
 }
 
 // inSubnet reports whether ip lies in the CNI bridge's subnet.

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ type Runtime struct {
 	containers map[string]*container
 	calls      map[string]int
 	errs       map[string]error
+	stops      map[string]int64 // container ID → the timeout of its last StopContainer
 	exec       ExecHandler
 
 	server *grpc.Server
@@ -74,6 +76,7 @@ func New() *Runtime {
 		containers: map[string]*container{},
 		calls:      map[string]int{},
 		errs:       map[string]error{},
+		stops:      map[string]int64{},
 	}
 }
 
@@ -157,6 +160,57 @@ func (r *Runtime) ResetCalls() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.calls)
+}
+
+// StopTimeout returns the grace period (seconds) the last StopContainer of
+// a container asked for.
+func (r *Runtime) StopTimeout(id string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.stops[id]
+	return t, ok
+}
+
+// ContainerInfo describes a container for assertions.
+type ContainerInfo struct {
+	ID          string
+	SandboxID   string
+	Name        string
+	Attempt     uint32
+	State       runtimeapi.ContainerState
+	ExitCode    int32
+	Annotations map[string]string
+}
+
+// Containers lists a sandbox's containers, oldest attempt first.
+func (r *Runtime) Containers(sandboxID string) []ContainerInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ContainerInfo
+	for _, c := range r.containers {
+		if c.sandboxID == sandboxID {
+			out = append(out, ContainerInfo{ID: c.id, SandboxID: c.sandboxID, Name: c.config.GetMetadata().GetName(),
+				Attempt: c.config.GetMetadata().GetAttempt(), State: c.state, ExitCode: c.exitCode, Annotations: c.config.GetAnnotations()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Attempt < out[j].Attempt
+	})
+	return out
+}
+
+// SandboxState returns a sandbox's state.
+func (r *Runtime) SandboxState(id string) (runtimeapi.PodSandboxState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sandboxes[id]
+	if !ok {
+		return 0, false
+	}
+	return s.state, true
 }
 
 // SetError makes every call of method fail with err until cleared with nil.
@@ -442,6 +496,7 @@ func (r *Runtime) StopContainer(_ context.Context, req *runtimeapi.StopContainer
 	if !ok {
 		return nil, notFound("container", req.GetContainerId())
 	}
+	r.stops[c.id] = req.GetTimeout()
 	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.transitionLocked(c, runtimeapi.ContainerState_CONTAINER_EXITED, 137)
 	}

@@ -20,6 +20,9 @@ const (
 	LivenessAnnotation  = AnnotationPrefix + "liveness-probe"
 	ReadinessAnnotation = AnnotationPrefix + "readiness-probe"
 	StartupAnnotation   = AnnotationPrefix + "startup-probe"
+	// Written by cri-prober on the containers it re-creates (pkg/cri's
+	// AnnotationRestartOf); read by no spec.
+	RestartOfAnnotation = AnnotationPrefix + "restart-of"
 	// On a sandbox config.
 	RestartPolicyAnnotation = AnnotationPrefix + "restart-policy"
 	GracePeriodAnnotation   = AnnotationPrefix + "termination-grace-period-seconds"
@@ -41,7 +44,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 	fail := func(key, detail string) {
 		errs = append(errs, &Error{Source: "annotations", Namespace: namespace, Pod: pod, Container: container, Field: key, Detail: detail})
 	}
-	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation}, fail)
+	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, RestartOfAnnotation}, fail)
 	for _, a := range containerAnnotations {
 		raw, ok := annotations[a.key]
 		if !ok {
@@ -136,7 +139,7 @@ func checkKeys(annotations map[string]string, on string, known []string, fail fu
 		case RestartPolicyAnnotation, GracePeriodAnnotation:
 			fail(k, "belongs on the pod sandbox config, not on "+on)
 		default:
-			fail(k, fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(known, ", ")))
+			fail(k, fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == RestartOfAnnotation }), ", ")))
 		}
 	}
 }

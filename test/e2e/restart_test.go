@@ -1,0 +1,186 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+)
+
+// instances lists a pod's containers of one name from CRI, oldest first.
+func instances(t *testing.T, p *pod, name string) []*runtimeapi.Container {
+	t.Helper()
+	list, err := p.client.ListContainers(t.Context(), &runtimeapi.ContainerFilter{PodSandboxId: p.id})
+	require.NoError(t, err)
+	var out []*runtimeapi.Container
+	for _, c := range list {
+		if c.GetMetadata().GetName() == name {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b *runtimeapi.Container) int {
+		return int(a.GetMetadata().GetAttempt()) - int(b.GetMetadata().GetAttempt())
+	})
+	return out
+}
+
+// runningAttempt returns the attempt of the running instance, or -1.
+func runningAttempt(t *testing.T, p *pod, name string) int {
+	for _, c := range instances(t, p, name) {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return int(c.GetMetadata().GetAttempt())
+		}
+	}
+	return -1
+}
+
+// Contract (kubelet e2e 3/5/7): a liveness failure replaces the container
+// with attempt + 1. The first two kills restart at once (the back-off looks
+// at the previous exit; a third within 10 s of the second would wait, as on
+// kubelet). The path from the failing result to the new container running
+// is measured.
+func TestRestartOnLivenessFailure(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	pod := runPod(t, c, "liveness")
+	name := pod.config.GetMetadata().GetName()
+	id := pod.startContainer(container{name: "web", image: targetImage,
+		annotations: map[string]string{spec.LivenessAnnotation: `{"httpGet":{"port":8080,"path":"/healthz"},"periodSeconds":1,"failureThreshold":1}`}})
+	a.waitFor(t, name, "web", "probed", 10*time.Second, func(c prober.ContainerReport) bool {
+		return len(c.Probes) == 1 && c.Probes[0].Last != nil
+	})
+
+	var latencies []time.Duration
+	for attempt := 1; attempt <= 2; attempt++ {
+		pod.exec(id, "touch", "/tmp/unhealthy")
+		eventually(t, 10*time.Second, "liveness failed", func() bool {
+			return len(a.events.matching(name, "web", prober.ReasonLivenessFailed, "")) == attempt
+		})
+		eventually(t, 10*time.Second, "attempt running", func() bool { return runningAttempt(t, pod, "web") == attempt })
+		eventually(t, 5*time.Second, "started event", func() bool {
+			return len(a.events.matching(name, "web", restart.ReasonStarted, "Started container web")) == attempt
+		})
+		failed := a.events.matching(name, "web", prober.ReasonLivenessFailed, "")[attempt-1]
+		started := a.events.matching(name, "web", restart.ReasonStarted, "")[attempt-1]
+		latencies = append(latencies, started.Time.Sub(failed.Time))
+		list := instances(t, pod, "web")
+		id = list[len(list)-1].GetId()
+		assert.LessOrEqual(t, len(list), 2, "one exited instance is kept, older ones removed")
+	}
+	assert.Len(t, a.events.matching(name, "web", restart.ReasonKilling, "Container web failed liveness probe, will be restarted"), 2)
+	assert.Empty(t, a.events.matching(name, "web", restart.ReasonBackOff, ""), "the first liveness kills restart at once")
+	ctr, _ := a.container(name, "web")
+	assert.Equal(t, uint32(2), ctr.Attempt)
+	t.Logf("liveness failure (threshold reached) to replacement started: %v", latencies)
+}
+
+// Contract (kubelet e2e 18): the kill uses the probe's
+// terminationGracePeriodSeconds, not the pod's 500 s, for a container that
+// ignores SIGTERM.
+func TestKillUsesTheProbeGracePeriod(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	name := uniqueName("grace")
+	// The last line is the pod's grace period: 500 s as in the kubelet test.
+	a.writeManifest(t, "grace.yaml", name, `  - name: app
+    image: localhost/busybox:test
+    livenessProbe:
+      exec: {command: ["false"]}
+      periodSeconds: 1
+      failureThreshold: 1
+      terminationGracePeriodSeconds: 2
+  terminationGracePeriodSeconds: 500
+`)
+	pod := runPodNamed(t, c, name, nil)
+	pod.start("app", "sleep", "1000") // PID 1 ignores SIGTERM
+	killed := a.waitEvent(t, name, "app", restart.ReasonKilling, "failed liveness probe", 15*time.Second)
+	started := a.waitEvent(t, name, "app", restart.ReasonStarted, "", 15*time.Second)
+	took := started.Time.Sub(killed.Time)
+	assert.GreaterOrEqual(t, took, 2*time.Second, "SIGTERM is ignored: the kill waits out the grace period")
+	assert.Less(t, took, 10*time.Second, "the probe's 2 s, not the pod's 500 s")
+}
+
+// Contract: restartPolicy Never: the failed container stays exited and,
+// with nothing else running, the sandbox is stopped.
+func TestNeverPolicyStopsThePod(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	// sleep as PID 1 ignores SIGTERM: the kill takes the pod's grace
+	// period, 2 s here (from the sandbox annotation) instead of 30.
+	pod := runPodNamed(t, c, uniqueName("never"), map[string]string{spec.RestartPolicyAnnotation: "Never", spec.GracePeriodAnnotation: "2"})
+	name := pod.config.GetMetadata().GetName()
+	pod.startContainer(container{name: "app", image: busyboxImage, command: []string{"sleep", sleeper},
+		annotations: map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["false"]},"periodSeconds":1,"failureThreshold":1}`}})
+	a.waitEvent(t, name, "app", restart.ReasonKilling, "Container app failed liveness probe", 15*time.Second)
+	eventually(t, 20*time.Second, "sandbox stopped", func() bool {
+		st, err := c.PodSandboxStatus(t.Context(), pod.id, false)
+		return err == nil && st.GetStatus().GetState() == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	})
+	list := instances(t, pod, "app")
+	require.Len(t, list, 1, "not restarted")
+	assert.Empty(t, a.events.matching(name, "app", restart.ReasonKilling, "will be restarted"))
+}
+
+// Contract: OnFailure restarts a container that exits non-zero, not one
+// that exits 0.
+func TestOnFailurePolicy(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	policy := map[string]string{spec.RestartPolicyAnnotation: "OnFailure"}
+	ok := runPodNamed(t, c, uniqueName("exit0"), policy)
+	bad := runPodNamed(t, c, uniqueName("exit1"), policy)
+	ok.start("job", "sh", "-c", "sleep 1; exit 0")
+	bad.start("job", "sh", "-c", "sleep 1; exit 1")
+	eventually(t, 20*time.Second, "the failing job restarted", func() bool { return len(instances(t, bad, "job")) >= 2 })
+	a.waitEvent(t, bad.config.GetMetadata().GetName(), "job", restart.ReasonStarted, "Started container job", 5*time.Second)
+	assert.Len(t, instances(t, ok, "job"), 1, "a job that succeeded is left exited")
+}
+
+// Contract (kubelet's CrashLoopBackOff): a container that keeps crashing
+// restarts at once, then waits 10 s (measured from its exit), showing
+// BackOff and CrashLoopBackOff meanwhile.
+func TestCrashLoopBacksOff(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	pod := runPodNamed(t, c, uniqueName("crash"), map[string]string{spec.RestartPolicyAnnotation: "Always"})
+	name := pod.config.GetMetadata().GetName()
+	pod.start("app", "sh", "-c", "exit 3")
+	backoff := a.waitEvent(t, name, "app", restart.ReasonBackOff, "Back-off restarting failed container app in pod "+name, 20*time.Second)
+	w, ok := a.restarter.Waiting(pod.config.GetMetadata().GetUid(), "app")
+	require.True(t, ok)
+	assert.Equal(t, restart.WaitingCrashLoop, w.Reason)
+
+	started := a.waitEvent(t, name, "app", restart.ReasonStarted, "", 5*time.Second) // the first restart, at once
+	assert.True(t, started.Time.Before(backoff.Time))
+	eventually(t, 30*time.Second, "restarted again after the back-off", func() bool {
+		return len(a.events.matching(name, "app", restart.ReasonStarted, "")) >= 2
+	})
+	second := a.events.matching(name, "app", restart.ReasonStarted, "")[1]
+	waited := second.Time.Sub(backoff.Time)
+	assert.GreaterOrEqual(t, waited, 9*time.Second, "10 s from the exit")
+	assert.Less(t, waited, 17*time.Second, "10 s × a jitter of at most 1.5, plus a relist")
+	t.Logf("second restart %s after the back-off began", waited.Round(time.Millisecond))
+}
+
+// Contract: containers no spec covers are never restarted; a covered
+// sibling exiting at the same time is (which shows the pod was looked at).
+func TestUncoveredContainersAreNotRestarted(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	pod := runPod(t, c, "uncovered")
+	name := pod.config.GetMetadata().GetName()
+	pod.start("plain", "sh", "-c", "sleep 1; exit 1")
+	pod.startContainer(container{name: "probed", image: busyboxImage, command: []string{"sh", "-c", "sleep 1; exit 1"},
+		annotations: map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["true"]}}`}})
+	a.waitEvent(t, name, "probed", restart.ReasonStarted, "", 20*time.Second)
+	assert.Len(t, instances(t, pod, "plain"), 1)
+}
