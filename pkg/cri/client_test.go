@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -155,4 +156,41 @@ func TestExecSync(t *testing.T) {
 	_, err = c.ExecSync(ctx, id, []string{"check"}, time.Second)
 	assert.Error(t, err)
 	assert.NotErrorIs(t, err, cri.ErrCommandTimedOut, "a stopped container is an error, not a timeout")
+}
+
+func TestMetricsTimeCallsAndRelists(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := cri.NewMetrics(reg)
+	require.NoError(t, err)
+	rt := fakeruntime.NewForTest(t)
+	c, err := cri.Dial(context.Background(), rt.Endpoint(), cri.WithMetrics(m))
+	require.NoError(t, err)
+	defer c.Close()
+	p, err := cri.NewPoller(c, cri.WithPollerMetrics(m))
+	require.NoError(t, err)
+	_, err = p.Relist(context.Background())
+	require.NoError(t, err)
+	_, err = c.ContainerStatus(context.Background(), "missing", false)
+	require.Error(t, err)
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	counts := map[string]uint64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range metric.GetLabel() {
+				key += " " + l.GetValue()
+			}
+			counts[key] = metric.GetHistogram().GetSampleCount()
+		}
+	}
+	assert.Equal(t, map[string]uint64{
+		// Labels come sorted by name: code, then method.
+		"cri_prober_cri_request_duration_seconds NotFound ContainerStatus": 1,
+		"cri_prober_cri_request_duration_seconds OK ListContainers":        1,
+		"cri_prober_cri_request_duration_seconds OK ListPodSandbox":        1,
+		"cri_prober_cri_request_duration_seconds OK Version":               1,
+		"cri_prober_relist_duration_seconds":                               1,
+	}, counts)
 }

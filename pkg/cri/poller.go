@@ -48,6 +48,7 @@ type Poller struct {
 	runtime RuntimeReader
 	clock   clock.WithTicker
 	period  time.Duration
+	metrics *Metrics
 
 	relistMu   sync.Mutex
 	pods       map[string]podEntry
@@ -193,6 +194,9 @@ func (p *Poller) Relist(ctx context.Context) (*Snapshot, error) {
 
 	start := p.clock.Now()
 	snap, err := p.relist(ctx, start)
+	if p.metrics != nil {
+		p.metrics.relist.Observe(p.clock.Since(start).Seconds())
+	}
 	if err != nil {
 		p.lastErr.Store(&relistError{err: err, at: start})
 		return nil, err

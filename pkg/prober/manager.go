@@ -55,6 +55,7 @@ type Manager struct {
 	recorder  Recorder
 	manifests ManifestSource
 	hostIP    string
+	metrics   *metrics
 
 	// Published by Run for workers and Report.
 	views atomic.Pointer[map[string]*podStatus]
@@ -130,6 +131,7 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		exited:      make(chan *workerHandle),
 		jitter:      rand.Float64,
 		hostIP:      "127.0.0.1",
+		metrics:     newMetrics(),
 	}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
@@ -358,6 +360,8 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spe
 		results:   m.results,
 		recorder:  m.recorder,
 		trigger:   make(chan struct{}, 1),
+		metrics:   m.metrics.forWorker(key.probeType, key.container, p.name, p.namespace, p.uid),
+		lateness:  m.metrics.lateness,
 	}
 	h := &workerHandle{w: w, cancel: cancel}
 	m.workers[key] = h
@@ -370,6 +374,7 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spe
 		if w.containerID != "" {
 			m.results.Remove(w.resultKey())
 		}
+		w.metrics.delete()
 		h.exitID = w.containerID
 		select {
 		case m.exited <- h:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -54,6 +55,8 @@ type worker struct {
 	results  *results.Store
 	recorder Recorder
 	trigger  chan struct{} // buffered 1: triggers merge
+	metrics  *workerMetrics
+	lateness prometheus.Observer
 
 	// ---
 	containerID string
@@ -108,7 +111,8 @@ func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() fl
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C():
+		case tick := <-ticker.C():
+			w.lateness.Observe(w.clock.Since(tick).Seconds())
 		case <-w.trigger:
 			// The next periodic probe comes a full period after this one
 			// (kubernetes#119089) instead of possibly right after it.
@@ -175,6 +179,7 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		return true // stopping: the loop will notice
 	}
 	elapsed := w.clock.Since(now)
+	w.metrics.observe(o, elapsed.Seconds())
 	if o.err != nil {
 		// Could not probe: thrown away, never counted toward a threshold.
 		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "err", o.err)

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -116,6 +119,7 @@ type workerTest struct {
 	runner  *fakeRunner
 	results *results.Store
 	events  *eventList
+	metrics *metrics
 }
 
 // Like kubelet's worker tests: period, timeout and thresholds 1 unless the
@@ -134,7 +138,7 @@ func newWorkerTest(t *testing.T, probeType results.ProbeType, tune func(*corev1.
 		tune(p)
 	}
 	clk := testingclock.NewFakeClock(time.Unix(100000, 0))
-	wt := &workerTest{clock: clk, status: &fakeStatus{}, runner: &fakeRunner{}, results: results.NewStore(), events: &eventList{}}
+	wt := &workerTest{clock: clk, status: &fakeStatus{}, runner: &fakeRunner{}, results: results.NewStore(), events: &eventList{}, metrics: newMetrics()}
 	wt.runner.answer(results.Success)
 	wt.status.set(wt.pod(containerStatus{id: testID, state: cri.StateRunning, startedAt: clk.Now()}))
 	wt.w = &worker{
@@ -150,6 +154,8 @@ func newWorkerTest(t *testing.T, probeType results.ProbeType, tune func(*corev1.
 		results:   wt.results,
 		recorder:  wt.events,
 		trigger:   make(chan struct{}, 1),
+		metrics:   wt.metrics.forWorker(probeType, testContainer, "web", "ns", testPod),
+		lateness:  wt.metrics.lateness,
 	}
 	if probeType == startup {
 		wt.setContainer(func(c *containerStatus) { c.hasStartupProbe = true })
@@ -611,4 +617,32 @@ func TestStopAbortsAProbeInFlight(t *testing.T) {
 		t.Fatal("worker did not stop while probing")
 	}
 	assert.Empty(t, wt.events.messages(), "an aborted probe is not reported as an error")
+}
+
+// kubelet's counting: every probe that ran is counted by result; its
+// duration is observed for successful (and unknown) ones only. Probes that
+// could not run count as unknown (kubelet drops them uncounted).
+func TestProbeMetrics(t *testing.T) {
+	wt := newWorkerTest(t, liveness, func(p *corev1.Probe) { p.FailureThreshold = 5 })
+	wt.step(t) // success
+	wt.runner.answer(results.Failure)
+	wt.step(t)
+	wt.step(t)
+	wt.runner.next = outcome{err: errors.New("no"), raw: results.OutcomeUnknown}
+	wt.step(t)
+
+	count := func(result string) float64 {
+		return testutil.ToFloat64(wt.metrics.probes.WithLabelValues("Liveness", result, testContainer, "web", "ns", testPod))
+	}
+	assert.Equal(t, 1.0, count("successful"))
+	assert.Equal(t, 2.0, count("failed"))
+	assert.Equal(t, 1.0, count("unknown"))
+	assert.Equal(t, 1, testutil.CollectAndCount(wt.metrics.duration), "one series")
+	h := &dto.Metric{}
+	require.NoError(t, wt.metrics.duration.WithLabelValues("Liveness", testContainer, "web", "ns").(prometheus.Histogram).Write(h))
+	assert.Equal(t, uint64(2), h.GetHistogram().GetSampleCount(), "failures are not timed")
+
+	wt.w.metrics.delete()
+	assert.Zero(t, testutil.CollectAndCount(wt.metrics.probes))
+	assert.Zero(t, testutil.CollectAndCount(wt.metrics.duration))
 }

@@ -121,7 +121,7 @@ type Restarter struct {
 	metrics  *metrics
 
 	snapshot atomic.Pointer[cri.Snapshot]
-	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
+	configs  sync.Map      // sandbox ID → *runtimeapi.PodSandboxConfig
 	syncs    atomic.Uint64 // completed pod passes, for tests to wait on
 
 	waitingMu sync.Mutex
@@ -148,7 +148,9 @@ func WithMode(m Mode) Option { return func(r *Restarter) error { r.mode = m; ret
 func WithClock(c clock.Clock) Option { return func(r *Restarter) error { r.clock = c; return nil } }
 
 // WithRecorder receives the events (default: logged).
-func WithRecorder(rec Recorder) Option { return func(r *Restarter) error { r.recorder = rec; return nil } }
+func WithRecorder(rec Recorder) Option {
+	return func(r *Restarter) error { r.recorder = rec; return nil }
+}
 
 // WithBackoff replaces kubelet's 10 s / 300 s back-off.
 func WithBackoff(initial, max time.Duration) Option {
@@ -162,7 +164,9 @@ func WithBackoff(initial, max time.Duration) Option {
 }
 
 // withJitter replaces the random source (tests).
-func withJitter(f func() float64) Option { return func(r *Restarter) error { r.jitter = f; return nil } }
+func withJitter(f func() float64) Option {
+	return func(r *Restarter) error { r.jitter = f; return nil }
+}
 
 // New returns a restarter acting through runtime on the pods specs manages,
 // driven by the results in store.
