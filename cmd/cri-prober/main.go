@@ -29,7 +29,9 @@ Usage:
   cri-prober <command> [flags]
 
 Commands:
-  run       run the agent: probe containers with kubelet's semantics
+  run       run the agent: probe containers with kubelet's semantics, restart them
+  status    print a running agent's pods, readiness, restarts and last probe results
+  events    print (or follow with -f) a running agent's events
   pods      list the pods and containers the runtime reports (the poller's view)
   version   print the version
 
@@ -65,6 +67,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "pods":
 		return runPods(ctx, args[1:], stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "events":
+		return runEvents(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -117,10 +123,12 @@ func (f *runtimeFlags) resolvedEndpoint() string {
 }
 
 func (f *runtimeFlags) dial(ctx context.Context) (*cri.Client, error) {
+	return cri.Dial(ctx, f.resolvedEndpoint(), f.dialOptions()...)
+}
+
+func (f *runtimeFlags) dialOptions() []cri.Option {
 	setVerbosity(f.verbosity)
-	return cri.Dial(ctx, f.resolvedEndpoint(),
-		cri.WithConnectTimeout(f.connectTimeout),
-		cri.WithCallTimeout(f.requestTimeout))
+	return []cri.Option{cri.WithConnectTimeout(f.connectTimeout), cri.WithCallTimeout(f.requestTimeout)}
 }
 
 func setVerbosity(v int) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 )
@@ -153,4 +154,33 @@ func TestEventsAddress(t *testing.T) {
 	assert.Equal(t, "", eventsAddress("", c), "the fake runtime is not containerd: poll only")
 	assert.Equal(t, "", eventsAddress("none", c))
 	assert.Equal(t, "/run/x.sock", eventsAddress("/run/x.sock", c))
+}
+
+func TestPrintStatus(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	probed := now.Add(-2 * time.Second)
+	until := now.Add(8 * time.Second)
+	pods := []api.Pod{
+		{Namespace: "shop", Name: "web", CreatedAt: now.Add(-5 * time.Minute), Containers: []api.Container{
+			{Name: "app", State: "Running", Ready: false, RestartCount: 3, Probes: map[string]api.Probe{
+				"liveness":  {Result: "success", LastProbeTime: &probed, Consecutive: 9, Threshold: 1},
+				"readiness": {Result: "failure", LastProbeTime: &probed, Consecutive: 1, Threshold: 3, Output: "HTTP probe failed with statuscode: 503"},
+				"startup":   {Result: "unknown"},
+			}},
+			{Name: "worker", State: "CrashLoopBackOff", RestartCount: 2, WaitingUntil: &until, Probes: map[string]api.Probe{}},
+		}},
+		{Namespace: "shop", Name: "longer-pod-name", CreatedAt: now.Add(-50 * time.Hour), Problems: []string{"pods.yaml:1: pod shop/longer-pod-name: bad"},
+			Containers: []api.Container{{Name: "c", State: "Running", Ready: true, Probes: map[string]api.Probe{}}}},
+	}
+	var out strings.Builder
+	printStatus(&out, pods, now)
+	want := `NAMESPACE  POD              READY  STATUS              RESTARTS  AGE
+shop       web              0/2    CrashLoopBackOff    5         5m0s
+    app: not ready, Running, restarts 3 — liveness success 2s ago · readiness failure (1/3) 2s ago: HTTP probe failed with statuscode: 503 · startup not run yet
+    worker: not ready, CrashLoopBackOff, restarts 2 — back-off until ` + until.Local().Format("15:04:05") + `
+shop       longer-pod-name  1/1    InvalidProbeConfig  0         2d2h
+    c: ready, Running, restarts 0 — no probes
+    ! pods.yaml:1: pod shop/longer-pod-name: bad
+`
+	assert.Equal(t, want, out.String())
 }

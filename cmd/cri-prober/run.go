@@ -8,14 +8,20 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
@@ -57,6 +63,7 @@ type runOptions struct {
 	containerdAddress string
 	hostIP            string
 	restartMode       string
+	listen            string
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -68,6 +75,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "how often to list the runtime")
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes); empty: none")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runHelp)
@@ -90,14 +98,22 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := klog.FromContext(ctx)
 
-	client, err := o.dial(ctx)
+	probeRegistry := prometheus.NewRegistry()
+	agentRegistry := prometheus.NewRegistry()
+	agentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	criMetrics, err := cri.NewMetrics(agentRegistry)
+	if err != nil {
+		return err
+	}
+
+	client, err := cri.Dial(ctx, o.resolvedEndpoint(), append(o.dialOptions(), cri.WithMetrics(criMetrics))...)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
 	logger.Info("Connected to the runtime", "endpoint", client.Endpoint(), "runtime", client.RuntimeName(), "version", client.RuntimeVersion())
 
-	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(o.relistPeriod))
+	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(o.relistPeriod), cri.WithPollerMetrics(criMetrics))
 	if err != nil {
 		return err
 	}
@@ -105,7 +121,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if hostIP == "" {
 		hostIP = defaultRouteIP()
 	}
-	opts := []prober.Option{prober.WithHostIP(hostIP)}
+	ring := events.NewRing(1000)
+	recorder := recorders{events.Log(logger), ring}
+	opts := []prober.Option{prober.WithHostIP(hostIP), prober.WithRecorder(recorder), prober.WithRegisterers(probeRegistry, agentRegistry)}
 	var manifests *spec.ManifestDir
 	if o.manifests != "" {
 		manifests = spec.NewManifestDir(o.manifests, nil)
@@ -117,9 +135,19 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	restarter, err := restart.New(client, manager, store, restart.WithMode(mode))
+	restarter, err := restart.New(client, manager, store, restart.WithMode(mode), restart.WithRecorder(recorder), restart.WithRegisterer(agentRegistry))
 	if err != nil {
 		return err
+	}
+
+	var listener net.Listener
+	if o.listen != "" {
+		if listener, err = net.Listen("tcp", o.listen); err != nil {
+			return fmt.Errorf("listen on %s: %w (choose another address with --listen)", o.listen, err)
+		}
+		if !isLoopback(listener.Addr()) {
+			logger.Info("WARNING: the state API and metrics are reachable from other hosts; they show probe output and have no authentication", "listen", listener.Addr().String())
+		}
 	}
 
 	// Subscribe before the poller runs, so both see the first relist.
@@ -146,10 +174,56 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	wg.Go(func() { manager.Run(ctx, changes) })
 	wg.Go(func() { restarter.Run(ctx, restarterChanges) })
-	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode)
+	if listener != nil {
+		server := api.New(api.Config{
+			Pods: manager, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
+			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
+			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
+		})
+		httpServer := &http.Server{Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := httpServer.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "State API stopped")
+			}
+		})
+		wg.Go(func() {
+			<-ctx.Done()
+			shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+			defer done()
+			httpServer.Shutdown(shutdown) //nolint:errcheck // best effort on the way out
+		})
+	}
+	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "listen", o.listen)
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
+}
+
+// recorders sends each event to several recorders.
+type recorders []interface{ Record(events.Event) }
+
+func (rs recorders) Record(e events.Event) {
+	for _, r := range rs {
+		r.Record(e)
+	}
+}
+
+// runtimeHealth is the agent's health: it works while the runtime answers.
+func runtimeHealth(p *cri.Poller) func() error {
+	return func() error {
+		if at, err := p.LastError(); err != nil {
+			return fmt.Errorf("runtime unreachable since %s: %v", at.Format(time.RFC3339), err)
+		}
+		if p.Snapshot() == nil {
+			return errors.New("no relist has succeeded yet")
+		}
+		return nil
+	}
+}
+
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // defaultRouteIP returns the IPv4 address of the interface that carries

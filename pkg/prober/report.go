@@ -10,11 +10,14 @@ import (
 // PodReport is a pod as the agent sees it: runtime state, where its probe
 // specs come from, and each container's Started and Ready flags.
 type PodReport struct {
+	// Key identifies the pod across its sandboxes (cri.Pod.Key).
+	Key       string
 	Namespace string
 	Name      string
 	UID       string
 	SandboxID string
 	IP        string
+	CreatedAt time.Time // the current sandbox's creation
 	// Source is the manifest (file:line) or "annotations" the probe specs
 	// come from; empty for a pod nothing probes.
 	Source string
@@ -58,8 +61,8 @@ func (m *Manager) Report() []PodReport {
 	out := make([]PodReport, 0, len(*pods))
 	for _, p := range *pods {
 		pr := PodReport{
-			Namespace: p.namespace, Name: p.name, UID: p.uid,
-			SandboxID: p.sandbox.ID, IP: p.sandbox.IP(), Source: p.source, Ready: true,
+			Key: p.key, Namespace: p.namespace, Name: p.name, UID: p.uid,
+			SandboxID: p.sandbox.ID, IP: p.sandbox.IP(), CreatedAt: p.sandbox.CreatedAt, Source: p.source, Ready: true,
 		}
 		for _, e := range p.errs {
 			pr.Problems = append(pr.Problems, e.Error())

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/events"
+)
+
+const defaultServer = "http://127.0.0.1:9440"
+
+const statusHelp = `Usage: cri-prober status [flags]
+
+Prints a running agent's pods and containers: readiness, status, restarts
+and age as kubectl get pods shows them, and under each pod one line per
+container with its probes' last results.
+
+Examples:
+  cri-prober status
+  cri-prober status --namespace shop
+  cri-prober status -o json
+  cri-prober status --server http://10.0.0.5:9440
+
+Flags:
+`
+
+const eventsHelp = `Usage: cri-prober events [flags]
+
+Prints a running agent's recent events (probe failures, kills, restarts,
+back-offs), oldest first; with -f, keeps printing new ones as they happen.
+
+Examples:
+  cri-prober events
+  cri-prober events --since 10m
+  cri-prober events -f
+
+Flags:
+`
+
+func apiGet(ctx context.Context, server, path string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(server, "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", server, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("agent at %s answered %s: %s", server, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
+	namespace := fs.String("namespace", "", "only pods of this namespace")
+	output := fs.String("o", "table", "output format: table or json")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), statusHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "-o %q: want table or json\n", *output)
+		return errUsage
+	}
+	var list api.PodList
+	if err := apiGet(ctx, *server, "/api/v1/pods", &list); err != nil {
+		return err
+	}
+	pods := list.Pods[:0]
+	for _, p := range list.Pods {
+		if *namespace == "" || p.Namespace == *namespace {
+			pods = append(pods, p)
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(api.PodList{Pods: pods})
+	}
+	printStatus(stdout, pods, time.Now())
+	return nil
+}
+
+func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
+	// The pod rows are aligned as a table; each pod's container lines go
+	// under its row, outside the alignment (they are long).
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
+	for _, p := range pods {
+		ready, restarts := 0, uint32(0)
+		for _, c := range p.Containers {
+			if c.Ready {
+				ready++
+			}
+			restarts += c.RestartCount
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, len(p.Containers), podStatus(p), restarts, age(p.CreatedAt, now))
+	}
+	tw.Flush()
+	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
+	fmt.Fprintln(w, rows[0])
+	for i, p := range pods {
+		fmt.Fprintln(w, rows[i+1])
+		for _, c := range p.Containers {
+			readiness := "ready"
+			if !c.Ready {
+				readiness = "not ready"
+			}
+			fmt.Fprintf(w, "    %s: %s, %s, restarts %d — %s\n", c.Name, readiness, c.State, c.RestartCount, probeSummary(c, now))
+		}
+		for _, problem := range p.Problems {
+			fmt.Fprintf(w, "    ! %s\n", problem)
+		}
+	}
+}
+
+// podStatus is kubectl's STATUS column in short: the first reason a
+// container is not running, else Running.
+func podStatus(p api.Pod) string {
+	if len(p.Problems) > 0 {
+		return "InvalidProbeConfig"
+	}
+	for _, c := range p.Containers {
+		if len(c.Problems) > 0 {
+			return "InvalidProbeConfig"
+		}
+	}
+	for _, c := range p.Containers {
+		if c.State != "Running" {
+			return c.State
+		}
+	}
+	return "Running"
+}
+
+// probeSummary is the container's probes in one line, like describe's
+// "Liveness: … Readiness: …", with the last results instead of the specs.
+func probeSummary(c api.Container, now time.Time) string {
+	if len(c.Problems) > 0 {
+		return c.Problems[0]
+	}
+	if c.WaitingUntil != nil {
+		return "back-off until " + c.WaitingUntil.Local().Format("15:04:05")
+	}
+	names := make([]string, 0, len(c.Probes))
+	for n := range c.Probes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		p := c.Probes[n]
+		if p.LastProbeTime == nil && p.Error == "" {
+			parts = append(parts, n+" not run yet")
+			continue
+		}
+		s := n + " " + p.Result
+		if p.Consecutive < p.Threshold {
+			s += fmt.Sprintf(" (%d/%d)", p.Consecutive, p.Threshold) // below the threshold: no change yet
+		}
+		if p.LastProbeTime != nil {
+			s += " " + age(*p.LastProbeTime, now) + " ago"
+		}
+		if detail := firstLine(p.Error + p.Output); p.Result != "success" && detail != "" {
+			s += ": " + detail
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "no probes"
+	}
+	return strings.Join(parts, " · ")
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
+
+// age renders a duration as kubectl does: 42s, 5m3s, 3h12m, 2d4h.
+func age(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t).Round(time.Second)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		return fmt.Sprintf("%dd%dh", int(d.Hours()/24), int(d.Hours())%24)
+	}
+}
+
+func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
+	follow := fs.Bool("f", false, "keep printing new events")
+	since := fs.Duration("since", 0, "only events of the last DURATION (e.g. 10m; default: all kept)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), eventsHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	query := url.Values{}
+	if *since > 0 {
+		query.Set("since", time.Now().Add(-*since).UTC().Format(time.RFC3339))
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tMESSAGE")
+	if !*follow {
+		var list api.EventList
+		if err := apiGet(ctx, *server, "/api/v1/events?"+query.Encode(), &list); err != nil {
+			return err
+		}
+		for _, e := range list.Events {
+			printEvent(tw, e)
+		}
+		return tw.Flush()
+	}
+	tw.Flush()
+	if *since == 0 {
+		query.Set("since", time.Unix(0, 0).UTC().Format(time.RFC3339)) // the backlog first
+	}
+	query.Set("watch", "1")
+	return followEvents(ctx, *server, query, stdout)
+}
+
+func followEvents(ctx context.Context, server string, query url.Values, out io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(server, "/")+"/api/v1/events?"+query.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", server, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("agent at %s answered %s", server, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e events.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			continue
+		}
+		tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+		printEvent(tw, e)
+		tw.Flush()
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("event stream from %s: %w", server, err)
+	}
+	return errors.New("the agent closed the event stream (did it stop?)")
+}
+
+func printEvent(w io.Writer, e events.Event) {
+	object := e.Namespace + "/" + e.Pod
+	if e.Container != "" {
+		object += "/" + e.Container
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, object, strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", " "))
+}

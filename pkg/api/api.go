@@ -1,0 +1,318 @@
+// Package api serves the agent's state over HTTP: the agent's own health,
+// every pod and container with its probes, a readiness endpoint per pod
+// for load balancers, recent events (listed or streamed), and metrics.
+//
+// It sits beside cmd at the top of the dependency order: it reads the
+// prober's report, the restarter's waiting state and the event ring.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// Reporter gives the pods as the prober sees them.
+type Reporter interface {
+	Report() []prober.PodReport
+}
+
+// Waiter says why a container is waiting (the restarter's back-off).
+type Waiter interface {
+	Waiting(podKey, container string) (restart.Waiting, bool)
+}
+
+// Server serves the state API.
+type Server struct {
+	pods     Reporter
+	waiting  Waiter
+	events   *events.Ring
+	health   func() error
+	metrics  http.Handler
+	probes   http.Handler
+	keepWarm time.Duration
+}
+
+// Config holds what the server reads from. Health returns nil while the
+// agent works (the runtime reachable), else why not.
+type Config struct {
+	Pods         Reporter
+	Waiting      Waiter
+	Events       *events.Ring
+	Health       func() error
+	Metrics      http.Handler // /metrics
+	ProbeMetrics http.Handler // /metrics/probes
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	return &Server{pods: cfg.Pods, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
+		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, keepWarm: 15 * time.Second}
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /api/v1/pods", s.listPods)
+	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}", s.getPod)
+	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/ready", s.ready)
+	mux.HandleFunc("GET /api/v1/events", s.listEvents)
+	if s.metrics != nil {
+		mux.Handle("GET /metrics", s.metrics)
+	}
+	if s.probes != nil {
+		mux.Handle("GET /metrics/probes", s.probes)
+	}
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck // the client went away
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := s.health(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// PodList is GET /api/v1/pods.
+type PodList struct {
+	Pods []Pod `json:"pods"`
+}
+
+// Pod is one pod: the runtime's view, its readiness and probes.
+type Pod struct {
+	Namespace  string      `json:"namespace"`
+	Name       string      `json:"name"`
+	UID        string      `json:"uid"`
+	SandboxID  string      `json:"sandboxId"`
+	IP         string      `json:"ip"`
+	Ready      bool        `json:"ready"`
+	CreatedAt  time.Time   `json:"createdAt"`
+	Source     string      `json:"source,omitempty"`
+	Problems   []string    `json:"problems,omitempty"`
+	Containers []Container `json:"containers"`
+}
+
+// Container is one container's newest instance.
+type Container struct {
+	Name         string           `json:"name"`
+	ID           string           `json:"id"`
+	Attempt      uint32           `json:"attempt"`
+	State        string           `json:"state"`
+	StartedAt    *time.Time       `json:"startedAt"`
+	Ready        bool             `json:"ready"`
+	Started      bool             `json:"started"`
+	RestartCount uint32           `json:"restartCount"`
+	WaitingUntil *time.Time       `json:"waitingUntil,omitempty"`
+	Probes       map[string]Probe `json:"probes"`
+	Problems     []string         `json:"problems,omitempty"`
+}
+
+// Probe is a probe's last run and its stable result.
+type Probe struct {
+	// Result is the last run's verdict: success, failure, warning, or
+	// unknown (not run yet, or could not run: see Error).
+	Result        string     `json:"result"`
+	LastProbeTime *time.Time `json:"lastProbeTime"`
+	Output        string     `json:"output"`
+	Error         string     `json:"error,omitempty"`
+	// Consecutive counts the runs in a row with this result; Threshold is
+	// how many change the stable result.
+	Consecutive int    `json:"consecutive"`
+	Threshold   int    `json:"threshold,omitempty"`
+	Stable      string `json:"stable"` // Success, Failure or UNKNOWN
+}
+
+// maxOutput bounds probe output in the API: it is shown, not trusted.
+const maxOutput = 1024
+
+func (s *Server) snapshot() []Pod {
+	reports := s.pods.Report()
+	out := make([]Pod, 0, len(reports))
+	for _, r := range reports {
+		p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Ready: r.Ready,
+			CreatedAt: r.CreatedAt, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
+		for _, c := range r.Containers {
+			p.Containers = append(p.Containers, s.container(r.Key, c))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (s *Server) container(podKey string, c prober.ContainerReport) Container {
+	out := Container{Name: c.Name, ID: c.ID, Attempt: c.Attempt, State: string(c.State), Ready: c.Ready, Started: c.Started,
+		RestartCount: c.Attempt, Problems: c.Problems, Probes: map[string]Probe{}}
+	if c.ID == "" {
+		out.State = "Waiting"
+	}
+	if !c.StartedAt.IsZero() {
+		t := c.StartedAt
+		out.StartedAt = &t
+	}
+	if w, ok := s.waiting.Waiting(podKey, c.Name); ok && c.State != cri.StateRunning {
+		out.State = w.Reason
+		until := w.Until
+		out.WaitingUntil = &until
+	}
+	for _, pr := range c.Probes {
+		p := Probe{Result: string(results.OutcomeUnknown), Stable: pr.Result.String()}
+		if o := pr.Last; o != nil {
+			t := o.Time
+			p.Result, p.LastProbeTime, p.Error = string(o.Outcome), &t, o.Err
+			p.Output, p.Consecutive, p.Threshold = truncate(o.Output), o.Consecutive, o.Threshold
+		}
+		out.Probes[strings.ToLower(pr.Type.String())] = p
+	}
+	return out
+}
+
+func truncate(s string) string {
+	if len(s) > maxOutput {
+		return s[:maxOutput] + "… (truncated)"
+	}
+	return s
+}
+
+func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, PodList{Pods: s.snapshot()})
+}
+
+func (s *Server) find(r *http.Request) (Pod, bool) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	for _, p := range s.snapshot() {
+		if p.Namespace == ns && p.Name == name {
+			return p, true
+		}
+	}
+	return Pod{}, false
+}
+
+func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.find(r)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// Readiness is GET /api/v1/pods/{namespace}/{name}/ready.
+type Readiness struct {
+	Namespace  string          `json:"namespace"`
+	Name       string          `json:"name"`
+	Ready      bool            `json:"ready"`
+	Containers map[string]bool `json:"containers"`
+}
+
+// ready answers 200 when every container of the pod is ready, else 503:
+// usable as a load balancer's health check for the pod.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.find(r)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
+		return
+	}
+	body := Readiness{Namespace: p.Namespace, Name: p.Name, Ready: p.Ready, Containers: map[string]bool{}}
+	for _, c := range p.Containers {
+		body.Containers[c.Name] = c.Ready
+	}
+	code := http.StatusOK
+	if !p.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, body)
+}
+
+// EventList is GET /api/v1/events.
+type EventList struct {
+	Events []events.Event `json:"events"`
+}
+
+// listEvents lists recent events (?since=RFC3339), or with ?watch=1
+// streams them as server-sent events: those since `since`, then each new
+// one as it happens.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("since=%q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", v)})
+			return
+		}
+		since = t
+	}
+	if r.URL.Query().Get("watch") == "" {
+		list := s.events.Since(since)
+		if list == nil {
+			list = []events.Event{}
+		}
+		writeJSON(w, http.StatusOK, EventList{Events: list})
+		return
+	}
+	s.watchEvents(w, r, since)
+}
+
+func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, since time.Time) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	watcher := s.events.Watch(256)
+	defer watcher.Close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	send := func(e events.Event) bool {
+		b, _ := json.Marshal(e)
+		_, err := fmt.Fprintf(w, "data: %s\n\n", b)
+		return err == nil
+	}
+	if !since.IsZero() {
+		for _, e := range s.events.Since(since) {
+			if !send(e) {
+				return
+			}
+		}
+	}
+	flusher.Flush()
+	keepWarm := time.NewTicker(s.keepWarm)
+	defer keepWarm.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case e := <-watcher.C():
+			if watcher.Missed() {
+				fmt.Fprint(w, ": some events were dropped because this stream fell behind\n\n")
+			}
+			if !send(e) {
+				return
+			}
+			flusher.Flush()
+		case <-keepWarm.C:
+			// A comment keeps proxies from closing an idle stream.
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		}
+	}
+}

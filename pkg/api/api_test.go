@@ -1,0 +1,184 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+type fakePods []prober.PodReport
+
+func (f fakePods) Report() []prober.PodReport { return f }
+
+type fakeWaiting map[string]restart.Waiting
+
+func (f fakeWaiting) Waiting(pod, ctr string) (restart.Waiting, bool) {
+	w, ok := f[pod+"/"+ctr]
+	return w, ok
+}
+
+var (
+	t0      = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	healthy = func() error { return nil }
+)
+
+func testPods() fakePods {
+	return fakePods{
+		{Key: "uid-web", Namespace: "shop", Name: "web", UID: "uid-web", SandboxID: "sb1", IP: "10.0.0.5", CreatedAt: t0, Ready: false,
+			Source: "pods.yaml:1", Containers: []prober.ContainerReport{
+				{Name: "app", ID: "c1", Attempt: 2, State: cri.StateRunning, StartedAt: t0.Add(time.Minute), Probed: true, Started: true, Ready: false,
+					Probes: []prober.ProbeReport{
+						{Type: results.Liveness, Result: results.Success, Last: &results.Observation{Time: t0.Add(2 * time.Minute), Outcome: results.OutcomeSuccess, Output: "ok", Consecutive: 4, Threshold: 1}},
+						{Type: results.Readiness, Result: results.Failure},
+					}},
+				{Name: "worker", ID: "c2", State: cri.StateExited},
+			}},
+		{Key: "uid-db", Namespace: "shop", Name: "db", Ready: true, Containers: []prober.ContainerReport{{Name: "db", ID: "c3", State: cri.StateRunning, Started: true, Ready: true}}},
+	}
+}
+
+func newServer(health func() error) (*Server, *events.Ring) {
+	ring := events.NewRing(10)
+	return New(Config{Pods: testPods(), Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
+		Events: ring, Health: health}), ring
+}
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func TestPodsJSONHasTheDocumentedFields(t *testing.T) {
+	s, _ := newServer(healthy)
+	code, body := get(t, s.Handler(), "/api/v1/pods")
+	require.Equal(t, http.StatusOK, code)
+	var raw map[string][]map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &raw))
+	web := raw["pods"][0]
+	for _, k := range []string{"namespace", "name", "uid", "sandboxId", "ip", "ready", "containers"} {
+		assert.Contains(t, web, k)
+	}
+	app := web["containers"].([]any)[0].(map[string]any)
+	for _, k := range []string{"name", "id", "attempt", "state", "startedAt", "ready", "started", "restartCount", "probes"} {
+		assert.Contains(t, app, k)
+	}
+	assert.Equal(t, "2026-11-21T09:01:00Z", app["startedAt"], "RFC 3339")
+	assert.Equal(t, 2.0, app["restartCount"])
+	live := app["probes"].(map[string]any)["liveness"].(map[string]any)
+	assert.Equal(t, "success", live["result"])
+	assert.Equal(t, "2026-11-21T09:02:00Z", live["lastProbeTime"])
+	assert.Equal(t, "ok", live["output"])
+	assert.Equal(t, 4.0, live["consecutive"])
+	ready := app["probes"].(map[string]any)["readiness"].(map[string]any)
+	assert.Equal(t, "unknown", ready["result"], "not run yet")
+	assert.Nil(t, ready["lastProbeTime"])
+
+	worker := web["containers"].([]any)[1].(map[string]any)
+	assert.Equal(t, "CrashLoopBackOff", worker["state"])
+	assert.Equal(t, "2026-11-21T10:00:00Z", worker["waitingUntil"])
+}
+
+func TestReadyEndpoint(t *testing.T) {
+	s, _ := newServer(healthy)
+	code, body := get(t, s.Handler(), "/api/v1/pods/shop/web/ready")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.JSONEq(t, `{"namespace":"shop","name":"web","ready":false,"containers":{"app":false,"worker":false}}`, body)
+	code, _ = get(t, s.Handler(), "/api/v1/pods/shop/db/ready")
+	assert.Equal(t, http.StatusOK, code)
+	code, body = get(t, s.Handler(), "/api/v1/pods/shop/nope/ready")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "pod not found")
+	code, body = get(t, s.Handler(), "/api/v1/pods/shop/db")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `"name": "db"`)
+}
+
+func TestHealthz(t *testing.T) {
+	s, _ := newServer(healthy)
+	code, body := get(t, s.Handler(), "/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+	s, _ = newServer(func() error { return errors.New("runtime unreachable since 09:00: connection refused") })
+	code, body = get(t, s.Handler(), "/healthz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "runtime unreachable")
+}
+
+func TestEvents(t *testing.T) {
+	s, ring := newServer(healthy)
+	ring.Record(events.Event{Time: t0, Type: events.Warning, Reason: "Unhealthy", Namespace: "shop", Pod: "web", Container: "app", Message: "Liveness probe failed: boom"})
+	ring.Record(events.Event{Time: t0.Add(time.Minute), Type: events.Normal, Reason: "Killing", Namespace: "shop", Pod: "web", Container: "app", Message: "Container app failed liveness probe, will be restarted"})
+
+	code, body := get(t, s.Handler(), "/api/v1/events")
+	require.Equal(t, http.StatusOK, code)
+	var list struct {
+		Events []map[string]any `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.Len(t, list.Events, 2)
+	for _, k := range []string{"time", "type", "reason", "namespace", "pod", "container", "message"} {
+		assert.Contains(t, list.Events[0], k)
+	}
+	_, body = get(t, s.Handler(), "/api/v1/events?since=2026-11-21T09:00:30Z")
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.Len(t, list.Events, 1)
+	assert.Equal(t, "Killing", list.Events[0]["reason"])
+
+	code, body = get(t, s.Handler(), "/api/v1/events?since=yesterday")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "RFC 3339")
+	_, body = get(t, New(Config{Events: events.NewRing(1)}).Handler(), "/api/v1/events")
+	assert.JSONEq(t, `{"events":[]}`, body)
+}
+
+func TestEventsWatchStreams(t *testing.T) {
+	s, ring := newServer(healthy)
+	ring.Record(events.Event{Time: t0, Reason: "Old", Message: "before the watch"})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/events?watch=1&since=2026-11-21T09:00:00Z", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+
+	lines := bufio.NewReader(resp.Body)
+	readEvent := func() events.Event {
+		t.Helper()
+		for {
+			line, err := lines.ReadString('\n')
+			require.NoError(t, err)
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var e events.Event
+				require.NoError(t, json.Unmarshal([]byte(data), &e))
+				return e
+			}
+		}
+	}
+	assert.Equal(t, "Old", readEvent().Reason, "the backlog since `since` first")
+	ring.Record(events.Event{Time: t0.Add(time.Second), Reason: "New", Message: "live"})
+	assert.Equal(t, "New", readEvent().Reason)
+	cancel()
+	_, _ = io.Copy(io.Discard, resp.Body)
+}
