@@ -6,6 +6,8 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
+stop_agent # the demo's agent, if any: it must not restart what we remove
+
 if containerd_running && [[ -S $CONTAINERD_SOCK ]]; then
   if crireset=$(build_tool crireset 2>/dev/null); then
     timeout 120 "$crireset" --runtime-endpoint "unix://$CONTAINERD_SOCK" >&2 ||

@@ -1,64 +1,85 @@
 #!/usr/bin/env bash
-# The demo: a private containerd, a pod created the way a CI harness does it
-# (crictl and JSON configs from examples/crictl), and what cri-prober sees,
-# including a container exiting live. Leaves containerd running so you can
-# explore; `make demo-down` removes everything.
+# The demo: a private containerd, the cri-prober agent with a Pod manifest,
+# and a pod created the way a CI harness does it (crictl and the JSON configs
+# in examples/crictl). Then, live: readiness flips off and on, and a liveness
+# failure restarts the container. Everything is left running to explore;
+# `make demo-down` stops and removes it all.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { echo "\$ $*"; "$@"; }
+# wait_for TIMEOUT_S WHAT CMD…: poll CMD every 0.2 s until it succeeds.
+wait_for() {
+  local timeout=$1 what=$2
+  shift 2
+  for _ in $(seq 1 $((timeout * 5))); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  die "timed out after ${timeout}s waiting for: $what"
+}
 
 step "Starting a private containerd (everything under $CRI_PROBER_DIR)"
 hack/containerd-up.sh
 crictl=$(hack/crictl.sh)
 prober=bin/cri-prober
-examples=examples/crictl
+api=http://127.0.0.1:9440
 
-# A previous demo's pod would make a second one with the same name fail.
+# A previous demo's agent and pod go first.
+stop_agent
 for old in $("$crictl" pods --namespace demo -q 2>/dev/null); do
   "$crictl" stopp "$old" >/dev/null && "$crictl" rmp "$old" >/dev/null
 done
 
+step "Starting the agent with the demo's manifest (log: $AGENT_LOG)"
+echo "\$ cri-prober run --pod-manifests examples/demo --listen 127.0.0.1:9440 &"
+setsid "$prober" run --pod-manifests examples/demo --listen 127.0.0.1:9440 >"$AGENT_LOG" 2>&1 </dev/null &
+echo $! >"$AGENT_PID"
+wait_for 10 "the agent's API" /usr/bin/busybox wget -q -O /dev/null "$api/healthz"
+
 step "Creating pod demo/web with crictl, as a CI harness would"
-echo "\$ crictl runp $examples/web-pod.json && crictl create … && crictl start …"
-pod=$("$crictl" runp "$examples/web-pod.json")
-httpd=$("$crictl" create "$pod" "$examples/web-httpd.json" "$examples/web-pod.json")
-"$crictl" start "$httpd" >/dev/null
+echo "\$ crictl runp examples/crictl/web-pod.json && crictl create … && crictl start …"
+pod=$("$crictl" runp examples/crictl/web-pod.json)
+web=$("$crictl" create "$pod" examples/crictl/web-target.json examples/crictl/web-pod.json)
+"$crictl" start "$web" >/dev/null
+run "$prober" pods --namespace demo
 
-step "What cri-prober sees"
-echo "\$ cri-prober pods"
-"$prober" pods
+ready() { /usr/bin/busybox wget -q -O /dev/null "$api/api/v1/pods/demo/web/ready"; }
+not_ready() { ! ready; }
+wait_for 20 "demo/web ready" ready
+step "The agent probes it: ready (the load-balancer endpoint answers 200)"
+run "$prober" status --namespace demo
+echo "\$ wget -qO- $api/api/v1/pods/demo/web/ready"
+/usr/bin/busybox wget -q -O- "$api/api/v1/pods/demo/web/ready"
 
-ip=$("$crictl" inspectp -o go-template --template '{{.status.network.ip}}' "$pod")
-step "The pod IP answers from the host, as probes will reach it"
-echo "\$ wget -qO- http://$ip:8080/"
-for _ in $(seq 1 50); do
-  /usr/bin/busybox wget -qO- "http://$ip:8080/" 2>/dev/null && break
-  sleep 0.1
-done
+step "Readiness flips: the app reports not ready (its /ready answers 503)"
+run "$crictl" exec "$web" touch /tmp/not-ready
+wait_for 10 "demo/web not ready" not_ready
+run "$prober" status --namespace demo
+echo "\$ wget -S $api/api/v1/pods/demo/web/ready"
+/usr/bin/busybox wget -S -q -O /dev/null "$api/api/v1/pods/demo/web/ready" 2>&1 | head -1 || true
+run "$crictl" exec "$web" rm /tmp/not-ready
+wait_for 10 "demo/web ready again" ready
+echo "ready again"
 
-step "Watching live: a worker container starts, fails after 2 s, and cri-prober sees the exit at once"
-echo "\$ cri-prober pods --namespace demo --watch"
-out=$(mktemp)
-"$prober" pods --namespace demo --watch 2>/dev/null > >(tee "$out") &
-watch=$!
-trap 'kill $watch 2>/dev/null || true; rm -f "$out"' EXIT
-worker=$("$crictl" create "$pod" "$examples/web-worker.json" "$examples/web-pod.json")
-"$crictl" start "$worker" >/dev/null
-for _ in $(seq 1 100); do
-  grep -q ContainerExited "$out" && break
-  sleep 0.1
-done
-kill "$watch" 2>/dev/null || true
-wait "$watch" 2>/dev/null || true
+step "A liveness failure: the app's /healthz answers 500; after 2 failures the container is restarted"
+run "$crictl" exec "$web" touch /tmp/unhealthy
+restarted() { "$prober" status -o json --namespace demo | grep -q '"restartCount": 1'; }
+wait_for 20 "the restart" restarted
+wait_for 10 "demo/web ready after the restart" ready
+run "$prober" status --namespace demo
+run "$prober" events
+run "$crictl" ps -a --pod "$pod"
 
 cat <<MSG
 
-Done. containerd is still running, so you can explore:
+Done. containerd and the agent are still running, so you can explore:
   export CONTAINER_RUNTIME_ENDPOINT=$CONTAINER_RUNTIME_ENDPOINT
-  $prober pods -o json
-  $crictl ps -a
-  $crictl inspect $worker
+  $prober status                      # pods, readiness, restarts, last probe results
+  $prober events -f                   # follow events
+  $crictl exec \$($crictl ps -q --name web --pod $pod) touch /tmp/unhealthy   # make it fail again
+  curl $api/api/v1/pods   $api/metrics/probes
 Remove everything with: make demo-down
 MSG

@@ -12,6 +12,8 @@ CONTAINERD_LOG="$CRI_PROBER_DIR/containerd.log"
 CNI_BRIDGE=${CNI_BRIDGE:-criprober0}
 CNI_SUBNET=${CNI_SUBNET:-10.88.231.0/24}
 IMAGES_DIR="$CRI_PROBER_DIR/images"
+AGENT_PID="$CRI_PROBER_DIR/agent.pid"
+AGENT_LOG="$CRI_PROBER_DIR/agent.log"
 TOOLS_DIR="$CRI_PROBER_DIR/bin"
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -23,6 +25,20 @@ die() { echo "error: $*" >&2; exit 1; }
 # containerd_running succeeds when the containerd we started is alive.
 containerd_running() {
   [[ -f $CONTAINERD_PID ]] && kill -0 "$(cat "$CONTAINERD_PID")" 2>/dev/null
+}
+
+# stop_agent stops a cri-prober agent the demo started, by its PID.
+stop_agent() {
+  if [[ -f $AGENT_PID ]]; then
+    local pid
+    pid=$(cat "$AGENT_PID")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$AGENT_PID"
+  fi
 }
 
 # build_tool builds a Go program of hack/tools into $TOOLS_DIR.

@@ -238,7 +238,11 @@ func (w *worker) transitioned(r results.Result) {
 	case w.key.probeType == results.Readiness && r == results.Success:
 		w.event(events.Normal, ReasonContainerReady, "Container %s is ready", name)
 	case w.key.probeType == results.Readiness:
-		w.event(events.Warning, ReasonContainerNotReady, "Container %s is not ready: readiness probe failed %d times in a row", name, w.probe.FailureThreshold)
+		times := fmt.Sprintf("%d times in a row", w.probe.FailureThreshold)
+		if w.probe.FailureThreshold == 1 {
+			times = "once"
+		}
+		w.event(events.Warning, ReasonContainerNotReady, "Container %s is not ready: readiness probe failed %s", name, times)
 	case w.key.probeType == results.Startup && r == results.Success:
 		w.event(events.Normal, ReasonStartupSucceeded, "Container %s started: startup probe succeeded", name)
 	case w.key.probeType == results.Startup:
