@@ -490,7 +490,27 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 	grace := gracePeriod(podGrace, r.specs.ProbeGracePeriod(v.key, name, t))
 	r.eventf(v.sandbox, name, events.Normal, ReasonKilling, "%s", msg)
 	r.metrics.kills.WithLabelValues(t.String()).Inc()
+	// The replacement is created while the old container stops (attempts
+	// have their own names); only its start waits for the stop.
+	var created chan createResult
+	if startNow {
+		created = make(chan createResult, 1)
+		go func() {
+			cfg, sandboxCfg, err := r.containerConfigs(ctx, v.sandbox.ID, latest.ID)
+			if err != nil {
+				created <- createResult{err: fmt.Errorf("cannot restart container %s: %w", name, err)}
+				return
+			}
+			id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg)
+			created <- createResult{id: id, err: err}
+		}()
+	}
 	if err := r.runtime.StopContainer(ctx, latest.ID, grace); err != nil {
+		if created != nil {
+			if c := <-created; c.err == nil {
+				r.runtime.RemoveContainer(ctx, c.id) //nolint:errcheck // best effort: the kill is retried
+			}
+		}
 		delete(w.acted, latest.ID)
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", name, err)
 		return failedActionBackoff
@@ -506,9 +526,19 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 		// and a later pass restarts it when the back-off allows.
 		return r.restartExited(ctx, w, v, policy, latest)
 	default:
-		r.recreate(ctx, v, latest, fresh, killReason(t))
+		c := <-created
+		if c.err != nil {
+			r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "%v", c.err)
+			return 0
+		}
+		r.start(ctx, v, latest, fresh, c.id, killReason(t))
 		return 0
 	}
+}
+
+type createResult struct {
+	id  string
+	err error
 }
 
 // restartExited restarts a container that is not running any more, per
@@ -556,7 +586,17 @@ func (r *Restarter) restartExited(ctx context.Context, w *podWorker, v *podView,
 		return time.Duration(float64(wait) * (1 + backoffRetryJitter*r.jitter()))
 	}
 	r.backoff.Next(key, finished, now)
-	r.recreate(ctx, v, latest, fresh, "exit")
+	cfg, sandboxCfg, err := r.containerConfigs(ctx, v.sandbox.ID, latest.ID)
+	if err != nil {
+		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", name, err)
+		return 0
+	}
+	id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg)
+	if err != nil {
+		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "%v", err)
+		return 0
+	}
+	r.start(ctx, v, latest, fresh, id, "exit")
 	return 0
 }
 
@@ -577,17 +617,8 @@ func (r *Restarter) finishedAt(ctx context.Context, c *cri.Container) (time.Time
 	return time.Unix(0, st.GetStatus().GetFinishedAt()), nil
 }
 
-// recreate creates and starts the next attempt of old from its original
-// CRI config (reason: liveness, startup or exit, for the metrics), then removes exited instances older than old (kubelet keeps
-// one dead container per container name).
-func (r *Restarter) recreate(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, reason string) {
-	name := old.Name
-	key := v.key + "/" + name
-	cfg, sandboxCfg, err := r.containerConfigs(ctx, v.sandbox.ID, old.ID)
-	if err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", name, err)
-		return
-	}
+// create creates the next attempt of old from its original CRI configs.
+func (r *Restarter) create(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
 	attempt := fresh[0].Attempt + 1
 	cfg.Metadata.Attempt = attempt
 	cfg.LogPath = nextLogPath(cfg.GetLogPath(), attempt)
@@ -597,20 +628,26 @@ func (r *Restarter) recreate(ctx context.Context, v *podView, old *cri.Container
 	}
 	annotations[cri.AnnotationRestartOf] = old.ID
 	cfg.Annotations = annotations
-
 	id, err := r.runtime.CreateContainer(ctx, v.sandbox.ID, cfg, sandboxCfg)
 	if err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Error creating container %s: %v", name, err)
-		return
+		return "", fmt.Errorf("error creating container %s: %w", old.Name, err)
 	}
-	r.eventf(v.sandbox, name, events.Normal, ReasonCreated, "Created container %s", name)
+	r.eventf(v.sandbox, old.Name, events.Normal, ReasonCreated, "Created container %s", old.Name)
+	return id, nil
+}
+
+// start starts a created replacement of old, then removes exited instances
+// older than old (kubelet keeps one dead container per container name).
+// reason (liveness, startup or exit) labels the restart metric.
+func (r *Restarter) start(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, id, reason string) {
+	name := old.Name
 	if err := r.runtime.StartContainer(ctx, id); err != nil {
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Error starting container %s: %v", name, err)
 		return
 	}
 	r.eventf(v.sandbox, name, events.Normal, ReasonStarted, "Started container %s", name)
 	r.metrics.restarts.WithLabelValues(reason).Inc()
-	r.setWaiting(key, nil)
+	r.setWaiting(v.key+"/"+name, nil)
 	for _, c := range fresh {
 		if c.ID != old.ID && c.State == cri.StateExited {
 			if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
