@@ -49,22 +49,33 @@ Examples:
 Flags:
 `
 
-func apiGet(ctx context.Context, server, path string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+// apiRequest GETs path from a running agent and returns the response of a
+// 200; anything else is an error that says what to check.
+func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(server, "/")+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", server, err)
+		return nil, fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", server, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("agent at %s answered %s: %s", server, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return resp, nil
+}
+
+func apiGet(ctx context.Context, server, path string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := apiRequest(ctx, server, path)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("agent at %s answered %s: %s", server, resp.Status, strings.TrimSpace(string(b)))
-	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
@@ -266,18 +277,11 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func followEvents(ctx context.Context, server string, query url.Values, out io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(server, "/")+"/api/v1/events?"+query.Encode(), nil)
+	resp, err := apiRequest(ctx, server, "/api/v1/events?"+query.Encode())
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", server, err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("agent at %s answered %s", server, resp.Status)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
