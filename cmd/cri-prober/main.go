@@ -32,6 +32,8 @@ Commands:
   run       run the agent: probe containers with kubelet's semantics, restart them
   status    print a running agent's pods, readiness, restarts and last probe results
   events    print (or follow with -f) a running agent's events
+  validate  check Pod manifests as the agent reads them, with file and line
+  explain   when each probe of a manifest runs, detects and restarts; common mistakes
   pods      list the pods and containers the runtime reports (the poller's view)
   version   print the version
 
@@ -51,6 +53,8 @@ func main() {
 	case err == nil:
 	case errors.Is(err, errUsage):
 		os.Exit(2)
+	case errors.Is(err, errProblemsFound):
+		os.Exit(1) // already reported
 	default:
 		fmt.Fprintln(os.Stderr, "cri-prober:", err)
 		os.Exit(1)
@@ -67,6 +71,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "pods":
 		return runPods(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return runExplain(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return runValidate(ctx, args[1:], stdout, stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "events":
@@ -137,9 +145,8 @@ func setVerbosity(v int) {
 	_ = fs.Set("v", fmt.Sprint(v))
 }
 
-// parseFlags parses args and rejects stray arguments. Help goes to stdout
-// (flag.ErrHelp, exit 0); mistakes go to stderr with the usage (exit 2).
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+// parseFlagsWithArgs parses args, leaving positional arguments in fs.Args.
+func parseFlagsWithArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	for _, a := range args {
 		if a == "--" {
 			break
@@ -156,6 +163,15 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 			return flag.ErrHelp
 		}
 		return errUsage
+	}
+	return nil
+}
+
+// parseFlags parses args and rejects stray arguments. Help goes to stdout
+// (flag.ErrHelp, exit 0); mistakes go to stderr with the usage (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))

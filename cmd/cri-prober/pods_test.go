@@ -184,3 +184,37 @@ shop       longer-pod-name  1/1    InvalidProbeConfig  0         2d2h
 `
 	assert.Equal(t, want, out.String())
 }
+
+func TestValidateCommand(t *testing.T) {
+	out, _, err := runCLI(t, "validate", "../../pkg/prober/spec/testdata/good/pods.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "ok: 2 valid pod(s)\n", out)
+
+	out, _, err = runCLI(t, "validate", "../../pkg/prober/spec/testdata/bad/negative-period.yaml", "../../pkg/prober/spec/testdata/good")
+	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
+	assert.Equal(t, "../../pkg/prober/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n1 problem(s); 2 valid pod(s)\n", out)
+
+	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
+	assert.ErrorIs(t, err, errProblemsFound)
+	assert.Contains(t, out, "/nonexistent.yaml: stat /nonexistent.yaml: no such file or directory")
+
+	_, errOut, err := runCLI(t, "validate")
+	assert.ErrorIs(t, err, errUsage)
+	assert.Contains(t, errOut, "validate needs at least one file or directory")
+}
+
+func TestExplainCommand(t *testing.T) {
+	out, _, err := runCLI(t, "explain", "-f", "../../examples/demo/web.yaml")
+	require.NoError(t, err)
+	for _, want := range []string{
+		"pod demo/web (../../examples/demo/web.yaml:1): restartPolicy Always, terminationGracePeriodSeconds 30",
+		"liveness: httpGet http /healthz every 1s, timeout 1s, success 1, failure 2, initial delay 0s",
+		"failure detected:    1s – 3s after the app breaks",
+		"restarted:           1s – 33s (grace 30s",
+	} {
+		assert.Contains(t, out, want)
+	}
+	out, _, err = runCLI(t, "explain", "../../pkg/prober/spec/testdata/bad/two-handlers.yaml")
+	assert.ErrorIs(t, err, errProblemsFound)
+	assert.Contains(t, out, "invalid: ")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -30,6 +31,12 @@ func LoadFile(path string) ([]*Pod, []*Error) {
 	for _, doc := range splitDocuments(data) {
 		source := fmt.Sprintf("%s:%d", path, doc.line)
 		pod, docErrs := decodePod(source, doc.data)
+		for _, e := range docErrs {
+			// Point at the field itself when the document has it.
+			if line := fieldLine(doc.data, errorPath(e)); line > 0 {
+				e.Source = fmt.Sprintf("%s:%d", path, doc.line+line-1)
+			}
+		}
 		errs = append(errs, docErrs...)
 		if pod != nil {
 			pods = append(pods, pod)
@@ -176,6 +183,20 @@ func decodePod(source string, doc []byte) (*Pod, []*Error) {
 		return nil, errs
 	}
 	return fromPod(source, &pod), nil
+}
+
+// unknownField extracts the path of a strict decoder's unknown-field error.
+var unknownField = regexp.MustCompile(`unknown field "([^"]+)"`)
+
+// errorPath is the field path an error is about, for finding its line.
+func errorPath(e *Error) string {
+	if e.Field != "" {
+		return e.Field
+	}
+	if m := unknownField.FindStringSubmatch(e.Detail); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // cleanJSONError drops the decoder's "json: " prefix.

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Each bad manifest gives exactly these errors (file prefix omitted).
+// Each bad manifest gives exactly these errors, at the line of the field
+// concerned (file prefix omitted).
 func TestLoadBadManifests(t *testing.T) {
+	lines := map[string]int{"bad-header": 13, "bad-restart-policy": 7, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "named-port-missing": 13, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 1, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 1, "unknown-field": 10, "wrong-kind": 1}
 	tests := map[string][]string{
 		"no-handler":                 {": pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value: must specify a handler type"},
 		"two-handlers":               {": pod shop/two-handlers: container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"},
@@ -47,8 +50,9 @@ func TestLoadBadManifests(t *testing.T) {
 			var got []string
 			for _, e := range errs {
 				msg := e.Error()
-				require.True(t, strings.HasPrefix(msg, file+":"), "names the file: %s", msg)
-				got = append(got, strings.TrimPrefix(msg, file+":1"))
+				at := fmt.Sprintf("%s:%d:", file, lines[name])
+				require.True(t, strings.HasPrefix(msg, at), "names the file and the field's line %s: %s", at, msg)
+				got = append(got, strings.TrimPrefix(msg, at[:len(at)-1]))
 			}
 			require.Len(t, got, len(want), "%q", got)
 			for i := range want {
@@ -129,7 +133,7 @@ func TestLoadDir(t *testing.T) {
 	}
 	require.Len(t, msgs, 3, "%q", msgs)
 	assert.Contains(t, msgs[0], "notes.txt: ignored: manifest files must end in .yaml, .yml or .json")
-	assert.Contains(t, msgs[1], "b.yml:1: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
+	assert.Contains(t, msgs[1], "b.yml:10: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
 	assert.Contains(t, msgs[2], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":1; this definition is ignored")
 
 	_, errs = LoadDir(filepath.Join(dir, "missing"))

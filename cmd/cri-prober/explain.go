@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+const explainHelp = `Usage: cri-prober explain -f FILE [-f FILE…]
+
+For each probe of the pods in the manifests: when it first runs, the
+earliest and worst-case time to detect a failure and to act on it (restart
+or take out of traffic), following kubelet's semantics, and warnings for the
+usual mistakes. Nothing runs: it reads the manifests only.
+
+Examples:
+  cri-prober explain -f pod.yaml
+  cri-prober explain -f examples/demo/web.yaml
+
+Flags:
+`
+
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+func runExplain(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	var files fileList
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.Var(&files, "f", "a Pod manifest (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), explainHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	files = append(files, fs.Args()...)
+	if len(files) == 0 {
+		fmt.Fprintln(stderr, "explain needs a manifest: -f FILE")
+		fs.Usage()
+		return errUsage
+	}
+	var problems int
+	for _, f := range files {
+		pods, errs := spec.LoadFile(f)
+		for _, e := range errs {
+			fmt.Fprintln(stdout, "invalid:", e)
+		}
+		problems += len(errs)
+		for _, p := range pods {
+			printExplanation(stdout, p)
+		}
+	}
+	if problems > 0 {
+		return errProblemsFound
+	}
+	return nil
+}
+
+func printExplanation(w io.Writer, pod *spec.Pod) {
+	fmt.Fprintf(w, "pod %s/%s (%s): restartPolicy %s, terminationGracePeriodSeconds %d\n", pod.Namespace, pod.Name, pod.Source, pod.RestartPolicy, pod.TerminationGracePeriodSeconds)
+	ex := prober.Explain(pod)
+	if len(ex) == 0 {
+		fmt.Fprintln(w, "  no probes: its containers are observed, never probed, and ready while running")
+	}
+	container := ""
+	for _, e := range ex {
+		if e.Container != container {
+			container = e.Container
+			fmt.Fprintf(w, "\n  container %s\n", container)
+		}
+		c, _ := pod.Container(e.Container)
+		p := probeFor(c, e.Type)
+		fmt.Fprintf(w, "    %s: %s every %ds, timeout %ds, success %d, failure %d, initial delay %ds\n",
+			strings.ToLower(e.Type.String()), e.Handler, p.PeriodSeconds, p.TimeoutSeconds, p.SuccessThreshold, p.FailureThreshold, p.InitialDelaySeconds)
+		gated := ""
+		if e.Type != results.Startup && c.Startup != nil {
+			gated = " (after the startup probe succeeds)"
+		}
+		fmt.Fprintf(w, "      first run:           %s after the container starts%s\n", e.FirstRun, gated)
+		switch e.Type {
+		case results.Readiness:
+			fmt.Fprintf(w, "      not ready:           %s after the app stops answering\n", e.Detect)
+		case results.Liveness:
+			fmt.Fprintf(w, "      failure detected:    %s after the app breaks\n", e.Detect)
+			fmt.Fprintf(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod), e.Act, e.GracePeriod, prober.CrashLoopWorst())
+		case results.Startup:
+			fmt.Fprintf(w, "      gives up:            %s after the container starts, if it never passes\n", e.Detect)
+			fmt.Fprintf(w, "      %s %s (grace %ds)\n", restartVerb(pod), e.Act, e.GracePeriod)
+		}
+		for _, warning := range e.Warnings {
+			fmt.Fprintf(w, "      warning: %s\n", warning)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func restartVerb(pod *spec.Pod) string {
+	if pod.RestartPolicy == "Never" {
+		return "stopped (not restarted):"
+	}
+	return "restarted:          "
+}
+
+func probeFor(c *spec.Container, t results.ProbeType) *corev1.Probe {
+	switch t {
+	case results.Liveness:
+		return c.Liveness
+	case results.Readiness:
+		return c.Readiness
+	default:
+		return c.Startup
+	}
+}

@@ -1,0 +1,71 @@
+package spec
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// fieldLine returns the line (1-based, within doc) of the field at path, a
+// Kubernetes field path such as spec.containers[0].livenessProbe.httpGet.port,
+// or of the deepest part of it that exists; 0 if none does.
+func fieldLine(doc []byte, path string) int {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
+		return 0
+	}
+	node, line := root.Content[0], 0
+	for _, part := range splitPath(path) {
+		next, at := step(node, part)
+		if next == nil {
+			break
+		}
+		node, line = next, at
+	}
+	return line
+}
+
+type pathPart struct {
+	key   string
+	index int // -1: none
+}
+
+var indexed = regexp.MustCompile(`^(.*)\[(\d+)\]$`)
+
+func splitPath(path string) []pathPart {
+	var parts []pathPart
+	for _, seg := range strings.Split(path, ".") {
+		if m := indexed.FindStringSubmatch(seg); m != nil {
+			i, _ := strconv.Atoi(m[2])
+			parts = append(parts, pathPart{key: m[1], index: i})
+			continue
+		}
+		parts = append(parts, pathPart{key: seg, index: -1})
+	}
+	return parts
+}
+
+// step follows one part of a path from a mapping node: the key, then the
+// sequence index if any. It returns the node reached and the line to report.
+func step(node *yaml.Node, part pathPart) (*yaml.Node, int) {
+	if node.Kind != yaml.MappingNode {
+		return nil, 0
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if node.Content[i].Value != part.key {
+			continue
+		}
+		value, line := node.Content[i+1], node.Content[i].Line
+		if part.index < 0 {
+			return value, line
+		}
+		if value.Kind != yaml.SequenceNode || part.index >= len(value.Content) {
+			return nil, 0
+		}
+		item := value.Content[part.index]
+		return item, item.Line
+	}
+	return nil, 0
+}
