@@ -14,5 +14,7 @@ trap 'exit 130' INT TERM
 export CRI_PROBER_E2E_ENDPOINT="unix://$CONTAINERD_SOCK"
 export CRI_PROBER_E2E_SUBNET="$CNI_SUBNET"
 export CRI_PROBER_E2E_BINARY="${CRI_PROBER_E2E_BINARY:-$REPO_ROOT/bin/cri-prober}"
+# crictl drives the CI-harness tests (built once, cached).
+export CRI_PROBER_E2E_CRICTL="${CRI_PROBER_E2E_CRICTL:-$("$REPO_ROOT/hack/crictl.sh")}"
 cd "$REPO_ROOT"
 go test -tags e2e -count=1 -p 1 -v -timeout 15m ./test/e2e/... "$@"

@@ -32,6 +32,8 @@ Commands:
   run       run the agent: probe containers with kubelet's semantics, restart them
   status    print a running agent's pods, readiness, restarts and last probe results
   events    print (or follow with -f) a running agent's events
+  wait      wait until a pod is ready, started or healthy (for CI scripts)
+  probe     run one probe now (the container's own, or given inline) and print the result
   validate  check Pod manifests as the agent reads them, with file and line
   explain   when each probe of a manifest runs, detects and restarts; common mistakes
   pods      list the pods and containers the runtime reports (the poller's view)
@@ -39,6 +41,24 @@ Commands:
 
 Run 'cri-prober <command> --help' for a command's flags and examples.
 `
+
+// exitCode carries the exit code an error should end the program with.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return e.err.Error() }
+func (e exitCode) Unwrap() error { return e.err }
+func (e exitCode) Code() int     { return e.code }
+
+// withCode makes err end the program with code (nil stays nil).
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return exitCode{code: code, err: err}
+}
 
 // errUsage marks command-line mistakes (exit code 2); the message has been
 // printed already.
@@ -55,8 +75,14 @@ func main() {
 		os.Exit(2)
 	case errors.Is(err, errProblemsFound):
 		os.Exit(1) // already reported
+	case errors.Is(err, errProbeError):
+		os.Exit(2) // already reported
 	default:
+		var coded exitCode
 		fmt.Fprintln(os.Stderr, "cri-prober:", err)
+		if errors.As(err, &coded) {
+			os.Exit(coded.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -71,6 +97,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAgent(ctx, args[1:], stdout, stderr)
 	case "pods":
 		return runPods(ctx, args[1:], stdout, stderr)
+	case "wait":
+		return runWait(ctx, args[1:], stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case "explain":
 		return runExplain(ctx, args[1:], stdout, stderr)
 	case "validate":
@@ -111,9 +141,13 @@ type runtimeFlags struct {
 	verbosity      int
 }
 
-func (f *runtimeFlags) register(fs *flag.FlagSet) {
+func (f *runtimeFlags) register(fs *flag.FlagSet) { f.registerAs(fs, "timeout") }
+
+// registerAs registers the flags with the connect timeout under another
+// name, for commands whose --timeout means something else.
+func (f *runtimeFlags) registerAs(fs *flag.FlagSet, connectTimeout string) {
 	fs.StringVar(&f.endpoint, "runtime-endpoint", "", "CRI endpoint (default $"+cri.EndpointEnv+", else "+cri.DefaultEndpoint+")")
-	fs.DurationVar(&f.connectTimeout, "timeout", 5*time.Second, "timeout for connecting to the runtime")
+	fs.DurationVar(&f.connectTimeout, connectTimeout, 5*time.Second, "timeout for connecting to the runtime")
 	fs.DurationVar(&f.requestTimeout, "runtime-request-timeout", 30*time.Second, "deadline of each CRI call")
 	fs.IntVar(&f.verbosity, "v", 0, "log verbosity (klog levels: 2 adds retries, 4 every runtime event)")
 }

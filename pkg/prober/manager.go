@@ -56,6 +56,9 @@ type Manager struct {
 	manifests ManifestSource
 	hostIP    string
 	metrics   *metrics
+	// podFilter, if set, limits probing to the pods it accepts.
+	podFilter       func(namespace, name string) bool
+	noStartupJitter bool
 
 	// Published by Run for workers and Report.
 	views atomic.Pointer[map[string]*podStatus]
@@ -148,6 +151,9 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		m.runner = &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
 	}
 	m.start = m.clock.Now()
+	if m.noStartupJitter {
+		m.start = time.Time{} // as if up for ages: no worker jitters
+	}
 	empty := map[string]*podStatus{}
 	m.views.Store(&empty)
 	return m, nil
@@ -241,7 +247,7 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 	views := make(map[string]*podStatus, len(res.pods))
 	desired := map[workerKey]desiredWorker{}
 	for _, p := range res.pods {
-		if !p.probed() {
+		if !p.probed() || (m.podFilter != nil && !m.podFilter(p.namespace, p.name)) {
 			continue
 		}
 		views[p.key] = p.status(m.hostIP)

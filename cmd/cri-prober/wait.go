@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+const waitHelp = `Usage: cri-prober wait --for ready|started|healthy --pod NAMESPACE/NAME [flags]
+
+Runs the pod's probes with their own periods and thresholds, as the agent
+would (no agent needed, nothing is restarted), and exits 0 as soon as the
+condition holds for the pod (or for --container-name only), or 1 when
+--timeout passes first, printing the last probe results. A pod that does not
+exist yet is waited for. Exit code 2: bad arguments or runtime unreachable.
+
+  ready    every container ready: running, started, readiness passed (or no
+           readiness probe)
+  started  every container started: running, startup probe passed (or none)
+  healthy  every container started and its liveness probe (if any) passing
+
+Probe specs come from --pod-manifests or the containers' annotations.
+
+Examples:
+  crictl runp pod.json && crictl create … && crictl start … &&
+    cri-prober wait --for ready --pod ci/web --timeout 60s
+  cri-prober wait --for healthy --pod demo/web --container-name web --pod-manifests examples/demo
+
+Flags:
+`
+
+// runWait exits 2 for every error: a timeout is the wait's answer (1).
+func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := waitFor(ctx, args, stdout, stderr)
+	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) {
+		return err
+	}
+	return withCode(2, err)
+}
+
+func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var rf runtimeFlags
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	rf.registerAs(fs, "connect-timeout")
+	cond := fs.String("for", "ready", "the condition: ready, started or healthy")
+	pod := fs.String("pod", "", "the pod as `NAMESPACE/NAME`")
+	containerName := fs.String("container-name", "", "only this container (default: all of the pod's)")
+	manifests := fs.String("pod-manifests", "", "manifest `directory` with the pod's probe specs (else annotations)")
+	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), waitHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	namespace, name, ok := strings.Cut(*pod, "/")
+	if !ok || namespace == "" || name == "" {
+		fmt.Fprintln(stderr, "--pod NAMESPACE/NAME is required")
+		return errUsage
+	}
+	holds, ok := waitConditions[*cond]
+	if !ok {
+		fmt.Fprintf(stderr, "--for %q: want ready, started or healthy\n", *cond)
+		return errUsage
+	}
+
+	client, err := rf.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	opts := []prober.Option{
+		prober.WithPodFilter(func(ns, n string) bool { return ns == namespace && n == name }),
+		prober.WithoutStartupJitter(),
+		prober.WithRecorder(recorders{}), // quiet: the result is the exit code
+	}
+	if *manifests != "" {
+		dir := spec.NewManifestDir(*manifests, nil)
+		dir.Reload()
+		_, errs := dir.Pods()
+		for _, e := range errs {
+			if e.Namespace == namespace && e.Pod == name {
+				return fmt.Errorf("the pod's manifest is invalid: %v", e)
+			}
+		}
+		opts = append(opts, prober.WithManifests(dir))
+	}
+	manager, err := prober.NewManager(exec.NewRunner(client), results.NewStore(), opts...)
+	if err != nil {
+		return err
+	}
+	changes := poller.Subscribe()
+	defer changes.Close()
+	// The engine stops only after the last results are read: its workers
+	// forget their results as they stop.
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { poller.Run(ctx) })
+	if addr := eventsAddress("", client); addr != "" {
+		if watcher, err := cri.NewEventWatcher(addr, poller); err == nil {
+			wg.Go(func() { watcher.Run(ctx) })
+		}
+	}
+	wg.Go(func() { manager.Run(ctx, changes) })
+
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
+	deadline := time.NewTimer(*timeout)
+	defer deadline.Stop()
+	for {
+		report, found := findReport(manager.Report(), namespace, name)
+		if found && holds(report, *containerName) {
+			fmt.Fprintf(stdout, "pod %s is %s\n", *pod, *cond)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // interrupted
+		case <-deadline.C:
+			report, found = findReport(manager.Report(), namespace, name)
+			fmt.Fprintf(stdout, "timed out after %s: pod %s is not %s\n", *timeout, *pod, *cond)
+			printLastResults(stdout, report, found)
+			return errProblemsFound
+		case <-check.C:
+		}
+	}
+}
+
+var waitConditions = map[string]func(prober.PodReport, string) bool{
+	"ready": func(p prober.PodReport, only string) bool {
+		return allContainers(p, only, func(c prober.ContainerReport) bool { return c.Ready })
+	},
+	"started": func(p prober.PodReport, only string) bool {
+		return allContainers(p, only, func(c prober.ContainerReport) bool { return c.Started })
+	},
+	"healthy": func(p prober.PodReport, only string) bool {
+		return allContainers(p, only, func(c prober.ContainerReport) bool {
+			if !c.Started || len(c.Problems) > 0 {
+				return false
+			}
+			for _, pr := range c.Probes {
+				if pr.Type == results.Liveness && (pr.Last == nil || pr.Last.Outcome == results.OutcomeFailure || pr.Result != results.Success) {
+					return false
+				}
+			}
+			return true
+		})
+	},
+}
+
+func allContainers(p prober.PodReport, only string, ok func(prober.ContainerReport) bool) bool {
+	seen := false
+	for _, c := range p.Containers {
+		if only != "" && c.Name != only {
+			continue
+		}
+		if c.ID == "" || !ok(c) {
+			return false
+		}
+		seen = true
+	}
+	return seen
+}
+
+func findReport(reports []prober.PodReport, namespace, name string) (prober.PodReport, bool) {
+	for _, r := range reports {
+		if r.Namespace == namespace && r.Name == name {
+			return r, true
+		}
+	}
+	return prober.PodReport{}, false
+}
+
+func printLastResults(w io.Writer, p prober.PodReport, found bool) {
+	if !found {
+		fmt.Fprintln(w, "  the pod does not exist (see cri-prober pods)")
+		return
+	}
+	for _, problem := range p.Problems {
+		fmt.Fprintf(w, "  ! %s\n", problem)
+	}
+	for _, c := range p.Containers {
+		fmt.Fprintf(w, "  %s: %s, started=%v, ready=%v\n", c.Name, c.State, c.Started, c.Ready)
+		for _, problem := range c.Problems {
+			fmt.Fprintf(w, "    ! %s\n", problem)
+		}
+		for _, pr := range c.Probes {
+			if pr.Last == nil {
+				fmt.Fprintf(w, "    %s: not run yet\n", strings.ToLower(pr.Type.String()))
+				continue
+			}
+			detail := strings.TrimSpace(pr.Last.Output + pr.Last.Err)
+			fmt.Fprintf(w, "    %s: %s (%d/%d): %s\n", strings.ToLower(pr.Type.String()), pr.Last.Outcome, pr.Last.Consecutive, pr.Last.Threshold, detail)
+		}
+	}
+}
