@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +220,37 @@ func TestExplainCommand(t *testing.T) {
 	out, _, err = runCLI(t, "explain", "../../pkg/prober/spec/testdata/bad/two-handlers.yaml")
 	assert.ErrorIs(t, err, errProblemsFound)
 	assert.Contains(t, out, "invalid: ")
+}
+
+func TestConfigFile(t *testing.T) {
+	newFS := func() (*flag.FlagSet, *string, *time.Duration, *bool) {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		listen := fs.String("listen", "127.0.0.1:9440", "")
+		period := fs.Duration("relist-period", time.Second, "")
+		watch := fs.Bool("watch", false, "")
+		fs.String("config", "", "")
+		return fs, listen, period, watch
+	}
+	write := func(body string) string {
+		p := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+
+	fs, listen, period, watch := newFS()
+	require.NoError(t, fs.Parse([]string{"--listen", "0.0.0.0:1"}))
+	require.NoError(t, applyConfig(fs, write("listen: 127.0.0.1:2\nrelist-period: 2s\nwatch: true\n")))
+	assert.Equal(t, "0.0.0.0:1", *listen, "the command line wins")
+	assert.Equal(t, 2*time.Second, *period, "the file beats the default")
+	assert.True(t, *watch)
+
+	fs, _, _, _ = newFS()
+	err := applyConfig(fs, write("listne: x\n"))
+	assert.ErrorContains(t, err, `unknown key "listne"; the keys are run's flags: listen, relist-period, watch`)
+	fs, _, _, _ = newFS()
+	assert.ErrorContains(t, applyConfig(fs, write("relist-period: soon\n")), "relist-period: invalid value")
+	fs, _, _, _ = newFS()
+	assert.ErrorContains(t, applyConfig(fs, write("listen: [a, b]\n")), "listen: want a single value")
+	fs, _, _, _ = newFS()
+	assert.ErrorContains(t, applyConfig(fs, "/nonexistent.yaml"), "config file: open /nonexistent.yaml")
 }

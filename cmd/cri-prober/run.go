@@ -48,8 +48,15 @@ Probe specs come from
                                      cri-prober.io/termination-grace-period-seconds
 Containers that neither covers are observed, never probed.
 
+Every flag can also be given in a YAML file (--config), under its name:
+  pod-manifests: /etc/cri-prober/pods
+  listen: 127.0.0.1:9440
+  restart: recreate
+Precedence: defaults, then the config file, then the command line.
+
 Examples:
   cri-prober run --pod-manifests /etc/cri-prober/pods
+  cri-prober run --config /etc/cri-prober/config.yaml --restart none
   cri-prober run --runtime-endpoint unix:///run/containerd/containerd.sock -v 2
 
 Flags:
@@ -64,6 +71,7 @@ type runOptions struct {
 	hostIP            string
 	restartMode       string
 	listen            string
+	config            string
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -76,6 +84,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes); empty: none")
+	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runHelp)
@@ -86,6 +95,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 		return err
+	}
+	if o.config != "" {
+		if err := applyConfig(fs, o.config); err != nil {
+			fmt.Fprintln(stderr, err)
+			return errUsage
+		}
 	}
 	if o.manifestInterval <= 0 {
 		fmt.Fprintln(stderr, "--pod-manifests-interval must be positive")

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// applyConfig sets the flags of fs that the command line did not set from
+// a YAML file whose keys are the flag names (without dashes). Precedence:
+// defaults < config file < command line. An unknown key or a bad value is
+// an error naming the file and the key: nothing given is ignored.
+func applyConfig(fs *flag.FlagSet, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("config file %s: not a YAML mapping of flag names to values: %w", path, err)
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if key == "config" {
+			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
+		}
+		f := fs.Lookup(key)
+		if f == nil {
+			return fmt.Errorf("config file %s: unknown key %q; the keys are %s's flags: %s", path, key, fs.Name(), strings.Join(flagNames(fs), ", "))
+		}
+		if onCommandLine[key] {
+			continue
+		}
+		value, err := configValue(values[key])
+		if err != nil {
+			return fmt.Errorf("config file %s: %s: %w", path, key, err)
+		}
+		if err := fs.Set(key, value); err != nil {
+			return fmt.Errorf("config file %s: %s: invalid value %q (%s): %w", path, key, value, f.Usage, err)
+		}
+	}
+	return nil
+}
+
+// configValue turns a YAML scalar into the text a flag parses.
+func configValue(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case bool:
+		return fmt.Sprint(v), nil
+	case float64:
+		return json.Number(fmt.Sprint(v)).String(), nil
+	case nil:
+		return "", nil
+	default:
+		return "", fmt.Errorf("want a single value, got %T", v)
+	}
+}
+
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "config" {
+			names = append(names, f.Name)
+		}
+	})
+	return names
+}
