@@ -207,10 +207,12 @@ func TestValidateCommand(t *testing.T) {
 }
 
 func TestExplainCommand(t *testing.T) {
-	out, _, err := runCLI(t, "explain", "-f", "../../examples/demo/web.yaml")
+	out, _, err := runCLI(t, "explain", "-f", "../../examples/demo/pods.yaml")
 	require.NoError(t, err)
 	for _, want := range []string{
-		"pod demo/web (../../examples/demo/web.yaml:1): restartPolicy Always, terminationGracePeriodSeconds 30",
+		"pod demo/web (../../examples/demo/pods.yaml:7): restartPolicy Always, terminationGracePeriodSeconds 30",
+		"pod demo/slow (../../examples/demo/pods.yaml:41)",
+		"gives up:            29s – 31s after the container starts, if it never passes",
 		"liveness: httpGet http /healthz every 1s, timeout 1s, success 1, failure 2, initial delay 0s",
 		"failure detected:    1s – 3s after the app breaks",
 		"restarted:           1s – 33s (grace 30s",

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -114,14 +115,22 @@ func removePodNamed(t *testing.T, name string) {
 	t.Helper()
 	c := dial(t)
 	t.Cleanup(func() {
-		list, err := c.ListPodSandbox(t.Context(), &runtimeapi.PodSandboxFilter{})
+		// t.Context is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, err := c.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
 		if err != nil {
+			t.Errorf("cleanup: %v", err)
 			return
 		}
 		for _, p := range list {
 			if p.GetMetadata().GetName() == name {
-				c.StopPodSandbox(t.Context(), p.GetId())
-				c.RemovePodSandbox(t.Context(), p.GetId())
+				if err := c.StopPodSandbox(ctx, p.GetId()); err != nil {
+					t.Errorf("cleanup: %v", err)
+				}
+				if err := c.RemovePodSandbox(ctx, p.GetId()); err != nil {
+					t.Errorf("cleanup: %v", err)
+				}
 			}
 		}
 	})

@@ -18,6 +18,7 @@
 // gRPC health (--grpc, default :5000): grpc.health.v1 for service "";
 // unknown services are NotFound. TCP (--tcp, default :9000): accepts and
 // closes connections. Each listener can be disabled with an empty address.
+// --start-delay makes a slow starter (nothing listens until it passes).
 package main
 
 import (
@@ -56,10 +57,15 @@ func run() error {
 	notReadyFile := flag.String("not-ready-file", "/tmp/not-ready", "/ready fails while this file exists")
 	grpcNotServing := flag.Bool("grpc-not-serving", false, "start with the gRPC health status NOT_SERVING")
 	ignoreSIGTERM := flag.Bool("ignore-sigterm", false, "ignore SIGTERM (only SIGKILL stops it)")
+	startDelay := flag.Duration("start-delay", 0, "wait this long before listening: a slow start")
 	exitAfter := flag.Duration("exit-after", 0, "exit after this long (0: never)")
 	exitCode := flag.Int("exit-code", 0, "exit code for --exit-after")
 	flag.Parse()
 
+	if *startDelay > 0 {
+		log.Printf("starting slowly: listening in %s", *startDelay)
+		time.Sleep(*startDelay)
+	}
 	start := time.Now()
 	hs := health.NewServer()
 	setServing := func(serving bool) {

@@ -34,7 +34,7 @@ func LoadFile(path string) ([]*Pod, []*Error) {
 		for _, e := range docErrs {
 			// Point at the field itself when the document has it.
 			if line := fieldLine(doc.data, errorPath(e)); line > 0 {
-				e.Source = fmt.Sprintf("%s:%d", path, doc.line+line-1)
+				e.Source = fmt.Sprintf("%s:%d", path, doc.start+line-1)
 			}
 		}
 		errs = append(errs, docErrs...)
@@ -104,8 +104,9 @@ func hasManifestExtension(name string) bool {
 }
 
 type document struct {
-	line int // 1-based line where the document starts
-	data []byte
+	line  int // 1-based line of the document's first content
+	start int // 1-based line where its text (comments included) starts
+	data  []byte
 }
 
 // splitDocuments splits a YAML stream on "---" separator lines, keeping
@@ -116,7 +117,16 @@ func splitDocuments(data []byte) []document {
 	start, line := 1, 0
 	flush := func() {
 		if len(bytes.TrimSpace(stripComments(cur.Bytes()))) > 0 {
-			docs = append(docs, document{line: start, data: bytes.Clone(cur.Bytes())})
+			// The document is said to start at its first line of content,
+			// past leading comments and blank lines.
+			first := start
+			for _, l := range bytes.Split(cur.Bytes(), []byte("\n")) {
+				if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+					break
+				}
+				first++
+			}
+			docs = append(docs, document{line: first, start: start, data: bytes.Clone(cur.Bytes())})
 		}
 		cur.Reset()
 	}

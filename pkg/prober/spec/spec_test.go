@@ -68,7 +68,7 @@ func TestLoadGoodManifest(t *testing.T) {
 	require.Len(t, pods, 2)
 
 	web := pods[0]
-	assert.Equal(t, "testdata/good/pods.yaml:1", web.Source)
+	assert.Equal(t, "testdata/good/pods.yaml:2", web.Source, "the first line of content, past the comment")
 	assert.Equal(t, "shop", web.Namespace)
 	assert.Equal(t, "web", web.Name)
 	assert.Equal(t, "6c0a3e8e-0000-4000-8000-000000000001", web.UID)
@@ -134,7 +134,7 @@ func TestLoadDir(t *testing.T) {
 	require.Len(t, msgs, 3, "%q", msgs)
 	assert.Contains(t, msgs[0], "notes.txt: ignored: manifest files must end in .yaml, .yml or .json")
 	assert.Contains(t, msgs[1], "b.yml:10: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
-	assert.Contains(t, msgs[2], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":1; this definition is ignored")
+	assert.Contains(t, msgs[2], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":2; this definition is ignored")
 
 	_, errs = LoadDir(filepath.Join(dir, "missing"))
 	require.Len(t, errs, 1)
