@@ -256,3 +256,32 @@ func TestConfigFile(t *testing.T) {
 	fs, _, _, _ = newFS()
 	assert.ErrorContains(t, applyConfig(fs, "/nonexistent.yaml"), "config file: open /nonexistent.yaml")
 }
+
+// The example config of docs/deployment.md names run's flags only.
+func TestDeployConfigIsValid(t *testing.T) {
+	var o runOptions
+	fs := newRunFlags(&o)
+	require.NoError(t, fs.Parse(nil))
+	require.NoError(t, applyConfig(fs, "../../deploy/config.yaml"))
+	assert.Equal(t, "/etc/cri-prober/pods", o.manifests)
+	assert.Equal(t, "recreate", o.restartMode)
+	assert.Equal(t, "127.0.0.1:9440", o.listen)
+}
+
+// Every command's --help exits 0 with its usage and examples.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, cmd := range []string{"run", "status", "events", "wait", "probe", "validate", "explain", "pods"} {
+		t.Run(cmd, func(t *testing.T) {
+			out, _, err := runCLI(t, cmd, "--help")
+			require.NoError(t, err)
+			assert.Contains(t, out, "Usage: cri-prober "+cmd)
+			assert.Contains(t, out, "Examples:")
+			assert.Contains(t, out, "Flags:")
+		})
+	}
+	out, _, err := runCLI(t, "--help")
+	require.NoError(t, err)
+	for _, cmd := range []string{"run", "status", "events", "wait", "probe", "validate", "explain", "pods", "version"} {
+		assert.Contains(t, out, "\n  "+cmd+" ", "the top-level help lists %s", cmd)
+	}
+}

@@ -74,8 +74,8 @@ type runOptions struct {
 	config            string
 }
 
-func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o runOptions
+// newRunFlags declares run's flags (also the keys of its config file).
+func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	o.register(fs)
 	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from")
@@ -90,6 +90,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(fs.Output(), runHelp)
 		fs.PrintDefaults()
 	}
+	return fs
+}
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o runOptions
+	fs := newRunFlags(&o)
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
