@@ -200,3 +200,19 @@ func TestWaitStartedAndHealthy(t *testing.T) {
 	out, code = exitCode(t, "wait", "--runtime-endpoint", endpoint, "--for", "started", "--pod", testNamespace+"/"+name, "--container-name", "web", "--pod-manifests", dir, "--timeout", "30s")
 	assert.Equal(t, 0, code, out)
 }
+
+// Contract (issue 5): validate and explain, as shipped, on the examples.
+func TestValidateAndExplainBinary(t *testing.T) {
+	out, code := exitCode(t, "validate", "../../examples/demo")
+	assert.Equal(t, 0, code, out)
+	assert.Equal(t, "ok: 3 valid pod(s)\n", out)
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n  - name: a\n    image: i\n    livenessProbe:\n      exec: {command: [\"true\"]}\n      successThreshold: 2\n"), 0o644))
+	out, code = exitCode(t, "validate", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, bad+":10: pod default/x: container a: spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1")
+
+	out, code = exitCode(t, "explain", "-f", "../../examples/demo/pods.yaml")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "gives up:            29s – 31s after the container starts, if it never passes")
+}
