@@ -283,7 +283,7 @@ func TestProbeBadManifestBesideGood(t *testing.T) {
 	a.waitFor(t, bad, "app", "running", 10*time.Second, func(c prober.ContainerReport) bool { return c.ID != "" })
 	p, _ := a.pod(bad)
 	require.Len(t, p.Problems, 1)
-	assert.Contains(t, p.Problems[0], "bad.yaml:1: pod "+testNamespace+"/"+bad+": container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type")
+	assert.Contains(t, p.Problems[0], "bad.yaml:12: pod "+testNamespace+"/"+bad+": container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type")
 	assert.False(t, p.Ready)
 	a.waitEvent(t, bad, "app", prober.ReasonInvalidProbeConfig, "may not specify more than 1 handler type", 5*time.Second)
 }
