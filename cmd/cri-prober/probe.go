@@ -150,7 +150,11 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	target := prober.Target{PodIP: sandbox.IP(), ContainerID: ctr.ID, Container: cspec}
 	start := time.Now()
-	out := prober.RunProbe(ctx, exec.NewRunner(client), probe, target)
+	runner, err := exec.NewRunner(client)
+	if err != nil {
+		return err
+	}
+	out := prober.RunProbe(ctx, runner, probe, target)
 	took := time.Since(start)
 	if out.Err != nil {
 		fmt.Fprintf(stdout, "result:   unknown (could not probe)\nerror:    %v\nduration: %s\n", out.Err, took.Round(time.Microsecond))

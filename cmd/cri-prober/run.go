@@ -72,6 +72,7 @@ type runOptions struct {
 	restartMode       string
 	listen            string
 	config            string
+	maxExec           int
 }
 
 // newRunFlags declares run's flags (also the keys of its config file).
@@ -85,6 +86,7 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes); empty: none")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
+	fs.IntVar(&o.maxExec, "max-concurrent-exec", exec.DefaultConcurrency(), "exec probes run at once at most (more wait their turn, not counted against their timeout); each starts a process through runc")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runHelp)
@@ -151,8 +153,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		manifests.Reload() // first read before probing starts
 		opts = append(opts, prober.WithManifests(manifests))
 	}
+	runner, err := exec.NewRunner(client, exec.WithConcurrency(o.maxExec), exec.WithRegisterer(agentRegistry))
+	if err != nil {
+		return fmt.Errorf("--max-concurrent-exec: %w", err)
+	}
 	store := results.NewStore()
-	manager, err := prober.NewManager(exec.NewRunner(client), store, opts...)
+	manager, err := prober.NewManager(runner, store, opts...)
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,11 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		opts = append(opts, prober.WithManifests(dir))
 	}
-	manager, err := prober.NewManager(exec.NewRunner(client), results.NewStore(), opts...)
+	runner, err := exec.NewRunner(client, exec.WithConcurrency(exec.DefaultConcurrency()))
+	if err != nil {
+		return err
+	}
+	manager, err := prober.NewManager(runner, results.NewStore(), opts...)
 	if err != nil {
 		return err
 	}

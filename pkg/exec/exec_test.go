@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,7 +48,9 @@ func TestRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := NewRunner(&tt.fake).Run(context.Background(), "c1", []string{"sh", "-c", "sleep 10"}, 3*time.Second)
+			r, err := NewRunner(&tt.fake)
+			require.NoError(t, err)
+			got, err := r.Run(context.Background(), "c1", []string{"sh", "-c", "sleep 10"}, 3*time.Second)
 			if tt.wantErr {
 				require.Error(t, err)
 				return
@@ -55,4 +60,67 @@ func TestRun(t *testing.T) {
 			assert.Equal(t, 3*time.Second, tt.fake.tmo)
 		})
 	}
+}
+
+// blockingExec holds every command until released, counting how many run.
+type blockingExec struct {
+	mu      sync.Mutex
+	running int
+	most    int
+	release chan struct{}
+}
+
+func (b *blockingExec) ExecSync(ctx context.Context, _ string, _ []string, _ time.Duration) (*runtimeapi.ExecSyncResponse, error) {
+	b.mu.Lock()
+	b.running++
+	b.most = max(b.most, b.running)
+	b.mu.Unlock()
+	defer func() { b.mu.Lock(); b.running--; b.mu.Unlock() }()
+	select {
+	case <-b.release:
+		return &runtimeapi.ExecSyncResponse{}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	fake := &blockingExec{release: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	r, err := NewRunner(fake, WithConcurrency(2), WithRegisterer(reg))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			_, err := r.Run(context.Background(), "c", []string{"x"}, time.Second)
+			assert.NoError(t, err)
+		})
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.waiting) == 3 }, 5*time.Second, time.Millisecond,
+		"three wait while two run")
+	assert.Equal(t, 2.0, testutil.ToFloat64(r.metrics.inFlight))
+	close(fake.release)
+	wg.Wait()
+	assert.Equal(t, 2, fake.most, "never more than the limit at once")
+	assert.Zero(t, testutil.ToFloat64(r.metrics.waiting))
+	assert.Equal(t, 1, testutil.CollectAndCount(r.metrics.queueWait))
+}
+
+func TestWaitingForASlotEndsWithTheContext(t *testing.T) {
+	fake := &blockingExec{release: make(chan struct{})}
+	defer close(fake.release)
+	r, err := NewRunner(fake, WithConcurrency(1))
+	require.NoError(t, err)
+	go r.Run(context.Background(), "c", []string{"hog"}, time.Second)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.inFlight) == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = r.Run(ctx, "c", []string{"x"}, time.Second)
+	assert.ErrorContains(t, err, "waiting for an exec slot: context canceled")
+}
+
+func TestBadConcurrency(t *testing.T) {
+	_, err := NewRunner(&fakeExec{}, WithConcurrency(0))
+	assert.ErrorContains(t, err, "exec concurrency must be positive")
+	assert.GreaterOrEqual(t, DefaultConcurrency(), 2)
 }

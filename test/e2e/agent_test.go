@@ -45,7 +45,9 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 	manifests := spec.NewManifestDir(a.manifestsDir, nil)
 	manifests.Reload()
 	store := results.NewStore()
-	a.manager, err = prober.NewManager(exec.NewRunner(c), store,
+	runner, err := exec.NewRunner(c, exec.WithConcurrency(exec.DefaultConcurrency()))
+	require.NoError(t, err)
+	a.manager, err = prober.NewManager(runner, store,
 		prober.WithManifests(manifests), prober.WithRecorder(a.events))
 	require.NoError(t, err)
 	a.restarter, err = restart.New(c, a.manager, store, restart.WithRecorder(a.events))
