@@ -1,6 +1,7 @@
 # cri-prober. On a fresh machine, as root:
 #   make demo   the private containerd, a demo pod and what cri-prober sees
 #   make test   everything: lint, unit tests (-race), e2e on real containerd
+#   make bench  benchmarks and the load harness; writes docs/performance.md
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -8,7 +9,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOFILES = $(shell find cmd pkg test hack -name '*.go')
 
-.PHONY: build test test-unit test-e2e lint demo demo-down crictl clean
+.PHONY: build test test-unit test-e2e lint bench demo demo-down crictl clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/cri-prober ./cmd/cri-prober
@@ -27,7 +28,11 @@ lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/...
+	$(GO) vet -tags bench ./test/bench/...
 	hack/verify-imports.sh
+
+bench:
+	hack/bench.sh
 
 demo: build
 	hack/demo.sh

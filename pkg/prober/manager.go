@@ -18,6 +18,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
@@ -59,6 +61,7 @@ type Manager struct {
 	// podFilter, if set, limits probing to the pods it accepts.
 	podFilter       func(namespace, name string) bool
 	noStartupJitter bool
+	extraLateness   prometheus.Observer
 
 	// Published by Run for workers and Report.
 	views atomic.Pointer[map[string]*podStatus]
@@ -367,7 +370,7 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spe
 		recorder:  m.recorder,
 		trigger:   make(chan struct{}, 1),
 		metrics:   m.metrics.forWorker(key.probeType, key.container, p.name, p.namespace, p.uid),
-		lateness:  m.metrics.lateness,
+		lateness:  m.latenessObserver(),
 	}
 	h := &workerHandle{w: w, cancel: cancel}
 	m.workers[key] = h
@@ -516,4 +519,19 @@ func (m *Manager) ProbeGracePeriod(podKey, container string, t results.ProbeType
 		return probe.TerminationGracePeriodSeconds
 	}
 	return nil
+}
+
+func (m *Manager) latenessObserver() prometheus.Observer {
+	if m.extraLateness == nil {
+		return m.metrics.lateness
+	}
+	return observers{m.metrics.lateness, m.extraLateness}
+}
+
+type observers []prometheus.Observer
+
+func (os observers) Observe(v float64) {
+	for _, o := range os {
+		o.Observe(v)
+	}
 }

@@ -105,7 +105,7 @@ type managerTest struct {
 	events    *eventList
 }
 
-func newManagerTest(t *testing.T) *managerTest {
+func newManagerTest(t *testing.T, opts ...Option) *managerTest {
 	t.Helper()
 	mt := &managerTest{
 		rt:        fakeruntime.NewForTest(t),
@@ -121,8 +121,8 @@ func newManagerTest(t *testing.T) *managerTest {
 	t.Cleanup(func() { client.Close() })
 	mt.poller, err = cri.NewPoller(client)
 	require.NoError(t, err)
-	mt.m, err = NewManager(nil, mt.store, withRunner(mt.runner), withJitter(func() float64 { return 0 }),
-		WithClock(mt.clock), WithRecorder(mt.events), WithManifests(mt.manifests))
+	mt.m, err = NewManager(nil, mt.store, append([]Option{withRunner(mt.runner), withJitter(func() float64 { return 0 }),
+		WithClock(mt.clock), WithRecorder(mt.events), WithManifests(mt.manifests)}, opts...)...)
 	require.NoError(t, err)
 	// The agent has been up for a while: no start-up jitter.
 	mt.clock.Step(time.Hour)
@@ -529,4 +529,47 @@ func TestManagerTellsTheRestarterWhatItManages(t *testing.T) {
 	assert.False(t, mt.m.Manages("uid-plain", "c"))
 	_, _, ok = mt.m.RestartPolicy("uid-unknown")
 	assert.False(t, ok)
+}
+
+// samples records what a lateness observer is given.
+type samples struct {
+	mu sync.Mutex
+	vs []float64
+}
+
+func (s *samples) Observe(v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vs = append(s.vs, v)
+}
+
+func (s *samples) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.vs)
+}
+
+// The load harness reads exact lateness through WithLatenessObserver: one
+// sample per periodic tick, alongside the histogram.
+func TestManagerLatenessObserverSeesEveryTick(t *testing.T) {
+	late := &samples{}
+	mt := newManagerTest(t, WithLatenessObserver(late))
+	sb := mt.rt.AddSandbox("ns", "web", "uid-web")
+	mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING,
+		fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probeJSON("ready", 1)}))
+	mt.relist(t)
+	mt.eventually(t, "ready", func() bool { return mt.ready("web", "app") })
+	require.Zero(t, late.count(), "the first probe runs at once, not on a tick")
+
+	for tick := 1; tick <= 3; tick++ {
+		calls := mt.runner.count("ready")
+		mt.clock.Step(time.Second)
+		mt.eventually(t, "probed on the tick", func() bool { return mt.runner.count("ready") > calls })
+		mt.eventually(t, "one sample per tick", func() bool { return late.count() == tick })
+	}
+	late.mu.Lock()
+	defer late.mu.Unlock()
+	for _, v := range late.vs {
+		assert.GreaterOrEqual(t, v, 0.0)
+	}
 }

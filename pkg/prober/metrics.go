@@ -57,6 +57,15 @@ func WithRegisterers(probes, agent prometheus.Registerer) Option {
 	}
 }
 
+// WithLatenessObserver also sends each periodic probe's lateness (seconds)
+// to o: for a load test that wants exact percentiles.
+func WithLatenessObserver(o prometheus.Observer) Option {
+	return func(m *Manager) error {
+		m.extraLateness = o
+		return nil
+	}
+}
+
 // workerMetrics are one worker's series, deleted when it ends as kubelet
 // deletes them.
 type workerMetrics struct {

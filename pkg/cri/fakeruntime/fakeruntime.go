@@ -42,6 +42,7 @@ type Runtime struct {
 	calls      map[string]int
 	errs       map[string]error
 	stops      map[string]int64 // container ID → the timeout of its last StopContainer
+	onStop     func(id string)
 	exec       ExecHandler
 
 	server *grpc.Server
@@ -160,6 +161,14 @@ func (r *Runtime) ResetCalls() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.calls)
+}
+
+// OnStop calls f (under the fake's lock: keep it short) for every
+// StopContainer of an existing container.
+func (r *Runtime) OnStop(f func(id string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onStop = f
 }
 
 // StopTimeout returns the grace period (seconds) the last StopContainer of
@@ -497,6 +506,9 @@ func (r *Runtime) StopContainer(_ context.Context, req *runtimeapi.StopContainer
 		return nil, notFound("container", req.GetContainerId())
 	}
 	r.stops[c.id] = req.GetTimeout()
+	if r.onStop != nil {
+		r.onStop(c.id)
+	}
 	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.transitionLocked(c, runtimeapi.ContainerState_CONTAINER_EXITED, 137)
 	}

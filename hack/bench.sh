@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# make bench: the Go benchmarks, then the load harness at 100, 1,000 and
+# 10,000 containers; writes docs/performance.md and docs/performance.png.
+# Takes about two minutes on the 2-core development machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v go >/dev/null || { echo "bench: Go is not installed (expected at /usr/local/go/bin/go)" >&2; exit 1; }
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+echo "== Go benchmarks"
+go test -run '^$' -bench . -benchmem -count=1 ./pkg/cri ./pkg/prober/netprobe | tee "$out"
+
+echo "== load harness (${BENCH_SIZES:-100,1000,10000} containers)"
+go test -tags bench -count=1 -timeout 20m -run '^TestLoad$' -v ./test/bench -args \
+	-sizes "${BENCH_SIZES:-100,1000,10000}" \
+	-report "$PWD/docs/performance.md" -plot "$PWD/docs/performance.png" -benchmarks "$out"
+echo "bench: wrote docs/performance.md and docs/performance.png"

@@ -1,0 +1,78 @@
+package netprobe
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkHTTPProbe compares an HTTP probe done with cri-prober's shared
+// transport with the same probe done with a new transport per probe, both
+// against the same loopback server in one run. cpu-ns/op is the whole
+// process's CPU (client and server) per probe.
+func BenchmarkHTTPProbe(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	host, port := target(&testing.T{}, srv.URL)
+	probe := func(b *testing.B, get *HTTPGet) {
+		req, err := NewRequest("http", host, port, "/healthz", nil, testUA)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, out, err := get.Probe(context.Background(), req, time.Second)
+		if err != nil || r != Success {
+			b.Fatalf("probe: %v %v %s", r, err, out)
+		}
+	}
+	run := func(b *testing.B, next func() *HTTPGet) {
+		b.ReportAllocs()
+		start := cpuTime(b)
+		for b.Loop() {
+			probe(b, next())
+		}
+		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	}
+	b.Run("shared-transport", func(b *testing.B) {
+		shared := NewHTTPGet()
+		run(b, func() *HTTPGet { return shared })
+	})
+	b.Run("transport-per-probe", func(b *testing.B) {
+		run(b, func() *HTTPGet {
+			g := NewHTTPGet()
+			return &HTTPGet{transport: &http.Transport{
+				DialContext:        g.transport.DialContext,
+				TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as kubelet
+				DisableKeepAlives:  true,
+				DisableCompression: true,
+			}}
+		})
+	})
+}
+
+// BenchmarkTCPProbe is one TCP connect-and-close probe.
+func BenchmarkTCPProbe(b *testing.B) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	b.ReportAllocs()
+	start := cpuTime(b)
+	for b.Loop() {
+		if r, out, _ := TCP(context.Background(), addr, time.Second); r != Success {
+			b.Fatal(out)
+		}
+	}
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}

@@ -1,0 +1,133 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func writeReport(path, plot, benchFile string, rs []Result) error {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "# Performance\n\nMeasured by `make bench` on %s (%s, %d cores, %s), %s.\n\n",
+		host, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	b.WriteString("The load harness (`test/bench`) runs the real poller, probe manager and restarter against the\n" +
+		"in-process fake CRI runtime: N containers with a readiness probe each at period 1 s (4 in 10 HTTP, 3 TCP,\n" +
+		"2 gRPC to loopback targets, 1 exec answered by the fake), plus 20 containers whose liveness probe starts\n" +
+		"failing mid-window. Each size runs in its own process after a warm-up. CPU is the whole process: agent,\n" +
+		"fake runtime (gRPC server) and targets.\n\n")
+	if plot != "" {
+		fmt.Fprintf(&b, "![lateness and CPU against probe count](%s)\n\n", plotName(plot))
+	}
+	b.WriteString("| containers | probes/s | lateness p50 / p99 / max | CPU s per 1,000 probes | RSS MiB (KiB per probe) | goroutines (per probe) | CRI calls/s (list, status, exec) | threshold → StopContainer p50 / p99 / max |\n")
+	b.WriteString("|---:|---:|---|---:|---|---|---|---|\n")
+	for _, r := range rs {
+		list := r.CRICallsPerSecond["ListContainers"] + r.CRICallsPerSecond["ListPodSandbox"]
+		status := r.CRICallsPerSecond["ContainerStatus"] + r.CRICallsPerSecond["PodSandboxStatus"]
+		fmt.Fprintf(&b, "| %d | %.0f | %s / %s / %s | %.3f | %.0f (%.1f) | %d (%.2f) | %.1f, %.2f, %.0f | %s / %s / %s |\n",
+			r.Containers, r.ProbesPerSecond, ms(r.LatenessP50Ms), ms(r.LatenessP99Ms), ms(r.LatenessMaxMs), r.CPUPer1000Probes,
+			r.RSSMiB, r.RSSKiBPerProbe, r.Goroutines, r.GoroutinesPerProbe, list, status, r.CRICallsPerSecond["ExecSync"],
+			ms(r.StopP50Ms), ms(r.StopP99Ms), ms(r.StopMaxMs))
+	}
+	b.WriteString("\nProbes/s below the container count means the machine could not keep up with one probe per\n" +
+		"container per second: the workers are then late by the backlog, and RSS and goroutines grow with the\n" +
+		"connections in flight. CRI calls are counted in the first half of the window, before any restart.\n" +
+		"A CPU profile of the saturated case (`go test -tags bench -c`, `-test.cpuprofile`) puts about 60 %\n" +
+		"of it in the kernel's TCP connect and close: every HTTP, TCP and gRPC probe opens a new connection,\n" +
+		"as kubelet's do, and both ends are in this one process on two cores.\n")
+	b.WriteString("\n## What limits these figures (measured 2026-11-21)\n\n" +
+		"- **The lateness tail comes from TCP and gRPC probes' `close()`.** Probe sockets carry kubelet's\n" +
+		"  `SO_LINGER` of 1 s (kubernetes#89898, to keep thousands of probes from filling TIME_WAIT), which\n" +
+		"  makes `close()` a blocking system call; the Go runtime only hands the blocked thread's processor\n" +
+		"  to other goroutines when its monitor notices, so on two cores other workers wait. At 1,000\n" +
+		"  containers with one kind only (`-kind`): HTTP p99 5.9 ms, exec 3.9 ms, TCP 30.5 ms, gRPC 59.9 ms;\n" +
+		"  TCP-only without the linger option: p99 1.5–1.8 ms and 30 % less CPU. Kubelet's probes share the\n" +
+		"  cost; the fix that keeps kubelet's wire behaviour (close off the probing path, or waiting for the\n" +
+		"  FIN's acknowledgement without blocking) is the next step.\n" +
+		"- **10,000 probes per second do not fit on two cores here** when every probe opens a connection\n" +
+		"  and the targets share the process: the run reaches about 7,000 probes/s and lateness is then the\n" +
+		"  backlog. Relisting is two calls whatever the count (`BenchmarkRelistSteadyState`), but when\n" +
+		"  saturated the poller and the exec path wait in the same run queue as thousands of probing\n" +
+		"  goroutines and fall far behind: bounding concurrent probes (a worker pool instead of a goroutine\n" +
+		"  per probe) would keep that queue short, and is also what RSS at this scale needs.\n" +
+		"- **RSS at 10,000** is dominated by connections in flight while saturated; at 1,000 containers it is\n" +
+		"  the table's figure per probe.\n")
+	b.WriteString("\n## Targets (issue 6)\n\n")
+	check := func(v string, ok bool) string {
+		if ok {
+			return v + " (met)"
+		}
+		return v + " (**not met**)"
+	}
+	b.WriteString("| target |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %d containers |", r.Containers)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(rs)) + "\n")
+	row := func(name string, cell func(Result) string) {
+		b.WriteString("| " + name + " |")
+		for _, r := range rs {
+			b.WriteString(" " + cell(r) + " |")
+		}
+		b.WriteString("\n")
+	}
+	row("scheduling lateness p99 ≤ 10 ms", func(r Result) string {
+		return check(ms(r.LatenessP99Ms), r.LatenessP99Ms >= 0 && r.LatenessP99Ms <= 10)
+	})
+	row("≤ 3 CRI calls per relist period (plus exec)", func(r Result) string {
+		c := r.CRICallsPerSecond
+		n := c["ListContainers"] + c["ListPodSandbox"] + c["ContainerStatus"] + c["PodSandboxStatus"]
+		if n < 1 {
+			// Fewer than one relist a second: the poller is starved, not frugal.
+			return check(fmt.Sprintf("%.2f per second: relist starved", n), false)
+		}
+		return check(fmt.Sprintf("%.2f per second", n), n <= 3)
+	})
+	row("RSS ≤ 60 MiB at 10,000 probes (scaled: 6 KiB per probe)", func(r Result) string {
+		return check(fmt.Sprintf("%.0f MiB", r.RSSMiB), r.RSSKiBPerProbe <= 6.2)
+	})
+	row("threshold → StopContainer ≤ 20 ms p99", func(r Result) string {
+		return check(ms(r.StopP99Ms), r.StopP99Ms >= 0 && r.StopP99Ms <= 20)
+	})
+	b.WriteString("\n")
+	b.WriteString("CPU per HTTP probe ≤ 0.5× a transport per probe: `BenchmarkHTTPProbe` below (cpu-ns/op, same run,\n" +
+		"same server) — **not met**, the two are equal: a probe's CPU is the connection and the request,\n" +
+		"not the transport object. Exec wall time within 5 % of a bare ExecSync on real containerd: **not\n" +
+		"measured yet**.\n")
+	if benchFile != "" {
+		if data, err := os.ReadFile(benchFile); err == nil {
+			b.WriteString("\n## Go benchmarks\n\n```\n")
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(line, "Benchmark") {
+					b.WriteString(line + "\n")
+				}
+			}
+			b.WriteString("```\n")
+		}
+	}
+	b.WriteString("\n## Reproduce\n\n```sh\nmake bench     # about 2 minutes; rewrites this file and its plot\n```\n")
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func plotName(path string) string {
+	if i := strings.LastIndex(path, "/"); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// ms formats milliseconds; a negative value means there were no samples.
+func ms(v float64) string {
+	switch {
+	case v < 0:
+		return "none"
+	case v < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	default:
+		return fmt.Sprintf("%.0f ms", v)
+	}
+}
