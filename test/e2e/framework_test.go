@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func dial(t *testing.T) *cri.Client {
+func dial(t testing.TB) *cri.Client {
 	t.Helper()
 	c, err := cri.Dial(t.Context(), endpoint)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func dial(t *testing.T) *cri.Client {
 
 // pod is a sandbox created for one test and removed when it ends.
 type pod struct {
-	t      *testing.T
+	t      testing.TB
 	client *cri.Client
 	id     string
 	config *runtimeapi.PodSandboxConfig
@@ -65,13 +65,13 @@ func uniqueName(prefix string) string {
 
 // runPod starts a sandbox named after prefix in the e2e namespace; it is
 // stopped and removed (network included) when the test ends, pass or fail.
-func runPod(t *testing.T, c *cri.Client, prefix string) *pod {
+func runPod(t testing.TB, c *cri.Client, prefix string) *pod {
 	t.Helper()
 	return runPodNamed(t, c, uniqueName(prefix), nil)
 }
 
 // runPodNamed starts a sandbox with this exact name and annotations.
-func runPodNamed(t *testing.T, c *cri.Client, name string, annotations map[string]string) *pod {
+func runPodNamed(t testing.TB, c *cri.Client, name string, annotations map[string]string) *pod {
 	t.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:    &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uniqueName("uid")},
