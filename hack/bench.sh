@@ -15,7 +15,7 @@ go test -run '^$' -bench . -benchmem -count=1 ./pkg/cri ./pkg/prober/netprobe | 
 # Exec probes against a bare ExecSync need a real containerd (root).
 if [[ $EUID -eq 0 ]]; then
 	echo "== exec probe vs bare ExecSync on a private containerd"
-	hack/e2e.sh -run '^$' -bench BenchmarkExecProbe -benchtime 40x -count 3 | tee -a "$out"
+	hack/e2e.sh -run '^$' -bench BenchmarkExecProbe -benchtime 60x -count 3 | tee -a "$out"
 else
 	echo "bench: not root, skipping the exec benchmark on real containerd" >&2
 fi

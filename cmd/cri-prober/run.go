@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -95,6 +97,9 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	return fs
 }
 
+// defaultProcs is the runtime's own GOMAXPROCS, read before run changes it.
+var defaultProcs = runtime.GOMAXPROCS(0)
+
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o runOptions
 	fs := newRunFlags(&o)
@@ -120,6 +125,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	logger := klog.FromContext(ctx)
+	if os.Getenv("GOMAXPROCS") == "" { // the user's setting wins
+		procs := netprobe.Procs(defaultProcs)
+		runtime.GOMAXPROCS(procs)
+		logger.V(2).Info("Set GOMAXPROCS for probe sockets' blocking close", "procs", procs)
+	}
 
 	probeRegistry := prometheus.NewRegistry()
 	agentRegistry := prometheus.NewRegistry()

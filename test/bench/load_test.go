@@ -38,6 +38,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	crexec "github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -74,6 +75,7 @@ type Result struct {
 	StopP50Ms          float64
 	StopP99Ms          float64
 	StopMaxMs          float64
+	Procs              int // GOMAXPROCS
 }
 
 // TestLoad runs each size in its own process (so that RSS is that size's)
@@ -255,6 +257,9 @@ func sumCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 func measure(t *testing.T, n int) Result {
+	if os.Getenv("GOMAXPROCS") == "" { // as cri-prober run does
+		runtime.GOMAXPROCS(netprobe.Procs(runtime.GOMAXPROCS(0)))
+	}
 	tg := startTargets(t)
 	rt := fakeruntime.NewForTest(t)
 	var failingMu sync.Mutex
@@ -397,5 +402,6 @@ func measure(t *testing.T, n int) Result {
 		StopP50Ms:          1000 * percentile(stops, 0.50),
 		StopP99Ms:          1000 * percentile(stops, 0.99),
 		StopMaxMs:          1000 * percentile(stops, 1),
+		Procs:              runtime.GOMAXPROCS(0),
 	}
 }

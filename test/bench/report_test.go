@@ -14,8 +14,8 @@ import (
 func writeReport(path, plot, benchFile string, rs []Result) error {
 	var b strings.Builder
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "# Performance\n\nMeasured by `make bench` on %s (%s, %d cores, %s), %s.\n\n",
-		host, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "# Performance\n\nMeasured by `make bench` on %s (%s, %d cores, %s, GOMAXPROCS %d as `cri-prober run` sets it), %s.\n\n",
+		host, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), rs[0].Procs, time.Now().UTC().Format("2006-01-02"))
 	b.WriteString("The load harness (`test/bench`) runs the real poller, probe manager and restarter against the\n" +
 		"in-process fake CRI runtime: N containers with a readiness probe each at period 1 s (4 in 10 HTTP, 3 TCP,\n" +
 		"2 gRPC to loopback targets, 1 exec answered by the fake), plus 20 containers whose liveness probe starts\n" +
@@ -41,14 +41,16 @@ func writeReport(path, plot, benchFile string, rs []Result) error {
 		"of it in the kernel's TCP connect and close: every HTTP, TCP and gRPC probe opens a new connection,\n" +
 		"as kubelet's do, and both ends are in this one process on two cores.\n")
 	b.WriteString("\n## What limits these figures (measured 2026-11-21)\n\n" +
-		"- **The lateness tail comes from TCP and gRPC probes' `close()`.** Probe sockets carry kubelet's\n" +
-		"  `SO_LINGER` of 1 s (kubernetes#89898, to keep thousands of probes from filling TIME_WAIT), which\n" +
-		"  makes `close()` a blocking system call; the Go runtime only hands the blocked thread's processor\n" +
-		"  to other goroutines when its monitor notices, so on two cores other workers wait. At 1,000\n" +
-		"  containers with one kind only (`-kind`): HTTP p99 5.9 ms, exec 3.9 ms, TCP 30.5 ms, gRPC 59.9 ms;\n" +
-		"  TCP-only without the linger option: p99 1.5–1.8 ms and 30 % less CPU. Kubelet's probes share the\n" +
-		"  cost; the fix that keeps kubelet's wire behaviour (close off the probing path, or waiting for the\n" +
-		"  FIN's acknowledgement without blocking) is the next step.\n" +
+		"- **Probe sockets' `close()` blocks, and used to set the lateness tail.** Probe sockets carry\n" +
+		"  kubelet's `SO_LINGER` of 1 s (kubernetes#89898), so `close()` waits in the kernel for the FIN's\n" +
+		"  acknowledgement, and the Go runtime keeps that thread's processor until its monitor takes it back.\n" +
+		"  At the default GOMAXPROCS (2 here), 1,000 containers gave p99 lateness 26–35 ms and\n" +
+		"  threshold → StopContainer p99 66–91 ms; by kind, TCP p99 30 ms and gRPC 60 ms against HTTP 6 ms\n" +
+		"  and exec 4 ms, and TCP without the linger option 1.5–1.8 ms. Closing off the probing goroutine\n" +
+		"  made it worse (p50 9 ms: more threads blocked at once). `cri-prober run` therefore sets\n" +
+		"  GOMAXPROCS to twice the usable CPUs, at least 4 (`netprobe.Procs`; an explicit GOMAXPROCS wins):\n" +
+		"  p99 lateness 1.7–2.1 ms and StopContainer p99 2.5–2.7 ms at 1,000 containers, for about 12 %\n" +
+		"  more CPU. The wire behaviour stays kubelet's.\n" +
 		"- **10,000 probes per second do not fit on two cores here** when every probe opens a connection\n" +
 		"  and the targets share the process: the run reaches about 7,000 probes/s and lateness is then the\n" +
 		"  backlog. Relisting is two calls whatever the count (`BenchmarkRelistSteadyState`), but when\n" +
@@ -105,14 +107,16 @@ func writeReport(path, plot, benchFile string, rs []Result) error {
 	}
 	if shared, perProbe := benchMean(benchOut, "BenchmarkHTTPProbe/shared-transport", "cpu-ns/op"), benchMean(benchOut, "BenchmarkHTTPProbe/transport-per-probe", "cpu-ns/op"); shared > 0 && perProbe > 0 {
 		ratio := shared / perProbe
-		fmt.Fprintf(&b, "- CPU per HTTP probe ≤ 0.5× a transport per probe (`BenchmarkHTTPProbe`, same run, same server): %.2f× — %s. A probe's CPU is the\n"+
-			"  connection and the request, not the transport object; halving it needs a leaner client than net/http.\n",
+		fmt.Fprintf(&b, "- CPU per HTTP probe ≤ 0.5× a transport per probe (`BenchmarkHTTPProbe`, same run, same server): %.2f× — %s.\n"+
+			"  Runs have given 0.75–1.08×: a probe's CPU is the new connection and the request, not the transport\n"+
+			"  object; halving it needs a leaner client than net/http.\n",
 			ratio, map[bool]string{true: "met", false: "**not met**"}[ratio <= 0.5])
 	}
-	if bare, runner := benchMean(benchOut, "BenchmarkExecProbe/bare-ExecSync", "ns/op"), benchMean(benchOut, "BenchmarkExecProbe/runner", "ns/op"); bare > 0 && runner > 0 {
+	if bare, runner := benchMean(benchOut, "BenchmarkExecProbe", "bare-ns/op"), benchMean(benchOut, "BenchmarkExecProbe", "runner-ns/op"); bare > 0 && runner > 0 {
 		over := 100 * (runner/bare - 1)
 		fmt.Fprintf(&b, "- Exec probe wall time within 5 %% of a bare ExecSync through the same socket (`BenchmarkExecProbe`, real\n"+
-			"  containerd, `true` in a busybox container): bare %.1f ms, through the runner %.1f ms, %+.1f %% — %s.\n",
+			"  containerd, `true` in a busybox container, the two alternating): bare %.1f ms, through the runner %.1f ms,\n"+
+			"  %+.1f %% — %s.\n",
 			bare/1e6, runner/1e6, over, map[bool]string{true: "met", false: "**not met**"}[over <= 5])
 	} else {
 		b.WriteString("- Exec probe wall time against a bare ExecSync: not measured in this run (needs root for a private containerd).\n")

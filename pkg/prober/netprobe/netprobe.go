@@ -49,3 +49,14 @@ func dialer() *net.Dialer {
 		},
 	}
 }
+
+// Procs is the GOMAXPROCS for a process that runs many network probes, given
+// the runtime's default (the usable CPUs). With SO_LINGER, a probe's close()
+// blocks in the kernel until the peer acknowledges the FIN, and the Go
+// runtime keeps that thread's processor until its monitor takes it back; on
+// two cores, 1,000 probes a second then leave other probes waiting for tens
+// of milliseconds (make bench: p99 lateness 28 ms at the default, 2 ms at
+// four). The blocked threads use no CPU, so extra processors cost little.
+func Procs(defaultProcs int) int {
+	return max(4, 2*defaultProcs)
+}
