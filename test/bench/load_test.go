@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -383,6 +384,13 @@ func measure(t *testing.T, n int) Result {
 	}
 	stopMu.Unlock()
 	slices.Sort(stops)
+	if path := os.Getenv("CRI_PROBER_LOAD_HEAPPROFILE"); path != "" {
+		// While everything still runs: what a probe's memory is made of.
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		require.NoError(t, pprof.WriteHeapProfile(f))
+		require.NoError(t, f.Close())
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	total := float64(n + kills)
