@@ -1,6 +1,6 @@
 # cri-prober. On a fresh machine, as root:
 #   make demo   the private containerd, a demo pod and what cri-prober sees
-#   make test   everything: lint, unit tests (-race), e2e on real containerd
+#   make test   everything: lint, unit tests (-race), fuzzers (briefly), e2e on real containerd
 #   make bench  benchmarks and the load harness; writes docs/performance.md
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -9,12 +9,12 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOFILES = $(shell find cmd pkg test hack -name '*.go')
 
-.PHONY: build test test-unit test-e2e lint bench demo demo-down crictl clean
+.PHONY: build test test-unit test-e2e lint fuzz bench demo demo-down crictl clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/cri-prober ./cmd/cri-prober
 
-test: lint test-unit test-e2e
+test: lint test-unit fuzz test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -30,6 +30,10 @@ lint:
 	$(GO) vet -tags e2e ./test/e2e/...
 	$(GO) vet -tags bench ./test/bench/...
 	hack/verify-imports.sh
+
+# Every fuzz target for FUZZTIME each (make test: 5s).
+fuzz:
+	FUZZTIME=$${FUZZTIME:-5s} hack/fuzz.sh
 
 bench:
 	hack/bench.sh

@@ -573,3 +573,39 @@ func TestManagerLatenessObserverSeesEveryTick(t *testing.T) {
 		assert.GreaterOrEqual(t, v, 0.0)
 	}
 }
+
+// A harness that creates a container and starts it later (crictl create,
+// then start) must not find a liveness or startup Failure waiting for it:
+// the restarter would kill it for a probe that never ran.
+func TestManagerCreatedContainerIsNotFailedBeforeItRuns(t *testing.T) {
+	mt := newManagerTest(t)
+	mt.runner.set("live", results.Success)
+	sb := mt.rt.AddSandbox("ns", "web", "uid-web")
+	id := mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_CREATED,
+		fakeruntime.WithAnnotations(map[string]string{
+			spec.LivenessAnnotation: probeJSON("live", 1),
+			spec.StartupAnnotation:  `{"exec":{"command":["started"]},"periodSeconds":1,"failureThreshold":60}`,
+		}))
+	mt.relist(t)
+	mt.eventually(t, "the manager saw the created container", func() bool {
+		c, ok := mt.lookup("web", "app")
+		return ok && c.State == cri.StateCreated
+	})
+	mt.eventually(t, "the workers stepped", func() bool {
+		_, live := mt.store.Get(results.Key{ContainerID: id, Type: results.Liveness})
+		_, start := mt.store.Get(results.Key{ContainerID: id, Type: results.Startup})
+		return live && start
+	})
+	for range 3 { // several ticks while it waits to be started
+		mt.clock.Step(time.Second)
+		mt.relist(t)
+	}
+	for _, tt := range []struct {
+		probe results.ProbeType
+		bad   results.Result
+	}{{results.Liveness, results.Failure}, {results.Startup, results.Failure}} {
+		got, _ := mt.store.Get(results.Key{ContainerID: id, Type: tt.probe})
+		assert.NotEqual(t, tt.bad, got, "%s result of a container that never ran", tt.probe)
+	}
+	assert.False(t, mt.ready("web", "app"), "not ready before it runs")
+}

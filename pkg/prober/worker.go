@@ -152,6 +152,14 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 	}
 
 	if !c.running() {
+		if c.state == cri.StateCreated && w.key.probeType != results.Readiness {
+			// Created but not started (crictl create, start later). kubelet
+			// writes Failure here, but it starts what it creates in the same
+			// sync, so the Failure never meets a running container; ours
+			// would outlive the start and get the container killed for a
+			// probe that never ran. Keep the initial value until it runs.
+			return true
+		}
 		w.results.Set(w.resultKey(), results.Failure, w.key.pod)
 		// Stop only when the container is over and will not be restarted.
 		return c.state != cri.StateExited || status.restartPolicy != corev1.RestartPolicyNever

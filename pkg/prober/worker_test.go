@@ -209,6 +209,18 @@ func (wt *workerTest) markStarted() {
 	wt.results.Set(results.Key{ContainerID: testID, Type: startup}, results.Success, testPod)
 }
 
+// waitingResult is what a created, not yet started container gets: kubelet's
+// Failure for readiness; liveness and startup keep their initial values, so
+// that starting it later does not find a Failure that no probe produced
+// (kubelet never sees that gap: it starts what it creates in one sync).
+func waitingResult(t results.ProbeType) *results.Result {
+	r := initialResult(t)
+	if t == readiness {
+		r = results.Failure
+	}
+	return &r
+}
+
 func TestDoProbe(t *testing.T) {
 	type row struct {
 		name          string
@@ -226,7 +238,7 @@ func TestDoProbe(t *testing.T) {
 				wt.setPod(func(s *podStatus) { s.containers = map[string]containerStatus{} })
 			}, wantKeepGoing: true},
 			{name: "container without ID", setup: func(wt *workerTest) { wt.setContainer(func(c *containerStatus) { c.id = "" }) }, wantKeepGoing: true},
-			{name: "container waiting", setup: func(wt *workerTest) { wt.setContainer(func(c *containerStatus) { c.state = cri.StateCreated }) }, wantKeepGoing: true, want: &failure},
+			{name: "container waiting", setup: func(wt *workerTest) { wt.setContainer(func(c *containerStatus) { c.state = cri.StateCreated }) }, wantKeepGoing: true, want: waitingResult(probeType)},
 			{name: "container terminated, restartPolicy Never", setup: func(wt *workerTest) {
 				wt.setContainer(func(c *containerStatus) { c.state = cri.StateExited })
 			}, want: &failure},

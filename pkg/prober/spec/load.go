@@ -26,6 +26,12 @@ func LoadFile(path string) ([]*Pod, []*Error) {
 	if err != nil {
 		return nil, []*Error{{Source: path, Detail: err.Error()}}
 	}
+	return LoadBytes(path, data)
+}
+
+// LoadBytes is LoadFile for data read from path (which names the source in
+// errors).
+func LoadBytes(path string, data []byte) ([]*Pod, []*Error) {
 	var pods []*Pod
 	var errs []*Error
 	for _, doc := range splitDocuments(data) {

@@ -1,0 +1,98 @@
+package spec
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Any bytes in a manifest file give pods or errors that name the file and
+// say what is wrong, never a panic.
+func FuzzLoadManifest(f *testing.F) {
+	for _, dir := range []string{"testdata/good", "testdata/bad"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, name := range files {
+			data, err := os.ReadFile(name)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pods, errs := LoadBytes("pods.yaml", data)
+		for _, e := range errs {
+			if !strings.HasPrefix(e.Source, "pods.yaml") {
+				t.Errorf("error without its file: %+v", e)
+			}
+			if e.Detail == "" {
+				t.Errorf("error that says nothing: %+v", e)
+			}
+		}
+		for _, p := range pods {
+			if p == nil {
+				t.Fatal("nil pod")
+			}
+		}
+	})
+}
+
+// Any annotation values give a container spec or errors that say what is
+// wrong, never a panic.
+func FuzzAnnotations(f *testing.F) {
+	f.Add(`{"httpGet":{"port":8080,"path":"/healthz"},"periodSeconds":1}`, `{"exec":{"command":["true"]}}`, `Always`)
+	f.Add(`{"tcpSocket":{"port":"http"}}`, `{"grpc":{"port":9000,"service":"x"}}`, `Never`)
+	f.Add(`{"periodSeconds":-1}`, `not json`, ``)
+	f.Add(`{"httpGet":{"port":0,"httpHeaders":[{"name":"Authorization","value":"x"}]}}`, `{"exec":{}}`, `OnFailure`)
+	f.Fuzz(func(t *testing.T, readiness, liveness, policy string) {
+		annotations := map[string]string{
+			ReadinessAnnotation: readiness,
+			LivenessAnnotation:  liveness,
+			StartupAnnotation:   readiness,
+		}
+		c, errs := ContainerFromAnnotations("ns", "pod", "app", annotations)
+		for _, e := range errs {
+			if e.Detail == "" || e.Pod != "pod" {
+				t.Errorf("error that does not say what and where: %+v", e)
+			}
+		}
+		if c == nil && len(errs) == 0 {
+			t.Error("neither a spec nor an error")
+		}
+		_, perrs := PodPolicyFromAnnotations("ns", "pod", map[string]string{RestartPolicyAnnotation: policy})
+		for _, e := range perrs {
+			if e.Detail == "" {
+				t.Errorf("error that says nothing: %+v", e)
+			}
+		}
+	})
+}
+
+// A probe port by name resolves only to a declared port of that name; by
+// number it is that number (ValidateProbe checks its range).
+func FuzzResolvePort(f *testing.F) {
+	f.Add("http", 0, int32(8080), "http")
+	f.Add("", 80, int32(0), "")
+	f.Add("metrics", -1, int32(70000), "metric")
+	f.Fuzz(func(t *testing.T, name string, number int, declared int32, declaredName string) {
+		ports := []corev1.ContainerPort{{Name: declaredName, ContainerPort: declared}}
+		if name == "" {
+			got, ok := ResolvePort(intstr.FromInt(number), ports)
+			if !ok || got != number {
+				t.Errorf("ResolvePort(%d) = %d, %v", number, got, ok)
+			}
+			return
+		}
+		got, ok := ResolvePort(intstr.FromString(name), ports)
+		if ok != (name == declaredName) || (ok && got != int(declared)) {
+			t.Errorf("ResolvePort(%q) with %q=%d declared = %d, %v", name, declaredName, declared, got, ok)
+		}
+	})
+}
