@@ -85,7 +85,18 @@ func runPodNamed(t testing.TB, c *cri.Client, name string, annotations map[strin
 		// t.Context is already cancelled in cleanup.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := c.StopPodSandbox(ctx, id); err != nil {
+		// The agent may be killing or re-creating a container of this pod
+		// right now (its test just made a probe fail), and containerd then
+		// fails the sandbox stop ("failed to kill container"): try again,
+		// as kubelet does.
+		poll := time.NewTicker(100 * time.Millisecond)
+		defer poll.Stop()
+		err := c.StopPodSandbox(ctx, id)
+		for err != nil && ctx.Err() == nil {
+			<-poll.C
+			err = c.StopPodSandbox(ctx, id)
+		}
+		if err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		if err := c.RemovePodSandbox(ctx, id); err != nil {
