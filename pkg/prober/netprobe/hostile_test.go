@@ -81,6 +81,13 @@ func TestHostileTargets(t *testing.T) {
 		}
 	}))
 	defer endless.Close()
+	loop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/again", http.StatusFound)
+	}))
+	defer loop.Close()
+	// 192.0.2.1 is TEST-NET-1: never dialled, since other hosts are not followed.
+	elsewhere := httptest.NewServer(http.RedirectHandler("http://192.0.2.1/", http.StatusFound))
+	defer elsewhere.Close()
 	silentTCP, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer silentTCP.Close()
@@ -128,6 +135,10 @@ func TestHostileTargets(t *testing.T) {
 		// (the worker throws such a result away).
 		{name: "HTTP body a byte at a time", run: httpProbe(drip.URL), want: Failure, wantErr: true},
 		{name: "HTTP body without end", run: httpProbe(endless.URL), want: Success},
+		// kubelet's redirect rules: the same host 10 times at most (then a
+		// failure), another host never (a warning).
+		{name: "HTTP redirect loop", run: httpProbe(loop.URL), want: Failure},
+		{name: "HTTP redirect to another host", run: httpProbe(elsewhere.URL), want: Warning},
 		{name: "TCP that accepts and never reads", run: func() (Result, string, error) {
 			return TCP(context.Background(), silentTCP.Addr().String(), timeout)
 		}, want: Success, after: release},
