@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
@@ -36,17 +32,10 @@ func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
 
 func runExplain(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var files fileList
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs := newFlagSet("explain", explainHelp)
 	fs.Var(&files, "f", "a Pod manifest (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), explainHelp)
-		fs.PrintDefaults()
-	}
 	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	files = append(files, fs.Args()...)
 	if len(files) == 0 {
@@ -84,7 +73,7 @@ func printExplanation(w io.Writer, pod *spec.Pod) {
 			fmt.Fprintf(w, "\n  container %s\n", container)
 		}
 		c, _ := pod.Container(e.Container)
-		p := probeFor(c, e.Type)
+		p := c.Probe(e.Type)
 		fmt.Fprintf(w, "    %s: %s every %ds, timeout %ds, success %d, failure %d, initial delay %ds\n",
 			strings.ToLower(e.Type.String()), e.Handler, p.PeriodSeconds, p.TimeoutSeconds, p.SuccessThreshold, p.FailureThreshold, p.InitialDelaySeconds)
 		gated := ""
@@ -114,15 +103,4 @@ func restartVerb(pod *spec.Pod) string {
 		return "stopped (not restarted):"
 	}
 	return "restarted:          "
-}
-
-func probeFor(c *spec.Container, t results.ProbeType) *corev1.Probe {
-	switch t {
-	case results.Liveness:
-		return c.Liveness
-	case results.Readiness:
-		return c.Readiness
-	default:
-		return c.Startup
-	}
 }

@@ -88,6 +88,23 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if err := runCommand(ctx, args, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil // the command printed its help, as asked
+}
+
+// newFlagSet is a command's flag set; its usage is help, then the flags.
+func newFlagSet(name, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage

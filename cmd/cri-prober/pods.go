@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -44,22 +42,15 @@ type podsOptions struct {
 
 func runPods(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o podsOptions
-	fs := flag.NewFlagSet("pods", flag.ContinueOnError)
+	fs := newFlagSet("pods", podsHelp)
 	o.register(fs)
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	fs.StringVar(&o.namespace, "namespace", "", "only pods of this namespace")
 	fs.BoolVar(&o.watch, "watch", false, "keep running and print changes as they happen")
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "with --watch: how often to list the runtime")
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "with --watch: containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), podsHelp)
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	if o.output != "table" && o.output != "json" {
 		fmt.Fprintf(stderr, "-o %q: want table or json\n", o.output)

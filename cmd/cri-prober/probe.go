@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -67,7 +66,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o probeOptions
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs := newFlagSet("probe", probeHelp)
 	o.registerAs(fs, "connect-timeout")
 	fs.StringVar(&o.containerID, "container", "", "target container `ID` (or a unique prefix)")
 	fs.StringVar(&o.pod, "pod", "", "target pod as `NAMESPACE/NAME` (with --container-name)")
@@ -83,15 +82,8 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.tcp, "tcp", "", "TCP connect to `PORT` on the pod IP")
 	fs.StringVar(&o.grpc, "grpc", "", "gRPC health check `PORT[/SERVICE]` on the pod IP")
 	fs.DurationVar(&o.timeout, "timeout", 0, "probe timeout (default: the spec's, else 1s)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), probeHelp)
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	inline, err := o.inlineProbe()
 	if err != nil {

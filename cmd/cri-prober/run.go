@@ -79,7 +79,7 @@ type runOptions struct {
 
 // newRunFlags declares run's flags (also the keys of its config file).
 func newRunFlags(o *runOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", runHelp)
 	o.register(fs)
 	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from")
 	fs.DurationVar(&o.manifestInterval, "pod-manifests-interval", 2*time.Second, "how often to look for changed manifests")
@@ -90,10 +90,6 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.IntVar(&o.maxExec, "max-concurrent-exec", exec.DefaultConcurrency(), "exec probes run at once at most (more wait their turn, not counted against their timeout); each starts a process through runc")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), runHelp)
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
@@ -104,10 +100,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o runOptions
 	fs := newRunFlags(&o)
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	if o.config != "" {
 		if err := applyConfig(fs, o.config); err != nil {

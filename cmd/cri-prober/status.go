@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,19 +79,12 @@ func apiGet(ctx context.Context, server, path string, v any) error {
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs := newFlagSet("status", statusHelp)
 	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
 	namespace := fs.String("namespace", "", "only pods of this namespace")
 	output := fs.String("o", "table", "output format: table or json")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), statusHelp)
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "-o %q: want table or json\n", *output)
@@ -238,19 +230,12 @@ func age(t, now time.Time) string {
 }
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs := newFlagSet("events", eventsHelp)
 	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
 	follow := fs.Bool("f", false, "keep printing new events")
 	since := fs.Duration("since", 0, "only events of the last DURATION (e.g. 10m; default: all kept)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), eventsHelp)
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	query := url.Values{}
 	if *since > 0 {

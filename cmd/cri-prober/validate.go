@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,17 +31,10 @@ Flags:
 var errProblemsFound = errors.New("problems found")
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), validateHelp)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("validate", validateHelp)
 	fs.SetOutput(stderr)
 	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "validate needs at least one file or directory")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -51,22 +50,15 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var rf runtimeFlags
-	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	fs := newFlagSet("wait", waitHelp)
 	rf.registerAs(fs, "connect-timeout")
 	cond := fs.String("for", "ready", "the condition: ready, started or healthy")
 	pod := fs.String("pod", "", "the pod as `NAMESPACE/NAME`")
 	containerName := fs.String("container-name", "", "only this container (default: all of the pod's)")
 	manifests := fs.String("pod-manifests", "", "manifest `directory` with the pod's probe specs (else annotations)")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), waitHelp)
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // flag.ErrHelp: run exits 0
 	}
 	namespace, name, ok := strings.Cut(*pod, "/")
 	if !ok || namespace == "" || name == "" {

@@ -52,7 +52,7 @@ func Explain(pod *spec.Pod) []Explanation {
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		for _, t := range []results.ProbeType{results.Startup, results.Readiness, results.Liveness} {
-			if p := probeOf(c, t); p != nil {
+			if p := c.Probe(t); p != nil {
 				out = append(out, explain(pod, c, t, p))
 			}
 		}

@@ -259,7 +259,7 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 				continue
 			}
 			for _, t := range results.ProbeTypes {
-				if probe := probeOf(pc.spec, t); probe != nil {
+				if probe := pc.spec.Probe(t); probe != nil {
 					desired[workerKey{pod: p.key, container: name, probeType: t}] = desiredWorker{pod: p, container: pc, probe: probe}
 				}
 			}
@@ -334,17 +334,6 @@ func (m *Manager) annotationSpec(snap *cri.Snapshot) annotationReader {
 			m.annotations[c.ID] = a
 		}
 		return a.spec, a.errs
-	}
-}
-
-func probeOf(c *spec.Container, t results.ProbeType) *corev1.Probe {
-	switch t {
-	case results.Liveness:
-		return c.Liveness
-	case results.Readiness:
-		return c.Readiness
-	default:
-		return c.Startup
 	}
 }
 
@@ -515,7 +504,7 @@ func (m *Manager) ProbeGracePeriod(podKey, container string, t results.ProbeType
 	if !ok || pc.spec == nil {
 		return nil
 	}
-	if probe := probeOf(pc.spec, t); probe != nil {
+	if probe := pc.spec.Probe(t); probe != nil {
 		return probe.TerminationGracePeriodSeconds
 	}
 	return nil

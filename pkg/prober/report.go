@@ -102,7 +102,7 @@ func (m *Manager) containerReport(pc *podContainer) ContainerReport {
 		cr.Started = m.results.Started(c.ID, running, pc.spec.Startup != nil)
 		cr.Ready = m.results.Ready(c.ID, running, cr.Started, pc.spec.Readiness != nil)
 		for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
-			if probeOf(pc.spec, t) == nil {
+			if pc.spec.Probe(t) == nil {
 				continue
 			}
 			key := results.Key{ContainerID: c.ID, Type: t}

@@ -3,7 +3,8 @@
 // validated with the API server's rules, every problem reported with the
 // file, pod, container and field it concerns.
 //
-// It knows nothing of the runtime: it imports only Kubernetes API types.
+// It knows nothing of the runtime: it imports Kubernetes API types and
+// results' probe types only.
 package spec
 
 import (
@@ -11,6 +12,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
 // Pod is the part of a Pod that probing needs.
@@ -40,6 +43,18 @@ type Container struct {
 	Liveness  *corev1.Probe
 	Readiness *corev1.Probe
 	Startup   *corev1.Probe
+}
+
+// Probe returns the container's probe of type t, or nil.
+func (c *Container) Probe(t results.ProbeType) *corev1.Probe {
+	switch t {
+	case results.Liveness:
+		return c.Liveness
+	case results.Readiness:
+		return c.Readiness
+	default:
+		return c.Startup
+	}
 }
 
 // HasProbes reports whether the container has any probe.
