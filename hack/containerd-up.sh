@@ -3,10 +3,15 @@
 # socket, CNI bridge and images, all under $CRI_PROBER_DIR. Idempotent: a
 # containerd already started by this script is left running. Stop it with
 # hack/containerd-down.sh.
+#   --daemon-only  only (re)start the daemon on the existing root: the e2e
+#                  outage test restarts containerd this way mid-run.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-"$REPO_ROOT/hack/install-deps.sh"
+daemon_only=false
+[[ ${1:-} == --daemon-only ]] && daemon_only=true
+
+$daemon_only || "$REPO_ROOT/hack/install-deps.sh"
 
 if containerd_running && [[ -S $CONTAINERD_SOCK ]]; then
   log "containerd already running (pid $(cat "$CONTAINERD_PID"), socket $CONTAINERD_SOCK)"
@@ -72,7 +77,7 @@ JSON
   log "starting containerd (log: $CONTAINERD_LOG)"
   # setsid: containerd must not die with the shell that started it, and
   # must not receive the terminal's Ctrl-C meant for a demo.
-  setsid containerd --config "$CRI_PROBER_DIR/config.toml" >"$CONTAINERD_LOG" 2>&1 </dev/null &
+  setsid containerd --config "$CRI_PROBER_DIR/config.toml" >>"$CONTAINERD_LOG" 2>&1 </dev/null &
   echo $! >"$CONTAINERD_PID"
   for _ in $(seq 1 300); do
     [[ -S $CONTAINERD_SOCK ]] && ctr -a "$CONTAINERD_SOCK" version >/dev/null 2>&1 && break
@@ -83,4 +88,4 @@ JSON
   log "containerd running (pid $(cat "$CONTAINERD_PID"), socket $CONTAINERD_SOCK)"
 fi
 
-"$REPO_ROOT/hack/images.sh"
+$daemon_only || "$REPO_ROOT/hack/images.sh"

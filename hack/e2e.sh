@@ -13,6 +13,9 @@ trap 'exit 130' INT TERM
 
 export CRI_PROBER_E2E_ENDPOINT="unix://$CONTAINERD_SOCK"
 export CRI_PROBER_E2E_SUBNET="$CNI_SUBNET"
+# The outage test stops containerd by its PID and starts it again.
+export CRI_PROBER_E2E_CONTAINERD_PIDFILE="$CONTAINERD_PID"
+export CRI_PROBER_E2E_CONTAINERD_UP="$REPO_ROOT/hack/containerd-up.sh"
 export CRI_PROBER_E2E_BINARY="${CRI_PROBER_E2E_BINARY:-$REPO_ROOT/bin/cri-prober}"
 # crictl drives the CI-harness tests (built once, cached).
 export CRI_PROBER_E2E_CRICTL="${CRI_PROBER_E2E_CRICTL:-$("$REPO_ROOT/hack/crictl.sh")}"

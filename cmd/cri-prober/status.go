@@ -100,10 +100,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			pods = append(pods, p)
 		}
 	}
+	if list.RuntimeError != "" {
+		fmt.Fprintf(stderr, "WARNING: %s; showing the pods as last seen\n", list.RuntimeError)
+	}
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(api.PodList{Pods: pods})
+		return enc.Encode(api.PodList{RuntimeError: list.RuntimeError, Pods: pods})
 	}
 	printStatus(stdout, pods, time.Now())
 	return nil

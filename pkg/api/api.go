@@ -93,7 +93,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 // PodList is GET /api/v1/pods.
 type PodList struct {
-	Pods []Pod `json:"pods"`
+	// RuntimeError says why the runtime cannot be reached, while it cannot:
+	// the pods are then as last seen and nothing is restarted.
+	RuntimeError string `json:"runtimeError,omitempty"`
+	Pods         []Pod  `json:"pods"`
 }
 
 // Pod is one pod: the runtime's view, its readiness and probes.
@@ -192,7 +195,11 @@ func truncate(s string) string {
 }
 
 func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, PodList{Pods: s.snapshot()})
+	list := PodList{Pods: s.snapshot()}
+	if err := s.health(); err != nil {
+		list.RuntimeError = err.Error()
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) find(r *http.Request) (Pod, bool) {

@@ -120,6 +120,14 @@ func TestHealthz(t *testing.T) {
 	code, body = get(t, s.Handler(), "/healthz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "runtime unreachable")
+
+	// The pods are still served, as last seen, with the reason beside them.
+	code, body = get(t, s.Handler(), "/api/v1/pods")
+	assert.Equal(t, http.StatusOK, code)
+	var list PodList
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	assert.Equal(t, "runtime unreachable since 09:00: connection refused", list.RuntimeError)
+	assert.NotEmpty(t, list.Pods)
 }
 
 func TestEvents(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -34,6 +35,12 @@ const (
 	// maxMsgSize matches kubelet's CRI client: verbose status replies carry
 	// the whole OCI spec.
 	maxMsgSize = 16 << 20
+	// Reconnection after the runtime went away, as kubelet's CRI client
+	// sets it: gRPC's default backoff grows to 120 s, so a containerd
+	// restarted after a minute's outage would be noticed up to two minutes
+	// late; kubelet retries from 100 ms up to every 3 s.
+	reconnectBaseDelay = 100 * time.Millisecond
+	reconnectMaxDelay  = 3 * time.Second
 )
 
 // Client is a CRI v1 RuntimeService client with a deadline on every call and
@@ -133,6 +140,7 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 		grpc.WithChainUnaryInterceptor(o.interceptors...),
+		grpc.WithConnectParams(reconnectParams(o.connectTimeout)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("runtime endpoint %s: %w", endpoint, err)
@@ -153,6 +161,13 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 		return nil, versionError(endpoint, o.connectTimeout, err)
 	}
 	return c, nil
+}
+
+func reconnectParams(connectTimeout time.Duration) grpc.ConnectParams {
+	p := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: connectTimeout}
+	p.Backoff.BaseDelay = reconnectBaseDelay
+	p.Backoff.MaxDelay = reconnectMaxDelay
+	return p
 }
 
 // checkSocket dials the socket once before gRPC does, because gRPC hides the
@@ -270,23 +285,47 @@ func (c *Client) ContainerStatus(ctx context.Context, id string, verbose bool) (
 // timeout (rounded up to whole seconds, as the CRI field is seconds); the
 // client gives up shortly after it in case the runtime does not. A command
 // that runs out of time returns an error wrapping ErrCommandTimedOut; a
-// non-zero exit is not an error (see the response's ExitCode).
+// runtime that stopped answering altogether returns another error (a probe
+// error, discarded as kubelet discards them, where kubelet would count a
+// probe failure against the container). A non-zero exit is not an error
+// (see the response's ExitCode).
 func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
 	seconds := int64(math.Ceil(timeout.Seconds()))
 	deadline := c.callTimeout
 	if seconds > 0 {
 		deadline = time.Duration(seconds)*time.Second + execDeadlineMargin
 	}
-	ctx, cancel := context.WithTimeout(ctx, deadline)
+	execCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: seconds})
-	if err != nil {
-		if status.Code(err) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("command %q timed out: %w", strings.Join(cmd, " "), ErrCommandTimedOut)
+	resp, err := c.runtime.ExecSync(execCtx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: seconds})
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(execCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		// The runtime did not answer within the command's timeout and our
+		// margin. A command can cause that (containerd#7832); a hung
+		// runtime too, and that is not the container's failure: ask the
+		// runtime whether it answers at all.
+		if verr := c.ping(ctx); verr != nil {
+			return nil, fmt.Errorf("exec in container %s: the runtime did not answer within %s and does not answer a Version request either: %w", containerID, deadline, verr)
 		}
+		return nil, fmt.Errorf("command %q timed out: %w", strings.Join(cmd, " "), ErrCommandTimedOut)
+	case status.Code(err) == codes.DeadlineExceeded:
+		return nil, fmt.Errorf("command %q timed out: %w", strings.Join(cmd, " "), ErrCommandTimedOut)
+	default:
 		return nil, fmt.Errorf("exec in container %s: %w", containerID, err)
 	}
-	return resp, nil
+}
+
+// pingTimeout bounds the Version request that tells a hung runtime from a
+// slow command.
+const pingTimeout = time.Second
+
+func (c *Client) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	_, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	return err
 }
 
 // StopContainer stops a container, giving it gracePeriod seconds after the

@@ -152,6 +152,14 @@ func TestExecSync(t *testing.T) {
 	assert.ErrorContains(t, err, `command "hang now" timed out`)
 	assert.Less(t, time.Since(start), 10*time.Second)
 
+	// The runtime answers nothing at all (hung): the command did not time
+	// out, the runtime is away; a probe error, never a failure.
+	release := rt.Hang()
+	_, err = c.ExecSync(ctx, id, []string{"check"}, time.Second)
+	release()
+	assert.NotErrorIs(t, err, cri.ErrCommandTimedOut)
+	assert.ErrorContains(t, err, "does not answer a Version request either")
+
 	require.NoError(t, rt.SetContainerState(id, exited, 0))
 	_, err = c.ExecSync(ctx, id, []string{"check"}, time.Second)
 	assert.Error(t, err)

@@ -32,7 +32,9 @@ var eventFilters = []string{
 
 const (
 	eventsBackoffFirst = 500 * time.Millisecond
-	eventsBackoffMax   = 30 * time.Second
+	// Reconnecting is one dial on a local socket; a short cap means exits
+	// are instant again within seconds of containerd's return.
+	eventsBackoffMax = 5 * time.Second
 )
 
 // EventWatcher follows containerd's own event stream and makes the poller

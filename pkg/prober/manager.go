@@ -67,8 +67,12 @@ type Manager struct {
 	views atomic.Pointer[map[string]*podStatus]
 	pods  atomic.Pointer[[]*pod]
 	byKey atomic.Pointer[map[string]*pod]
+	// policyChanges tells the restarter about pods whose management
+	// changed (see PolicyChanges).
+	policyChanges keyNotifier
 
 	// Owned by Run.
+	policies    map[string]string // managed pods' policy signatures
 	workers     map[workerKey]*workerHandle
 	finished    map[workerKey]string // container ID a worker stopped by itself at
 	reported    map[string]bool      // problems already logged
@@ -128,16 +132,18 @@ func withJitter(f func() float64) Option {
 // writes results to store.
 func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*Manager, error) {
 	m := &Manager{
-		results:     store,
-		workers:     map[workerKey]*workerHandle{},
-		finished:    map[workerKey]string{},
-		reported:    map[string]bool{},
-		resyncAt:    map[string]time.Time{},
-		annotations: map[string]annotationSpec{},
-		exited:      make(chan *workerHandle),
-		jitter:      rand.Float64,
-		hostIP:      "127.0.0.1",
-		metrics:     newMetrics(),
+		results:       store,
+		workers:       map[workerKey]*workerHandle{},
+		finished:      map[workerKey]string{},
+		reported:      map[string]bool{},
+		resyncAt:      map[string]time.Time{},
+		annotations:   map[string]annotationSpec{},
+		policies:      map[string]string{},
+		policyChanges: keyNotifier{ready: make(chan struct{}, 1)},
+		exited:        make(chan *workerHandle),
+		jitter:        rand.Float64,
+		hostIP:        "127.0.0.1",
+		metrics:       newMetrics(),
 	}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
@@ -272,6 +278,7 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 	m.views.Store(&views)
 	m.pods.Store(&res.pods)
 	m.byKey.Store(&byKey)
+	m.notePolicies(res.pods)
 
 	for key, h := range m.workers {
 		d, ok := desired[key]
@@ -467,6 +474,34 @@ func (m *Manager) lookup(podKey string) (*pod, bool) {
 	return p, ok
 }
 
+// notePolicies records the managed pods' policies (published in byKey
+// just before) and tells PolicyChanges' reader which ones are new or
+// changed: the restarter may have looked at such a pod before the manager
+// knew it (both read the same relist), and must look again.
+func (m *Manager) notePolicies(pods []*pod) {
+	next := make(map[string]string, len(m.policies))
+	var changed []string
+	for _, p := range pods {
+		sig := p.policySignature()
+		if sig == "" {
+			continue
+		}
+		next[p.key] = sig
+		if m.policies[p.key] != sig {
+			changed = append(changed, p.key)
+		}
+	}
+	m.policies = next
+	m.policyChanges.add(changed)
+}
+
+// PolicyChanges is signalled when pods became managed or their restart
+// policy or managed containers changed; ChangedPolicies returns them.
+func (m *Manager) PolicyChanges() <-chan struct{} { return m.policyChanges.ready }
+
+// ChangedPolicies returns the pod keys changed since the last call.
+func (m *Manager) ChangedPolicies() []string { return m.policyChanges.take() }
+
 // RestartPolicy returns a managed pod's restart policy and grace period
 // (for the restarter); ok is false when cri-prober manages none of its
 // containers.
@@ -523,4 +558,41 @@ func (os observers) Observe(v float64) {
 	for _, o := range os {
 		o.Observe(v)
 	}
+}
+
+// keyNotifier collects keys for one reader and signals it without ever
+// blocking the writer; keys added before the reader takes them are merged.
+type keyNotifier struct {
+	mu      sync.Mutex
+	pending map[string]struct{}
+	ready   chan struct{} // capacity 1
+}
+
+func (n *keyNotifier) add(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	n.mu.Lock()
+	if n.pending == nil {
+		n.pending = map[string]struct{}{}
+	}
+	for _, k := range keys {
+		n.pending[k] = struct{}{}
+	}
+	n.mu.Unlock()
+	select {
+	case n.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (n *keyNotifier) take() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	keys := make([]string, 0, len(n.pending))
+	for k := range n.pending {
+		keys = append(keys, k)
+	}
+	clear(n.pending)
+	return keys
 }

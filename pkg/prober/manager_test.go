@@ -336,6 +336,38 @@ func TestManagerManifestForOtherUIDDoesNotApply(t *testing.T) {
 	assert.False(t, mt.container(t, "web", "app").Probed)
 }
 
+// The restarter hears of pods that became managed or whose policy
+// changed, once per change.
+func TestManagerTellsPolicyChanges(t *testing.T) {
+	mt := newManagerTest(t)
+	sb := mt.rt.AddSandbox("shop", "web", "uid-web")
+	mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	mt.rt.AddContainer(mt.rt.AddSandbox("shop", "other", "uid-other"), "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	manifest := func(policy corev1.RestartPolicy) *spec.Pod {
+		return &spec.Pod{Source: "pods.yaml:1", Namespace: "shop", Name: "web", RestartPolicy: policy, TerminationGracePeriodSeconds: 30,
+			Containers: []spec.Container{{Name: "app"}}}
+	}
+	mt.manifests.set(manifest(corev1.RestartPolicyAlways))
+	mt.relist(t)
+	changed := func() []string {
+		select {
+		case <-mt.m.PolicyChanges():
+			return mt.m.ChangedPolicies()
+		case <-time.After(5 * time.Second):
+			return nil
+		}
+	}
+	assert.Equal(t, []string{"uid-web"}, changed(), "managed: told; the unmanaged pod: not")
+
+	mt.rt.AddContainer(sb, "later", runtimeapi.ContainerState_CONTAINER_RUNNING) // not in the manifest
+	mt.relist(t)
+	mt.eventually(t, "relist seen", func() bool { _, ok := mt.lookup("web", "later"); return ok })
+	assert.Empty(t, mt.m.ChangedPolicies(), "same policy: nothing to tell")
+
+	mt.manifests.set(manifest(corev1.RestartPolicyNever))
+	assert.Equal(t, []string{"uid-web"}, changed())
+}
+
 func TestManagerSpecChangeReplacesTheWorker(t *testing.T) {
 	mt := newManagerTest(t)
 	sb := mt.rt.AddSandbox("shop", "web", "uid-web")

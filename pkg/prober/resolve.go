@@ -3,6 +3,7 @@ package prober
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -40,6 +41,22 @@ type podContainer struct {
 	// has probe annotations, or its sandbox has a restart policy
 	// annotation). Others are only observed.
 	managed bool
+}
+
+// policySignature sums up what the restarter reads of a pod: its restart
+// policy, grace period and managed containers; "" if none is managed.
+func (p *pod) policySignature() string {
+	var managed []string
+	for name, pc := range p.containers {
+		if pc.managed {
+			managed = append(managed, name)
+		}
+	}
+	if len(managed) == 0 {
+		return ""
+	}
+	sort.Strings(managed)
+	return fmt.Sprintf("%s/%d/%s", p.policy.RestartPolicy, p.policy.TerminationGracePeriodSeconds, strings.Join(managed, ","))
 }
 
 // resolution is the outcome of matching specs to the runtime's pods.

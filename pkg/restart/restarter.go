@@ -57,6 +57,11 @@ type SpecSource interface {
 	Manages(podKey, container string) bool
 	// ProbeGracePeriod returns a probe's terminationGracePeriodSeconds.
 	ProbeGracePeriod(podKey, container string, t results.ProbeType) *int64
+	// PolicyChanges is signalled when pods became managed or their policy
+	// changed; ChangedPolicies returns their keys. The restarter looks at
+	// them again: it may have seen a pod before its spec was known.
+	PolicyChanges() <-chan struct{}
+	ChangedPolicies() []string
 }
 
 // Recorder receives the restarter's events.
@@ -96,6 +101,7 @@ const (
 	ReasonFailed        = "FailedRestart"
 	ReasonWouldKill     = "WouldKill"
 	ReasonStoppingPod   = "StoppingPod"
+	ReasonAbandoned     = "AbandonedRestart"
 	WaitingCrashLoop    = "CrashLoopBackOff"
 	backoffRetryJitter  = 0.5
 	failedActionBackoff = 5 * time.Second
@@ -270,6 +276,21 @@ func (r *Restarter) Run(ctx context.Context, changes *cri.Subscription) {
 					r.trigger(ctx, u.PodUID)
 				}
 			}
+		case <-r.specs.PolicyChanges():
+			changed := r.specs.ChangedPolicies()
+			snap := r.snapshot.Load()
+			if snap == nil || len(changed) == 0 {
+				continue
+			}
+			live := map[string]bool{}
+			for _, p := range snap.Pods() {
+				live[p.Key()] = true
+			}
+			for _, key := range changed {
+				if live[key] {
+					r.trigger(ctx, key)
+				}
+			}
 		}
 	}
 }
@@ -400,7 +421,7 @@ func (r *Restarter) syncContainer(ctx context.Context, w *podWorker, v *podView,
 		if latest.Annotations[cri.AnnotationRestartOf] != "" && r.mode == Recreate {
 			// Ours, created before an interruption (an agent restart)
 			// between create and start.
-			return r.startCreated(ctx, v, latest)
+			return r.finishInterrupted(ctx, v, latest)
 		}
 	}
 	return 0
@@ -571,7 +592,11 @@ func (r *Restarter) restartExited(ctx context.Context, w *podWorker, v *podView,
 		if settle := exitSettle - now.Sub(finished); settle > 0 {
 			return settle
 		}
-		if sb, err := r.runtime.PodSandboxStatus(ctx, v.sandbox.ID, false); err != nil || sb.GetStatus().GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+		sb, err := r.runtime.PodSandboxStatus(ctx, v.sandbox.ID, false)
+		if err != nil {
+			return failedActionBackoff // the runtime is away: ask again later
+		}
+		if sb.GetStatus().GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
 			return 0 // the pod is being stopped
 		}
 	}
@@ -657,9 +682,31 @@ func (r *Restarter) start(ctx context.Context, v *podView, old *cri.Container, f
 	}
 }
 
-func (r *Restarter) startCreated(ctx context.Context, v *podView, c *cri.Container) time.Duration {
+// finishInterrupted deals with a replacement created by a restart that was
+// interrupted (the agent killed) before its start. The replacement is
+// started only when no instance of the container runs. If one does, its
+// stop never completed (the agent died before the kill, or containerd gave
+// up waiting for the grace period when the agent's call went away): the
+// replacement is removed, and the running instance is probed afresh and
+// restarted only if it fails again, never started beside it.
+func (r *Restarter) finishInterrupted(ctx context.Context, v *podView, c *cri.Container) time.Duration {
 	fresh, err := r.fresh(ctx, v, c.Name)
-	if err != nil || len(fresh) == 0 || fresh[0].ID != c.ID || fresh[0].State != cri.StateCreated {
+	if err != nil {
+		return failedActionBackoff
+	}
+	if len(fresh) == 0 || fresh[0].ID != c.ID || fresh[0].State != cri.StateCreated {
+		return 0
+	}
+	for _, other := range fresh[1:] {
+		if other.State != cri.StateRunning {
+			continue
+		}
+		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
+			r.eventf(v.sandbox, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s left by an interrupted restart: %v", c.Name, err)
+			return failedActionBackoff
+		}
+		r.eventf(v.sandbox, c.Name, events.Normal, ReasonAbandoned,
+			"Removed container %s (attempt %d) left by an interrupted restart: the instance it was to replace is still running and will be probed again", c.Name, c.Attempt)
 		return 0
 	}
 	if err := r.runtime.StartContainer(ctx, c.ID); err != nil {

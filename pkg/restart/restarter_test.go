@@ -32,6 +32,28 @@ type fakeSpecs struct {
 	grace      int64
 	managed    map[string]bool
 	probeGrace *int64
+	changes    chan struct{}
+	changed    []string
+}
+
+// manage makes the pod managed from now on, as the manager does when it
+// first resolves the pod's spec, and says so.
+func (f *fakeSpecs) manage(key string) {
+	f.mu.Lock()
+	f.podKey = key
+	f.changed = append(f.changed, key)
+	f.mu.Unlock()
+	f.changes <- struct{}{}
+}
+
+func (f *fakeSpecs) PolicyChanges() <-chan struct{} { return f.changes }
+
+func (f *fakeSpecs) ChangedPolicies() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.changed
+	f.changed = nil
+	return out
 }
 
 func (f *fakeSpecs) RestartPolicy(key string) (corev1.RestartPolicy, int64, bool) {
@@ -89,7 +111,7 @@ func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *
 	rt := &restartTest{
 		rt:     fakeruntime.NewForTest(t),
 		store:  results.NewStore(),
-		specs:  &fakeSpecs{podKey: "uid-web", policy: policy, grace: 30, managed: map[string]bool{"app": true}},
+		specs:  &fakeSpecs{podKey: "uid-web", policy: policy, grace: 30, managed: map[string]bool{"app": true}, changes: make(chan struct{}, 1)},
 		clock:  testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
 		events: &recorded{},
 	}
@@ -428,6 +450,43 @@ func TestResumesAfterAgentRestart(t *testing.T) {
 	})
 	rt.eventually(t, "and told", rt.hasEvent("Started: Started container app"))
 	assert.Len(t, rt.events.messages(), 1)
+}
+
+// An agent killed after creating a replacement but before its stop took
+// effect: the old instance still runs. Starting the replacement would run
+// two; it is removed instead, and the running one is left to its probes.
+func TestInterruptedRestartWithTheOldInstanceRunning(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	old := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.rt.AddContainer(rt.sandbox, "app", created, fakeruntime.WithAttempt(1),
+		fakeruntime.WithAnnotations(map[string]string{cri.AnnotationRestartOf: old}))
+	rt.relist(t)
+	rt.eventually(t, "the replacement removed", func() bool { return len(rt.states()) == 1 })
+	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, rt.states())
+	assert.Equal(t, []string{"AbandonedRestart: Removed container app (attempt 1) left by an interrupted restart: the instance it was to replace is still running and will be probed again"},
+		rt.events.messages())
+
+	// If it fails its probe again, it is restarted once, as attempt 1.
+	rt.relist(t)
+	rt.fail(old, results.Liveness)
+	rt.eventually(t, "restarted", rt.hasEvent("Started: Started container app"))
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, rt.states())
+}
+
+// The restarter and the manager read the same relist; at the agent's
+// start the restarter can look at a pod before the manager has resolved
+// its spec. The manager's policy change brings it back.
+func TestPodManagedAfterTheRestarterSawIt(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	rt.specs.podKey = "" // not known yet
+	id := rt.rt.AddContainer(rt.sandbox, "app", exited)
+	rt.relistAndSettle(t)
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states(), "unknown: left alone")
+
+	rt.specs.manage("uid-web")
+	rt.clock.Step(time.Minute) // past the exit settle time
+	rt.eventually(t, "restarted once known", rt.hasEvent("Started: Started container app"))
+	assert.Equal(t, id, rt.containers()[1].Annotations[cri.AnnotationRestartOf])
 }
 
 func TestSomeoneElsesCreatedContainerIsNotStarted(t *testing.T) {

@@ -74,12 +74,26 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 	return a
 }
 
+// podManifest is a Pod manifest for pod name in the test namespace;
+// containers is the YAML list under spec.containers, indented by 2.
+func podManifest(name, containers string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  containers:\n%s", name, testNamespace, containers)
+}
+
+// manifestDir writes podManifest(name, containers) into a new directory,
+// for an agent started as a process, and returns the directory.
+func manifestDir(t *testing.T, name, containers string) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(podManifest(name, containers)), 0o644))
+	return dir
+}
+
 // writeManifest writes a Pod manifest for pod name whose containers are
 // given as YAML (the list under spec.containers, indented by 2).
 func (a *agent) writeManifest(t *testing.T, file, name, containers string) {
 	t.Helper()
-	doc := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  containers:\n%s", name, testNamespace, containers)
-	require.NoError(t, os.WriteFile(filepath.Join(a.manifestsDir, file), []byte(doc), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(a.manifestsDir, file), []byte(podManifest(name, containers)), 0o644))
 }
 
 func (a *agent) pod(name string) (prober.PodReport, bool) {

@@ -8,9 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +43,12 @@ func startBinary(t *testing.T, manifests, listen string) *runningAgent {
 	a.cmd = exec.Command(binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms")
 	a.cmd.Stderr = a.logs
 	require.NoError(t, a.cmd.Start())
-	t.Cleanup(a.kill)
+	t.Cleanup(func() {
+		a.kill()
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", a.server, a.logs)
+		}
+	})
 	eventually(t, 10*time.Second, "agent serving", func() bool {
 		resp, err := http.Get(a.server + "/healthz")
 		if err != nil {
@@ -97,14 +100,8 @@ func (a *runningAgent) container(t *testing.T, podName, name string) (api.Contai
 // agent killed after a restart and started again restarts nothing twice.
 func TestAgentAPIAndRestartAcrossAgentRestart(t *testing.T) {
 	c := dial(t)
-	dir := t.TempDir()
 	name := uniqueName("api")
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: %s}
-spec:
-  containers:
-  - name: web
+	dir := manifestDir(t, name, `  - name: web
     image: localhost/target:test
     readinessProbe:
       httpGet: {port: 8080, path: /ready}
@@ -114,8 +111,7 @@ spec:
       httpGet: {port: 8080, path: /healthz}
       periodSeconds: 1
       failureThreshold: 1
-`, name, testNamespace)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(manifest), 0o644))
+`)
 	listen := freePort(t)
 	agent := startBinary(t, dir, listen)
 

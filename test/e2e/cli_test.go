@@ -6,10 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -153,21 +150,14 @@ func TestPodsCommandRuntimeUnreachable(t *testing.T) {
 // kubelet-style events: type, reason, pod, container, message.
 func TestRunCommandLogsProbeEvents(t *testing.T) {
 	c := dial(t)
-	dir := t.TempDir()
 	name := uniqueName("run")
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: %s}
-spec:
-  containers:
-  - name: app
+	dir := manifestDir(t, name, `  - name: app
     image: localhost/busybox:test
     livenessProbe:
       exec: {command: [sh, -c, "echo sick; exit 1"]}
       periodSeconds: 1
       failureThreshold: 2
-`, name, testNamespace)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(manifest), 0o644))
+`)
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

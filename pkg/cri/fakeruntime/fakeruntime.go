@@ -44,6 +44,7 @@ type Runtime struct {
 	stops      map[string]int64 // container ID → the timeout of its last StopContainer
 	onStop     func(id string)
 	exec       ExecHandler
+	hung       chan struct{} // non-nil while Hang is in effect; closed to release
 
 	server *grpc.Server
 	socket string
@@ -131,11 +132,37 @@ func (r *Runtime) intercept(ctx context.Context, req any, info *grpc.UnaryServer
 	r.mu.Lock()
 	r.calls[method]++
 	err := r.errs[method]
+	hung := r.hung
 	r.mu.Unlock()
+	if hung != nil {
+		select { // a hung runtime answers nothing until released
+		case <-hung:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
+}
+
+// Hang makes the runtime stop answering every call (as a containerd under
+// SIGSTOP or stuck on a lock would) until release is called; calls then
+// proceed.
+func (r *Runtime) Hang() (release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	r.hung = ch
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.hung == ch {
+			r.hung = nil
+			close(ch)
+		}
+	}
 }
 
 // Calls returns how many times method (e.g. "ListContainers") was called.

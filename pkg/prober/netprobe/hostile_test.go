@@ -93,13 +93,14 @@ func TestHostileTargets(t *testing.T) {
 	defer silentTCP.Close()
 	var heldMu sync.Mutex
 	var held []net.Conn // accepted, never read
+	released := false
 	release := func() {
 		heldMu.Lock()
 		defer heldMu.Unlock()
 		for _, c := range held {
 			c.Close()
 		}
-		held = nil
+		held, released = nil, true
 	}
 	defer release()
 	servers.Go(func() {
@@ -109,7 +110,13 @@ func TestHostileTargets(t *testing.T) {
 				return
 			}
 			heldMu.Lock()
-			held = append(held, c)
+			if released {
+				// A probe's connection can still wait in the backlog
+				// when its probe (connect and close) is over.
+				c.Close()
+			} else {
+				held = append(held, c)
+			}
 			heldMu.Unlock()
 		}
 	})
