@@ -2,6 +2,7 @@
 #   make demo   the private containerd, a demo pod and what cri-prober sees
 #   make test   everything: lint, unit tests (-race), fuzzers (briefly), e2e on real containerd
 #   make bench  benchmarks and the load harness; writes docs/performance.md
+#   make soak   10 minutes of flapping targets; writes docs/reliability.md
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -9,15 +10,19 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOFILES = $(shell find cmd pkg test hack -name '*.go')
 
-.PHONY: build test test-unit test-e2e lint fuzz bench demo demo-down crictl clean
+.PHONY: build test test-unit test-soak test-e2e lint fuzz bench soak demo demo-down crictl clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/cri-prober ./cmd/cri-prober
 
-test: lint test-unit fuzz test-e2e
+test: lint test-unit fuzz test-soak test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# The soak's short variant on the fake runtime (make soak: the long one).
+test-soak:
+	$(GO) test -tags soak -count=1 -timeout 10m -run '^TestSoak$$' ./test/soak -args -duration $${SOAK_DURATION:-1m}
 
 # Starts a private containerd, runs the e2e tests, and stops and cleans it
 # up whatever happens. Pass go test flags with E2E_FLAGS="-run TestExit".
@@ -29,6 +34,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/...
 	$(GO) vet -tags bench ./test/bench/...
+	$(GO) vet -tags soak ./test/soak/...
 	hack/verify-imports.sh
 
 # Every fuzz target for FUZZTIME each (make test: 5s).
@@ -37,6 +43,9 @@ fuzz:
 
 bench:
 	hack/bench.sh
+
+soak:
+	hack/soak.sh
 
 demo: build
 	hack/demo.sh

@@ -19,6 +19,7 @@ allowed() {
     pkg/prober*) echo "pkg/prober pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/results pkg/cri pkg/events" ;;
     hack/tools*) echo "pkg/cri" ;;
+    test/harness*) echo "pkg/" ;;
     pkg/api*) echo "pkg/cri pkg/events pkg/prober pkg/restart pkg/results" ;;
     cmd/*) echo "pkg/" ;;
     *) echo "" ;;

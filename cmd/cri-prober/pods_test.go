@@ -19,6 +19,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/events"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -284,4 +285,16 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	for _, cmd := range []string{"run", "status", "events", "wait", "probe", "validate", "explain", "pods", "version"} {
 		assert.Contains(t, out, "\n  "+cmd+" ", "the top-level help lists %s", cmd)
 	}
+}
+
+// Probe output comes from containers: what the CLI prints of it must not
+// drive the operator's terminal.
+func TestTerminalSafe(t *testing.T) {
+	assert.Equal(t, `ok \x1b]0;pwned\x07 \x1b[2J done`, terminalSafe("ok \x1b]0;pwned\a \x1b[2J done"))
+	assert.Equal(t, "two lines  tab", terminalSafe("two\rlines\n\ttab"))
+	assert.Equal(t, `bad \xfffd utf-8, ünïcode kept`, terminalSafe("bad \xff utf-8, ünïcode kept"))
+	var out strings.Builder
+	printEvent(&out, events.Event{Time: time.Unix(0, 0), Type: "Warning", Reason: "Unhealthy", Namespace: "ns", Pod: "p",
+		Message: "Readiness probe failed: \x1b[31mred\x1b[0m\nsecond line"})
+	assert.Contains(t, out.String(), `Readiness probe failed: \x1b[31mred\x1b[0m second line`)
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
@@ -141,7 +143,7 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 			fmt.Fprintf(w, "    %s: %s, %s, restarts %d — %s\n", c.Name, readiness, c.State, c.RestartCount, probeSummary(c, now))
 		}
 		for _, problem := range p.Problems {
-			fmt.Fprintf(w, "    ! %s\n", problem)
+			fmt.Fprintf(w, "    ! %s\n", terminalSafe(problem))
 		}
 	}
 }
@@ -209,7 +211,26 @@ func firstLine(s string) string {
 	if len(s) > 80 {
 		s = s[:80] + "…"
 	}
-	return s
+	return terminalSafe(s)
+}
+
+// terminalSafe shows probe output and other text from containers without
+// letting the terminal interpret it: control characters (escape sequences
+// that would move the cursor, retitle the window or hide text) are printed
+// as \xNN, line breaks and tabs as spaces.
+func terminalSafe(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			b.WriteByte(' ')
+		case unicode.IsControl(r) || r == utf8.RuneError:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // age renders a duration as kubectl does: 42s, 5m3s, 3h12m, 2d4h.
@@ -299,5 +320,5 @@ func printEvent(w io.Writer, e events.Event) {
 	if e.Container != "" {
 		object += "/" + e.Container
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, object, strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", " "))
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), terminalSafe(strings.TrimSpace(e.Message)))
 }

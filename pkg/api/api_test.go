@@ -190,3 +190,16 @@ func TestEventsWatchStreams(t *testing.T) {
 	cancel()
 	_, _ = io.Copy(io.Discard, resp.Body)
 }
+
+// The API only reads: nothing in it runs a command, changes a probe or
+// restarts a container.
+func TestAPIIsReadOnly(t *testing.T) {
+	s, _ := newServer(healthy)
+	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/events"} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
+			assert.Equal(t, http.StatusMethodNotAllowed, rec.Code, "%s %s", method, path)
+		}
+	}
+}

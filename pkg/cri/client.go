@@ -301,11 +301,12 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	switch {
 	case err == nil:
 		return resp, nil
-	case errors.Is(execCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-		// The runtime did not answer within the command's timeout and our
-		// margin. A command can cause that (containerd#7832); a hung
-		// runtime too, and that is not the container's failure: ask the
-		// runtime whether it answers at all.
+	case ctx.Err() == nil && (errors.Is(execCtx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded):
+		// Out of time: the command's (the runtime's own timeout), or our
+		// margin's when the runtime did not answer (containerd#7832: a
+		// child holding stdout). A hung runtime looks the same, and that
+		// is not the container's failure: ask the runtime whether it
+		// answers at all.
 		if verr := c.ping(ctx); verr != nil {
 			return nil, fmt.Errorf("exec in container %s: the runtime did not answer within %s and does not answer a Version request either: %w", containerID, deadline, verr)
 		}

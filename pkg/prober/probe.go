@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +102,8 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) (re
 		if err != nil {
 			return results.OutcomeUnknown, "", fmt.Errorf("build HTTP request: %w", err)
 		}
-		return fromNet(d.http.Probe(ctx, req, timeout))
+		outcome, output, err := fromNet(d.http.Probe(ctx, req, timeout))
+		return outcome, redactSecrets(output, h.HTTPHeaders), err
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
 		host, port, err := address(s.Host, s.Port.String(), t, func() (int, bool) { return spec.ResolvePort(s.Port, t.container.Ports) })
@@ -140,6 +142,30 @@ func address(host, portName string, t target, resolve func() (int, bool)) (strin
 		return "", 0, fmt.Errorf("port %q not found", portName)
 	}
 	return host, port, nil
+}
+
+// secretHeaderWords mark a header whose value is a credential: standard
+// ones and the usual custom names (X-Api-Key, X-Auth-Token, …).
+var secretHeaderWords = []string{"authorization", "cookie", "auth", "token", "key", "secret", "password", "session", "credential"}
+
+// redactSecrets removes the values of credential headers from a probe's
+// output (a response body shown in a redirect warning can echo them), so
+// they reach neither events nor logs nor the API. Other output is kept as
+// kubelet reports it.
+func redactSecrets(output string, headers []corev1.HTTPHeader) string {
+	for _, hdr := range headers {
+		name := strings.ToLower(hdr.Name)
+		if !slices.ContainsFunc(secretHeaderWords, func(w string) bool { return strings.Contains(name, w) }) {
+			continue
+		}
+		// The whole value, then its parts ("Bearer <token>": the token).
+		for _, v := range append([]string{hdr.Value}, strings.Fields(hdr.Value)...) {
+			if len(v) >= 4 {
+				output = strings.ReplaceAll(output, v, "[redacted]")
+			}
+		}
+	}
+	return output
 }
 
 func httpHeaders(list []corev1.HTTPHeader) http.Header {

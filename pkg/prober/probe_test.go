@@ -3,11 +3,13 @@ package prober
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +145,32 @@ func TestDispatchNetworkProbes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Credentials in probe headers never reach the output (events, logs, API),
+// even from a target that echoes them in a body the probe reports.
+func TestDispatchRedactsCredentialHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "http://192.0.2.1/") // another host: a warning with the body
+		w.WriteHeader(http.StatusFound)
+		fmt.Fprintf(w, "auth=%s key=%s token-only=%s trace=%s",
+			r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), r.Header.Get("X-Trace"))
+	}))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port),
+		HTTPHeaders: []corev1.HTTPHeader{
+			{Name: "Authorization", Value: "Bearer s3cr3t-t0ken"},
+			{Name: "X-Api-Key", Value: "k3y-v4lue"},
+			{Name: "X-Trace", Value: "trace-42"},
+		}}}}
+	spec.DefaultProbe(probe)
+	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
+	got := d.probe(context.Background(), probe, target{podIP: "127.0.0.1", container: &spec.Container{}})
+	require.NoError(t, got.err)
+	assert.Equal(t, results.OutcomeWarning, got.raw)
+	assert.Equal(t, "Probe terminated redirects, Response body: auth=[redacted] key=[redacted] token-only=[redacted] trace=trace-42", got.output)
 }

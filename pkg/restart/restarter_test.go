@@ -461,10 +461,9 @@ func TestInterruptedRestartWithTheOldInstanceRunning(t *testing.T) {
 	rt.rt.AddContainer(rt.sandbox, "app", created, fakeruntime.WithAttempt(1),
 		fakeruntime.WithAnnotations(map[string]string{cri.AnnotationRestartOf: old}))
 	rt.relist(t)
-	rt.eventually(t, "the replacement removed", func() bool { return len(rt.states()) == 1 })
+	rt.eventually(t, "the replacement removed and told", rt.hasEvent("AbandonedRestart: Removed container app (attempt 1) left by an interrupted restart: the instance it was to replace is still running and will be probed again"))
 	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, rt.states())
-	assert.Equal(t, []string{"AbandonedRestart: Removed container app (attempt 1) left by an interrupted restart: the instance it was to replace is still running and will be probed again"},
-		rt.events.messages())
+	assert.Len(t, rt.events.messages(), 1)
 
 	// If it fails its probe again, it is restarted once, as attempt 1.
 	rt.relist(t)

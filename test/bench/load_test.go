@@ -34,15 +34,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
-	"github.com/cri-prober/cri-prober/pkg/events"
-	crexec "github.com/cri-prober/cri-prober/pkg/exec"
-	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/test/harness"
 )
 
 var (
@@ -143,34 +139,15 @@ func podIP(p int) string { return fmt.Sprintf("127.0.1.%d", 1+p%podIPs) }
 // every pod address.
 func startTargets(t *testing.T) targets {
 	t.Helper()
-	listenAll := func(serve func(net.Listener)) int {
-		first, err := net.Listen("tcp", podIP(0)+":0")
-		require.NoError(t, err)
-		port := first.Addr().(*net.TCPAddr).Port
-		ls := []net.Listener{first}
-		for i := 1; i < podIPs; i++ {
-			l, err := net.Listen("tcp", net.JoinHostPort(podIP(i), strconv.Itoa(port)))
-			require.NoError(t, err, "bind the same port on every pod address")
-			ls = append(ls, l)
-		}
-		for _, l := range ls {
-			t.Cleanup(func() { l.Close() })
-			go serve(l)
-		}
-		return port
+	hosts := make([]string, podIPs)
+	for i := range hosts {
+		hosts[i] = podIP(i)
 	}
+	listenAll := func(serve func(net.Listener)) int { return harness.ServeOnAll(t, hosts, serve) }
 	httpPort := listenAll(func(l net.Listener) {
 		http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	})
-	tcpPort := listenAll(func(l net.Listener) {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	})
+	tcpPort := listenAll(harness.AcceptAndClose)
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	t.Cleanup(srv.Stop)
@@ -231,29 +208,10 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
-func rssMiB() float64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
 func sumCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	total, err := harness.CounterSum(reg, name)
 	require.NoError(t, err)
-	var total float64
-	for _, f := range families {
-		if f.GetName() == name {
-			for _, m := range f.GetMetric() {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
 	return total
 }
 
@@ -288,22 +246,11 @@ func measure(t *testing.T, n int) Result {
 			fakeruntime.WithAnnotations(map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["live"]},"periodSeconds":1,"failureThreshold":1}`})))
 	}
 
-	client, err := cri.Dial(context.Background(), rt.Endpoint())
-	require.NoError(t, err)
-	defer client.Close()
-	poller, err := cri.NewPoller(client)
-	require.NoError(t, err)
-	runner, err := crexec.NewRunner(client, crexec.WithConcurrency(crexec.DefaultConcurrency()))
-	require.NoError(t, err)
-	store := results.NewStore()
-	probeReg, agentReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	late := &lateness{}
-	quiet := events.NewRing(16)
-	manager, err := prober.NewManager(runner, store, prober.WithRegisterers(probeReg, agentReg),
-		prober.WithLatenessObserver(late), prober.WithRecorder(quiet))
+	agent, err := harness.Start(rt.Endpoint(), harness.Options{Lateness: late})
 	require.NoError(t, err)
-	restarter, err := restart.New(client, manager, store, restart.WithRecorder(quiet))
-	require.NoError(t, err)
+	defer agent.Stop()
+	probeReg, store := agent.ProbeRegistry, agent.Store
 
 	// threshold reached → StopContainer issued, for the victims.
 	var stopMu sync.Mutex
@@ -318,10 +265,6 @@ func measure(t *testing.T, n int) Result {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	mc, rc := poller.Subscribe(), poller.Subscribe()
-	wg.Go(func() { poller.Run(ctx) })
-	wg.Go(func() { manager.Run(ctx, mc) })
-	wg.Go(func() { restarter.Run(ctx, rc) })
 	wg.Go(func() {
 		for {
 			select {
@@ -401,10 +344,10 @@ func measure(t *testing.T, n int) Result {
 		LatenessP99Ms:      1000 * percentile(samples, 0.99),
 		LatenessMaxMs:      1000 * percentile(samples, 1),
 		CPUPer1000Probes:   1000 * cpu / probes,
-		RSSMiB:             rssMiB(),
+		RSSMiB:             harness.RSSMiB(),
 		GoHeapMiB:          float64(ms.HeapInuse) / (1 << 20),
 		Goroutines:         runtime.NumGoroutine(),
-		RSSKiBPerProbe:     rssMiB() * 1024 / total,
+		RSSKiBPerProbe:     harness.RSSMiB() * 1024 / total,
 		GoroutinesPerProbe: float64(runtime.NumGoroutine()) / total,
 		CRICallsPerSecond:  calls,
 		StopP50Ms:          1000 * percentile(stops, 0.50),

@@ -40,7 +40,12 @@ func startBinary(t *testing.T, manifests, listen string) *runningAgent {
 	t.Helper()
 	require.FileExists(t, binaryPath, "build it first (make build)")
 	a := &runningAgent{logs: &lockedBuffer{}, server: "http://" + listen}
-	a.cmd = exec.Command(binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms")
+	// Without any capability (root's uid still owns the sockets): the
+	// agent needs the CRI socket, containerd's, and nothing else.
+	setpriv, err := exec.LookPath("setpriv")
+	require.NoError(t, err, "setpriv (util-linux) drops the agent's capabilities")
+	a.cmd = exec.Command(setpriv, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--",
+		binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms")
 	a.cmd.Stderr = a.logs
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+)
+
+// The state API shows probe output and has no authentication: loopback
+// by default, and a loud warning when bound where other hosts reach it.
+func TestRunWarnsWhenTheAPIIsReachableFromOtherHosts(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	for _, tt := range []struct {
+		listen string
+		warns  bool
+	}{
+		{"127.0.0.1:0", false},
+		{"[::1]:0", false},
+		{"0.0.0.0:0", true},
+	} {
+		t.Run(tt.listen, func(t *testing.T) {
+			var mu sync.Mutex
+			var logs strings.Builder
+			logger := funcr.New(func(prefix, args string) {
+				mu.Lock()
+				defer mu.Unlock()
+				logs.WriteString(prefix + args + "\n")
+			}, funcr.Options{})
+			read := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+			done := make(chan error, 1)
+			go func() {
+				done <- runAgent(ctx, []string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", tt.listen}, io.Discard, io.Discard)
+			}()
+			require.Eventually(t, func() bool { return strings.Contains(read(), `"msg"="Probing"`) }, 10*time.Second, 10*time.Millisecond, read())
+			cancel()
+			require.NoError(t, <-done)
+			assert.Equal(t, tt.warns, strings.Contains(read(), "WARNING: the state API and metrics are reachable from other hosts"), read())
+		})
+	}
+}

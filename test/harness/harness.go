@@ -1,0 +1,187 @@
+// Package harness runs cri-prober's engine in-process, wired as `cri-prober
+// run` wires it (poller, exec runner, probe manager, restarter), against a
+// CRI endpoint: the load and soak harnesses drive it at node scale.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// Agent is the running engine.
+type Agent struct {
+	Client        *cri.Client
+	Manager       *prober.Manager
+	Store         *results.Store
+	ProbeRegistry *prometheus.Registry // kubelet's per-probe series
+	AgentRegistry *prometheus.Registry // the agent's own
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	subs   []*cri.Subscription
+}
+
+// Options adjusts the engine.
+type Options struct {
+	Recorder interface{ Record(events.Event) } // default: a small ring
+	Lateness prometheus.Observer               // also observes probe lateness
+}
+
+// Start dials endpoint and runs the engine until Stop.
+func Start(endpoint string, o Options) (*Agent, error) {
+	client, err := cri.Dial(context.Background(), endpoint)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{Client: client, Store: results.NewStore(), ProbeRegistry: prometheus.NewRegistry(), AgentRegistry: prometheus.NewRegistry()}
+	if err := a.start(o); err != nil {
+		client.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) start(o Options) error {
+	recorder := o.Recorder
+	if recorder == nil {
+		recorder = events.NewRing(16)
+	}
+	poller, err := cri.NewPoller(a.Client)
+	if err != nil {
+		return err
+	}
+	runner, err := exec.NewRunner(a.Client, exec.WithConcurrency(exec.DefaultConcurrency()), exec.WithRegisterer(a.AgentRegistry))
+	if err != nil {
+		return err
+	}
+	opts := []prober.Option{prober.WithRegisterers(a.ProbeRegistry, a.AgentRegistry), prober.WithRecorder(recorder)}
+	if o.Lateness != nil {
+		opts = append(opts, prober.WithLatenessObserver(o.Lateness))
+	}
+	if a.Manager, err = prober.NewManager(runner, a.Store, opts...); err != nil {
+		return err
+	}
+	restarter, err := restart.New(a.Client, a.Manager, a.Store, restart.WithRecorder(recorder), restart.WithRegisterer(a.AgentRegistry))
+	if err != nil {
+		return fmt.Errorf("restarter: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	managerChanges, restarterChanges := poller.Subscribe(), poller.Subscribe()
+	a.subs = []*cri.Subscription{managerChanges, restarterChanges}
+	a.wg.Go(func() { poller.Run(ctx) })
+	a.wg.Go(func() { a.Manager.Run(ctx, managerChanges) })
+	a.wg.Go(func() { restarter.Run(ctx, restarterChanges) })
+	return nil
+}
+
+// Stop stops the engine and waits for every goroutine it started.
+func (a *Agent) Stop() {
+	a.cancel()
+	a.wg.Wait()
+	for _, s := range a.subs {
+		s.Close()
+	}
+	a.Client.Close()
+}
+
+// CounterSum adds up every series of a counter family in reg.
+func CounterSum(reg prometheus.Gatherer, name string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total, nil
+}
+
+// WriteSection replaces the generated section name of the markdown file at
+// path: the text between "<!-- name:begin … -->" and "<!-- name:end -->".
+func WriteSection(path, name, body string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := string(raw)
+	beginTag, endTag := "<!-- "+name+":begin", "<!-- "+name+":end -->"
+	begin := strings.Index(doc, beginTag)
+	end := strings.Index(doc, endTag)
+	if begin < 0 || end < begin {
+		return fmt.Errorf("%s: no generated section %q (%s … -->, %s)", path, name, beginTag, endTag)
+	}
+	afterBegin := begin + strings.Index(doc[begin:], "-->") + len("-->")
+	doc = doc[:afterBegin] + "\n" + body + doc[end:]
+	return os.WriteFile(path, []byte(doc), 0o644)
+}
+
+// ServeOnAll listens on one free port on every host (the same port on
+// each) and serves each listener on its own goroutine until the test ends.
+// Spreading pods over loopback addresses keeps a connection per probe from
+// exhausting one address pair's ephemeral ports.
+func ServeOnAll(tb testing.TB, hosts []string, serve func(net.Listener)) (port int) {
+	tb.Helper()
+	first, err := net.Listen("tcp", net.JoinHostPort(hosts[0], "0"))
+	if err != nil {
+		tb.Fatalf("listen on %s: %v", hosts[0], err)
+	}
+	port = first.Addr().(*net.TCPAddr).Port
+	listeners := []net.Listener{first}
+	for _, h := range hosts[1:] {
+		l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
+		if err != nil {
+			tb.Fatalf("bind port %d on every address: %v", port, err)
+		}
+		listeners = append(listeners, l)
+	}
+	for _, l := range listeners {
+		tb.Cleanup(func() { l.Close() })
+		go serve(l)
+	}
+	return port
+}
+
+// RSSMiB is this process's resident set size.
+func RSSMiB() float64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// AcceptAndClose serves a TCP probe target: every connection is accepted
+// and closed, until the listener is.
+func AcceptAndClose(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
