@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ var (
 	podCount   = flag.Int("pods", 200, "pods, one probed container each")
 	warmup     = flag.Duration("warmup", 5*time.Second, "before the first resource sample (workers start within a period)")
 	reportPath = flag.String("report", "", "update the soak section of this markdown file (docs/reliability.md)")
+	heapPrefix = flag.String("heapprofile", "", "write heap profiles PREFIX.start.pb.gz and PREFIX.end.pb.gz (compare with go tool pprof -base)")
 )
 
 // The flapping periods. A blip fails one or two liveness probes (period
@@ -281,6 +283,18 @@ func floor(at time.Duration) sample {
 	return low
 }
 
+// writeHeap writes a heap profile (after the GC of floor) if -heapprofile
+// asks for them.
+func writeHeap(t *testing.T, when string) {
+	if *heapPrefix == "" {
+		return
+	}
+	f, err := os.Create(*heapPrefix + "." + when + ".pb.gz")
+	require.NoError(t, err)
+	require.NoError(t, pprof.WriteHeapProfile(f))
+	require.NoError(t, f.Close())
+}
+
 func podName(i int) string { return fmt.Sprintf("soak-%03d", i) }
 
 func TestSoak(t *testing.T) {
@@ -326,6 +340,7 @@ func TestSoak(t *testing.T) {
 	w.start = time.Now().Add(*warmup)
 	<-time.After(*warmup)
 	samples := []sample{floor(0)}
+	writeHeap(t, "start")
 	exitsDone := map[int]bool{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -360,6 +375,7 @@ func TestSoak(t *testing.T) {
 	}
 	assert.Empty(t, problems, "pods not in their expected state")
 	samples = append(samples, floor(w.since()))
+	writeHeap(t, "end")
 
 	stopsMu.Lock()
 	for id, n := range stops {
