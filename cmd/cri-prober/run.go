@@ -47,7 +47,8 @@ Probe specs come from
                                      cri-prober.io/readiness-probe,
                                      cri-prober.io/startup-probe (JSON Probe)
                           sandbox:   cri-prober.io/restart-policy,
-                                     cri-prober.io/termination-grace-period-seconds
+                                     cri-prober.io/termination-grace-period-seconds,
+                                     cri-prober.io/probe-network (node or pod)
 Containers that neither covers are observed, never probed.
 
 Every flag can also be given in a YAML file (--config), under its name:
@@ -75,6 +76,7 @@ type runOptions struct {
 	listen            string
 	config            string
 	maxExec           int
+	probeNetwork      string
 }
 
 // newRunFlags declares run's flags (also the keys of its config file).
@@ -89,6 +91,7 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes); empty: none")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.IntVar(&o.maxExec, "max-concurrent-exec", exec.DefaultConcurrency(), "exec probes run at once at most (more wait their turn, not counted against their timeout); each starts a process through runc")
+	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	return fs
 }
@@ -110,6 +113,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.manifestInterval <= 0 {
 		fmt.Fprintln(stderr, "--pod-manifests-interval must be positive")
+		return errUsage
+	}
+	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
+		fmt.Fprintf(stderr, "--probe-network: %v\n", err)
 		return errUsage
 	}
 	mode, err := restart.ParseMode(o.restartMode)
@@ -149,7 +156,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ring := events.NewRing(1000)
 	recorder := recorders{events.Log(logger), ring}
-	opts := []prober.Option{prober.WithHostIP(hostIP), prober.WithRecorder(recorder), prober.WithRegisterers(probeRegistry, agentRegistry)}
+	opts := []prober.Option{prober.WithHostIP(hostIP), prober.WithRecorder(recorder), prober.WithRegisterers(probeRegistry, agentRegistry),
+		prober.WithProbeNetwork(o.probeNetwork)}
 	var manifests *spec.ManifestDir
 	if o.manifests != "" {
 		manifests = spec.NewManifestDir(o.manifests, nil)

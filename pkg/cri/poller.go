@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -275,7 +276,9 @@ func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (podEn
 	}
 
 	pod := podFromList(sb)
-	resp, err := p.runtime.PodSandboxStatus(ctx, sb.GetId(), false)
+	// Verbose, once per sandbox: the network namespace's path is only in
+	// the runtime's info.
+	resp, err := p.runtime.PodSandboxStatus(ctx, sb.GetId(), true)
 	switch {
 	case IsNotFound(err):
 		return podEntry{}, false, nil
@@ -288,6 +291,7 @@ func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (podEn
 		return podEntry{pod: pod}, true, nil
 	}
 	applySandboxStatus(pod, resp.GetStatus())
+	pod.NetNS = netNSPath(resp.GetInfo())
 	return podEntry{pod: pod, statusOK: true}, true, nil
 }
 
@@ -344,6 +348,34 @@ func applySandboxStatus(pod *Pod, st *runtimeapi.PodSandboxStatus) {
 		pod.IPs = append(pod.IPs, extra.GetIp())
 	}
 	pod.HostNetwork = st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+}
+
+// netNSPath finds the network namespace in containerd's verbose sandbox
+// info: the OCI runtime spec's linux.namespaces. Other runtimes: "".
+func netNSPath(info map[string]string) string {
+	raw, ok := info["info"]
+	if !ok {
+		return ""
+	}
+	var v struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct {
+					Type string `json:"type"`
+					Path string `json:"path"`
+				} `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		return ""
+	}
+	for _, ns := range v.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" {
+			return ns.Path
+		}
+	}
+	return ""
 }
 
 func containerFromList(lc *runtimeapi.Container) *Container {

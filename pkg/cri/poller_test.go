@@ -97,7 +97,7 @@ func TestRelistCallBudget(t *testing.T) {
 
 func TestRelistSnapshotContents(t *testing.T) {
 	rt := fakeruntime.NewForTest(t)
-	sb := rt.AddSandbox("ns1", "web", "uid-1", fakeruntime.WithIP("10.0.0.7"),
+	sb := rt.AddSandbox("ns1", "web", "uid-1", fakeruntime.WithIP("10.0.0.7"), fakeruntime.WithNetNS("/var/run/netns/cni-1"),
 		fakeruntime.WithSandboxAnnotations(map[string]string{"a": "b"}))
 	id := rt.AddContainer(sb, "app", running, fakeruntime.WithAttempt(2),
 		fakeruntime.WithAnnotations(map[string]string{"x": "y"}))
@@ -112,6 +112,7 @@ func TestRelistSnapshotContents(t *testing.T) {
 	assert.Equal(t, "10.0.0.7", pod.IP())
 	assert.Equal(t, cri.SandboxReady, pod.State)
 	assert.Equal(t, map[string]string{"a": "b"}, pod.Annotations)
+	assert.Equal(t, "/var/run/netns/cni-1", pod.NetNS, "from the runtime's verbose info")
 
 	ctr, ok := snap.Container(id)
 	require.True(t, ok)

@@ -50,15 +50,18 @@ func containerStateFromCRI(s runtimeapi.ContainerState) ContainerState {
 // Pod is one pod sandbox as the poller last saw it. Values published in a
 // Snapshot are never modified; the poller replaces them.
 type Pod struct {
-	ID          string            `json:"id"`
-	Namespace   string            `json:"namespace"`
-	Name        string            `json:"name"`
-	UID         string            `json:"uid"`
-	Attempt     uint32            `json:"attempt"`
-	State       SandboxState      `json:"state"`
-	CreatedAt   time.Time         `json:"createdAt"`
-	IPs         []string          `json:"ips,omitempty"`
-	HostNetwork bool              `json:"hostNetwork,omitempty"`
+	ID          string       `json:"id"`
+	Namespace   string       `json:"namespace"`
+	Name        string       `json:"name"`
+	UID         string       `json:"uid"`
+	Attempt     uint32       `json:"attempt"`
+	State       SandboxState `json:"state"`
+	CreatedAt   time.Time    `json:"createdAt"`
+	IPs         []string     `json:"ips,omitempty"`
+	HostNetwork bool         `json:"hostNetwork,omitempty"`
+	// NetNS is the path of the sandbox's network namespace, from the
+	// runtime's verbose status (containerd: its OCI spec); "" if unknown.
+	NetNS       string            `json:"netns,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

@@ -57,7 +57,10 @@ type Manager struct {
 	recorder  Recorder
 	manifests ManifestSource
 	hostIP    string
-	metrics   *metrics
+	// probeNetwork is where network probes are dialled from for pods
+	// that do not say (spec.ProbeNetworkNode or spec.ProbeNetworkPod).
+	probeNetwork string
+	metrics      *metrics
 	// podFilter, if set, limits probing to the pods it accepts.
 	podFilter       func(namespace, name string) bool
 	noStartupJitter bool
@@ -116,6 +119,19 @@ func WithManifests(src ManifestSource) Option {
 // pod IP of their own (kubelet probes the node's address).
 func WithHostIP(ip string) Option {
 	return func(m *Manager) error { m.hostIP = ip; return nil }
+}
+
+// WithProbeNetwork sets where network probes are dialled from for pods
+// that do not say: spec.ProbeNetworkNode (the default, kubelet's) or
+// spec.ProbeNetworkPod (inside the pod's network namespace).
+func WithProbeNetwork(network string) Option {
+	return func(m *Manager) error {
+		if err := spec.ValidateProbeNetwork(network); err != nil {
+			return fmt.Errorf("probe network: %w", err)
+		}
+		m.probeNetwork = network
+		return nil
+	}
 }
 
 // withRunner replaces the probe dispatcher (tests).
@@ -259,7 +275,7 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 		if !p.probed() || (m.podFilter != nil && !m.podFilter(p.namespace, p.name)) {
 			continue
 		}
-		views[p.key] = p.status(m.hostIP)
+		views[p.key] = p.status(m.hostIP, m.probeNetwork)
 		for name, pc := range p.containers {
 			if pc.spec == nil {
 				continue

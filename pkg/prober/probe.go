@@ -39,6 +39,10 @@ type target struct {
 	podIP       string
 	containerID string
 	container   *spec.Container
+	// inPodNetwork: HTTP, TCP and gRPC probes are dialled from inside
+	// netns, the pod's network namespace, to 127.0.0.1 by default.
+	inPodNetwork bool
+	netns        string
 }
 
 // outcome is one probe run after retries.
@@ -81,6 +85,13 @@ func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outco
 
 func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) (results.Outcome, string, error) {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
+	if p.Exec == nil && t.inPodNetwork {
+		if t.netns == "" {
+			return results.OutcomeUnknown, "", errNoNetNS
+		}
+		ctx = netprobe.WithNetNS(ctx, t.netns)
+		t.podIP = "127.0.0.1" // the pod's own loopback, inside its namespace
+	}
 	switch {
 	case p.Exec != nil:
 		r, err := d.exec.Run(ctx, t.containerID, expandCommand(p.Exec.Command, t.container.Env), timeout)
@@ -126,7 +137,11 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) (re
 	}
 }
 
-var errNoPodIP = errors.New("the pod has no IP address yet")
+var (
+	errNoPodIP = errors.New("the pod has no IP address yet")
+	errNoNetNS = errors.New("the runtime does not report the pod's network namespace, needed by " +
+		spec.ProbeNetworkAnnotation + ": " + spec.ProbeNetworkPod + " (containerd reports it)")
+)
 
 // address resolves a probe's host (default: the pod IP) and port (a number
 // or a named port of the container).

@@ -108,7 +108,8 @@ func resolve(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Err
 		manifest := matchManifest(p, manifests)
 		if manifest != nil {
 			p.source = manifest.Source
-			p.policy = spec.PodPolicy{RestartPolicy: manifest.RestartPolicy, TerminationGracePeriodSeconds: manifest.TerminationGracePeriodSeconds}
+			p.policy = spec.PodPolicy{RestartPolicy: manifest.RestartPolicy, TerminationGracePeriodSeconds: manifest.TerminationGracePeriodSeconds,
+				ProbeNetwork: manifest.ProbeNetwork}
 			for i := range manifest.Containers {
 				c := &manifest.Containers[i]
 				pc := p.container(c.Name)
@@ -221,7 +222,7 @@ func (p *pod) probed() bool {
 
 // status builds what the pod's workers read. hostIP stands in for the pod
 // IP of a host-network sandbox, as kubelet uses the node's address.
-func (p *pod) status(hostIP string) *podStatus {
+func (p *pod) status(hostIP, defaultNetwork string) *podStatus {
 	s := &podStatus{
 		key:           p.key,
 		namespace:     p.namespace,
@@ -233,6 +234,14 @@ func (p *pod) status(hostIP string) *podStatus {
 	if s.ip == "" && p.sandbox.HostNetwork {
 		s.ip = hostIP
 	}
+	network := p.policy.ProbeNetwork
+	if network == "" {
+		network = defaultNetwork
+	}
+	// A host-network pod has no namespace of its own: probed as kubelet
+	// would, at the node's address.
+	s.inPodNetwork = network == spec.ProbeNetworkPod && !p.sandbox.HostNetwork
+	s.netns = p.sandbox.NetNS
 	var regular []containerStatus
 	running := false
 	for name, pc := range p.containers {

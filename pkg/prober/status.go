@@ -18,8 +18,12 @@ type podStatus struct {
 	phase     corev1.PodPhase
 	// terminating is set while the pod is being torn down (its sandbox
 	// stopped, some container still running): kubelet's deletion timestamp.
-	terminating   bool
-	ip            string
+	terminating bool
+	ip          string
+	// inPodNetwork: network probes are dialled from inside netns, the
+	// pod's network namespace ("" if the runtime did not say).
+	inPodNetwork  bool
+	netns         string
 	restartPolicy corev1.RestartPolicy
 	containers    map[string]containerStatus // newest instance by name
 }

@@ -182,7 +182,7 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		return true
 	}
 
-	o := w.runner.probe(ctx, w.probe, target{podIP: status.ip, containerID: c.id, container: w.container})
+	o := w.runner.probe(ctx, w.probe, target{podIP: status.ip, containerID: c.id, container: w.container, inPodNetwork: status.inPodNetwork, netns: status.netns})
 	if ctx.Err() != nil {
 		return true // stopping: the loop will notice
 	}

@@ -35,17 +35,25 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-// startBinary runs the agent until the test ends (or kill is called).
+// startBinary runs the agent until the test ends (or kill is called),
+// without any capability (root's uid still owns the sockets): it needs the
+// CRI socket, containerd's, and nothing else.
 func startBinary(t *testing.T, manifests, listen string) *runningAgent {
+	t.Helper()
+	return startBinaryWith(t, manifests, listen, "-all")
+}
+
+// startBinaryWith runs the agent with the capabilities of bounding (a
+// setpriv --bounding-set value) and extra flags.
+func startBinaryWith(t *testing.T, manifests, listen, bounding string, flags ...string) *runningAgent {
 	t.Helper()
 	require.FileExists(t, binaryPath, "build it first (make build)")
 	a := &runningAgent{logs: &lockedBuffer{}, server: "http://" + listen}
-	// Without any capability (root's uid still owns the sockets): the
-	// agent needs the CRI socket, containerd's, and nothing else.
 	setpriv, err := exec.LookPath("setpriv")
 	require.NoError(t, err, "setpriv (util-linux) drops the agent's capabilities")
-	a.cmd = exec.Command(setpriv, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--",
-		binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms")
+	args := []string{"--bounding-set=" + bounding, "--inh-caps=-all", "--no-new-privs", "--",
+		binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms"}
+	a.cmd = exec.Command(setpriv, append(args, flags...)...)
 	a.cmd.Stderr = a.logs
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() {

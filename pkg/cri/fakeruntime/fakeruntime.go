@@ -56,6 +56,7 @@ type sandbox struct {
 	state     runtimeapi.PodSandboxState
 	createdAt time.Time
 	ip        string
+	netns     string
 }
 
 type container struct {
@@ -285,6 +286,10 @@ type SandboxOption func(*sandbox)
 // WithIP sets the sandbox's IP ("" for none, as a host-network sandbox).
 func WithIP(ip string) SandboxOption { return func(s *sandbox) { s.ip = ip } }
 
+// WithNetNS gives the sandbox a network namespace path, reported as
+// containerd does in its verbose status (the OCI spec's namespaces).
+func WithNetNS(path string) SandboxOption { return func(s *sandbox) { s.netns = path } }
+
 // WithSandboxAnnotations sets the sandbox config's annotations.
 func WithSandboxAnnotations(a map[string]string) SandboxOption {
 	return func(s *sandbox) { s.config.Annotations = a }
@@ -462,7 +467,13 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if req.GetVerbose() {
-		info, err := verboseInfo(map[string]any{"config": s.config})
+		fields := map[string]any{"config": s.config}
+		if s.netns != "" {
+			fields["runtimeSpec"] = map[string]any{"linux": map[string]any{"namespaces": []map[string]string{
+				{"type": "pid"}, {"type": "network", "path": s.netns},
+			}}}
+		}
+		info, err := verboseInfo(fields)
 		if err != nil {
 			return nil, err
 		}

@@ -2,8 +2,10 @@ package netprobe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,15 +21,25 @@ import (
 // the server as a whole) over plaintext, as kubelet does: one deadline of
 // timeout covers connecting and the call, and connecting waits for the
 // connection (so a closed port fails only when the timeout is up). Every
-// problem is a Failure with kubelet's wording; it never returns an error.
+// problem is a Failure with kubelet's wording; the only error is ErrNetNS
+// (the probe could not run from the pod's network namespace).
 func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout time.Duration) (Result, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	netNS := netNSFrom(ctx) // gRPC's dial context does not carry ours
+	var nsErr atomic.Pointer[error]
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithUserAgent(userAgent),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return dialer().DialContext(ctx, "tcp", addr)
+		grpc.WithContextDialer(func(dialCtx context.Context, addr string) (net.Conn, error) {
+			if netNS != "" {
+				dialCtx = WithNetNS(dialCtx, netNS)
+			}
+			conn, err := dial(dialCtx, dialer(), "tcp", addr)
+			if errors.Is(err, ErrNetNS) {
+				nsErr.Store(&err)
+			}
+			return conn, err
 		}),
 	)
 	if err != nil {
@@ -35,6 +47,9 @@ func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout ti
 	}
 	defer conn.Close()
 	if err := waitReady(ctx, conn); err != nil {
+		if e := nsErr.Load(); e != nil {
+			return Failure, "", *e
+		}
 		return Failure, fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err), nil
 	}
 

@@ -28,9 +28,12 @@ type HTTPGet struct {
 // node's proxy variables are ignored), no keep-alive, no compression, TLS
 // without verification.
 func NewHTTPGet() *HTTPGet {
+	d := dialer()
 	return &HTTPGet{transport: &http.Transport{
-		Proxy:               nil,
-		DialContext:         dialer().DialContext,
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dial(ctx, d, network, addr) // the request's context: WithNetNS
+		},
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // kubelet does not verify probe targets.
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableKeepAlives:   true,
@@ -78,7 +81,10 @@ func NewRequest(scheme, host string, port int, path string, headers http.Header,
 func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Result, string, error) {
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: sameHostRedirects}
 	resp, err := client.Do(req.WithContext(ctx))
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNetNS):
+		return Failure, "", err
+	case err != nil:
 		return Failure, err.Error(), nil
 	}
 	defer resp.Body.Close()

@@ -2,6 +2,7 @@ package netprobe
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -11,8 +12,11 @@ import (
 func TCP(ctx context.Context, addr string, timeout time.Duration) (Result, string, error) {
 	d := dialer()
 	d.Timeout = timeout
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
+	conn, err := dial(ctx, d, "tcp", addr)
+	switch {
+	case errors.Is(err, ErrNetNS):
+		return Failure, "", err
+	case err != nil:
 		return Failure, err.Error(), nil
 	}
 	conn.Close()

@@ -26,7 +26,30 @@ const (
 	// On a sandbox config.
 	RestartPolicyAnnotation = AnnotationPrefix + "restart-policy"
 	GracePeriodAnnotation   = AnnotationPrefix + "termination-grace-period-seconds"
+	// On a sandbox config or a manifest's metadata.annotations: where the
+	// pod's HTTP, TCP and gRPC probes are dialled from (ProbeNetworkNode or
+	// ProbeNetworkPod).
+	ProbeNetworkAnnotation = AnnotationPrefix + "probe-network"
 )
+
+// Where network probes are dialled from.
+const (
+	// ProbeNetworkNode: the node's network, to the pod IP (kubelet's way).
+	ProbeNetworkNode = "node"
+	// ProbeNetworkPod: inside the pod's network namespace, to 127.0.0.1
+	// unless the probe sets a host, so that what listens only on the pod's
+	// loopback can be probed.
+	ProbeNetworkPod = "pod"
+)
+
+// ValidateProbeNetwork checks a probe-network value ("" is unset).
+func ValidateProbeNetwork(v string) error {
+	switch v {
+	case "", ProbeNetworkNode, ProbeNetworkPod:
+		return nil
+	}
+	return fmt.Errorf("Unsupported value: %q: supported values: %q, %q", v, ProbeNetworkNode, ProbeNetworkPod)
+}
 
 var containerAnnotations = []struct {
 	key   string
@@ -88,6 +111,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 type PodPolicy struct {
 	RestartPolicy                 corev1.RestartPolicy
 	TerminationGracePeriodSeconds int64
+	ProbeNetwork                  string // "" (the agent's default), ProbeNetworkNode or ProbeNetworkPod
 }
 
 // PodPolicyFromAnnotations reads the restart policy and grace period from a
@@ -99,7 +123,14 @@ func PodPolicyFromAnnotations(namespace, pod string, annotations map[string]stri
 	fail := func(key, detail string) {
 		errs = append(errs, &Error{Source: "annotations", Namespace: namespace, Pod: pod, Field: key, Detail: detail})
 	}
-	checkKeys(annotations, "a pod sandbox config", []string{RestartPolicyAnnotation, GracePeriodAnnotation}, fail)
+	checkKeys(annotations, "a pod sandbox config", []string{RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation}, fail)
+	if v, ok := annotations[ProbeNetworkAnnotation]; ok {
+		if err := ValidateProbeNetwork(v); err != nil {
+			fail(ProbeNetworkAnnotation, err.Error())
+		} else {
+			p.ProbeNetwork = v
+		}
+	}
 	if v, ok := annotations[RestartPolicyAnnotation]; ok {
 		if fe := validateRestartPolicy(corev1.RestartPolicy(v), field.NewPath(RestartPolicyAnnotation)); len(fe) > 0 {
 			fail(RestartPolicyAnnotation, fe[0].ErrorBody())
@@ -136,7 +167,7 @@ func checkKeys(annotations map[string]string, on string, known []string, fail fu
 		switch k {
 		case LivenessAnnotation, ReadinessAnnotation, StartupAnnotation:
 			fail(k, "belongs on a container config, not on "+on)
-		case RestartPolicyAnnotation, GracePeriodAnnotation:
+		case RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation:
 			fail(k, "belongs on the pod sandbox config, not on "+on)
 		default:
 			fail(k, fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == RestartOfAnnotation }), ", ")))

@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -32,17 +31,37 @@ type pathPart struct {
 	index int // -1: none
 }
 
-var indexed = regexp.MustCompile(`^(.*)\[(\d+)\]$`)
-
+// splitPath splits a field path at dots outside brackets: "a.b[2]" is a,
+// b index 2; "metadata.annotations[cri-prober.io/x]" is metadata,
+// annotations, then the key cri-prober.io/x.
 func splitPath(path string) []pathPart {
 	var parts []pathPart
-	for _, seg := range strings.Split(path, ".") {
-		if m := indexed.FindStringSubmatch(seg); m != nil {
-			i, _ := strconv.Atoi(m[2])
-			parts = append(parts, pathPart{key: m[1], index: i})
+	for path != "" {
+		end := strings.IndexAny(path, ".[")
+		if end < 0 {
+			end = len(path)
+		}
+		if end > 0 {
+			parts = append(parts, pathPart{key: path[:end], index: -1})
+		}
+		path = path[end:]
+		if strings.HasPrefix(path, ".") {
+			path = path[1:]
 			continue
 		}
-		parts = append(parts, pathPart{key: seg, index: -1})
+		if strings.HasPrefix(path, "[") {
+			closing := strings.IndexByte(path, ']')
+			if closing < 0 {
+				break
+			}
+			inner := path[1:closing]
+			path = strings.TrimPrefix(path[closing+1:], ".")
+			if i, err := strconv.Atoi(inner); err == nil && len(parts) > 0 {
+				parts[len(parts)-1].index = i
+			} else {
+				parts = append(parts, pathPart{key: inner, index: -1})
+			}
+		}
 	}
 	return parts
 }

@@ -27,6 +27,9 @@ type Pod struct {
 	RestartPolicy corev1.RestartPolicy
 	// TerminationGracePeriodSeconds is the pod's grace period (default 30).
 	TerminationGracePeriodSeconds int64
+	// ProbeNetwork is metadata.annotations[cri-prober.io/probe-network]:
+	// "", ProbeNetworkNode or ProbeNetworkPod.
+	ProbeNetwork string
 	// Containers are the containers kubelet probes: regular containers and
 	// restartable init containers (sidecars).
 	Containers []Container
@@ -177,6 +180,7 @@ func fromPod(source string, pod *corev1.Pod) *Pod {
 		UID:                           string(pod.UID),
 		RestartPolicy:                 pod.Spec.RestartPolicy,
 		TerminationGracePeriodSeconds: *pod.Spec.TerminationGracePeriodSeconds,
+		ProbeNetwork:                  pod.Annotations[ProbeNetworkAnnotation],
 	}
 	add := func(c *corev1.Container, sidecar bool) {
 		p.Containers = append(p.Containers, Container{

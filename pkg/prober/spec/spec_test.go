@@ -16,7 +16,7 @@ import (
 // Each bad manifest gives exactly these errors, at the line of the field
 // concerned (file prefix omitted).
 func TestLoadBadManifests(t *testing.T) {
-	lines := map[string]int{"bad-header": 13, "bad-restart-policy": 7, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "named-port-missing": 13, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 1, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 1, "unknown-field": 10, "wrong-kind": 1}
+	lines := map[string]int{"bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "named-port-missing": 13, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 1, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 1, "unknown-field": 10, "wrong-kind": 1}
 	tests := map[string][]string{
 		"no-handler":                 {": pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value: must specify a handler type"},
 		"two-handlers":               {": pod shop/two-handlers: container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"},
@@ -35,6 +35,7 @@ func TestLoadBadManifests(t *testing.T) {
 		"unknown-field":              {`: pod shop/unknown-field: unknown field "spec.containers[0].livenessProb"`},
 		"type-error":                 {`: cannot unmarshal string into Go struct field Probe.spec.containers.livenessProbe.periodSeconds of type int32`},
 		"bad-restart-policy":         {`: pod shop/bad-restart-policy: spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`},
+		"bad-probe-network":          {`: pod shop/bad-probe-network: metadata.annotations[cri-prober.io/probe-network]: Unsupported value: "inside": supported values: "node", "pod"`},
 		"wrong-kind":                 {`: apiVersion "apps/v1", kind "Deployment": only Pod manifests (apiVersion: v1, kind: Pod) are supported`},
 		"not-yaml":                   {": not valid YAML: "},
 		"init-container-probe":       {": pod shop/init-container-probe: container setup: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"},
@@ -249,6 +250,14 @@ func TestPodPolicyFromAnnotations(t *testing.T) {
 	assert.Contains(t, errs[1].Error(), `cri-prober.io/restart-policy: Unsupported value: "Sometimes"`)
 	assert.Contains(t, errs[2].Error(), `cri-prober.io/termination-grace-period-seconds: Invalid value: "soon": must be a whole number of seconds`)
 	assert.Equal(t, corev1.RestartPolicyAlways, p.RestartPolicy, "defaults stand when the value is bad")
+
+	p, errs = PodPolicyFromAnnotations("ns", "p", map[string]string{ProbeNetworkAnnotation: "pod"})
+	assert.Empty(t, errs)
+	assert.Equal(t, ProbeNetworkPod, p.ProbeNetwork)
+	p, errs = PodPolicyFromAnnotations("ns", "p", map[string]string{ProbeNetworkAnnotation: "inside"})
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), `cri-prober.io/probe-network: Unsupported value: "inside": supported values: "node", "pod"`)
+	assert.Empty(t, p.ProbeNetwork)
 }
 
 func TestManifestDirReloadsOnChange(t *testing.T) {

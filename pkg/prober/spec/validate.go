@@ -2,6 +2,9 @@ package spec
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -46,6 +49,16 @@ func validatePod(source string, pod *corev1.Pod) []*Error {
 	}
 	for _, msg := range validation.IsDNS1123Label(pod.Namespace) {
 		podErrs = append(podErrs, field.Invalid(meta.Child("namespace"), pod.Namespace, msg))
+	}
+	for _, k := range slices.Sorted(maps.Keys(pod.Annotations)) {
+		switch {
+		case k == ProbeNetworkAnnotation:
+			if v := pod.Annotations[k]; v != ProbeNetworkNode && v != ProbeNetworkPod {
+				podErrs = append(podErrs, field.NotSupported(meta.Child("annotations").Key(k), v, []string{ProbeNetworkNode, ProbeNetworkPod}))
+			}
+		case strings.HasPrefix(k, AnnotationPrefix):
+			podErrs = append(podErrs, field.NotSupported(meta.Child("annotations").Key(k), k, []string{ProbeNetworkAnnotation}))
+		}
 	}
 	specPath := field.NewPath("spec")
 	podErrs = append(podErrs, validateRestartPolicy(pod.Spec.RestartPolicy, specPath.Child("restartPolicy"))...)
