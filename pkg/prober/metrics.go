@@ -1,6 +1,8 @@
 package prober
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -19,6 +21,7 @@ type metrics struct {
 	probes   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	lateness prometheus.Histogram
+	failures *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -37,7 +40,24 @@ func newMetrics() *metrics {
 			Help:    "How late a periodic probe started after its tick was due.",
 			Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
+		failures: newFailures(),
 	}
+}
+
+// newFailures counts failed and unrunnable probes by a bounded reason,
+// every series present from the start (at 0) so dashboards and alerts
+// see them before the first failure.
+func newFailures() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cri_prober_probe_failures_total",
+		Help: "Probes that failed or could not run, by probe type and reason: " + strings.Join(FailureReasons, ", ") + ".",
+	}, []string{"probe_type", "reason"})
+	for _, t := range results.ProbeTypes {
+		for _, r := range FailureReasons {
+			v.WithLabelValues(t.String(), r)
+		}
+	}
+	return v
 }
 
 // WithRegisterers exports kubelet's probe series to probes (kubelet serves
@@ -51,6 +71,9 @@ func WithRegisterers(probes, agent prometheus.Registerer) Option {
 			return err
 		}
 		if err := agent.Register(m.metrics.lateness); err != nil {
+			return err
+		}
+		if err := agent.Register(m.metrics.failures); err != nil {
 			return err
 		}
 		return agent.Register(readyCollector{m: m})
@@ -70,6 +93,7 @@ func WithLatenessObserver(o prometheus.Observer) Option {
 // deletes them.
 type workerMetrics struct {
 	m                           *metrics
+	probeType                   string
 	successful, failed, unknown prometheus.Counter
 	duration                    prometheus.Observer
 	resultLabels                [3][]string
@@ -77,7 +101,7 @@ type workerMetrics struct {
 }
 
 func (m *metrics) forWorker(t results.ProbeType, container, pod, namespace, uid string) *workerMetrics {
-	w := &workerMetrics{m: m}
+	w := &workerMetrics{m: m, probeType: t.String()}
 	for i, r := range []string{metricSuccessful, metricFailed, metricUnknown} {
 		w.resultLabels[i] = []string{t.String(), r, container, pod, namespace, uid}
 	}
@@ -93,6 +117,9 @@ func (m *metrics) forWorker(t results.ProbeType, container, pod, namespace, uid 
 // successful (and unknown) results. kubelet never counts "unknown"; here it
 // counts probes that could not run, which kubelet drops silently.
 func (w *workerMetrics) observe(o outcome, elapsed float64) {
+	if o.reason != "" {
+		w.m.failures.WithLabelValues(w.probeType, o.reason).Inc()
+	}
 	switch {
 	case o.err != nil:
 		w.unknown.Inc()

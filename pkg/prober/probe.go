@@ -50,6 +50,9 @@ type outcome struct {
 	result results.Result // Success or Failure; meaningless when err is set
 	raw    results.Outcome
 	output string
+	// reason says why it failed or could not run (a Reason… constant); ""
+	// for a success.
+	reason string
 	err    error // could not probe: the result is to be thrown away
 }
 
@@ -64,30 +67,32 @@ type dispatcher struct {
 // maps the verdict as kubelet does: success and warning are Success;
 // failure, and unknown without an error, are Failure.
 func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
-	var raw results.Outcome
-	var output string
-	var err error
+	var o outcome
 	for range maxProbeRetries {
-		raw, output, err = d.runOnce(ctx, p, t)
-		if err == nil || ctx.Err() != nil {
+		o = d.runOnce(ctx, p, t)
+		if o.err == nil || ctx.Err() != nil {
 			break
 		}
 	}
-	if err != nil {
-		return outcome{result: results.Failure, raw: results.OutcomeUnknown, err: err}
+	if o.err != nil {
+		reason := ReasonRuntimeError
+		if errors.Is(o.err, netprobe.ErrNetNS) || errors.Is(o.err, errNoNetNS) {
+			reason = ReasonNetNS
+		}
+		return outcome{result: results.Failure, raw: results.OutcomeUnknown, reason: reason, err: o.err}
 	}
-	o := outcome{result: results.Failure, raw: raw, output: output}
-	if raw == results.OutcomeSuccess || raw == results.OutcomeWarning {
-		o.result = results.Success
+	o.result = results.Failure
+	if o.raw == results.OutcomeSuccess || o.raw == results.OutcomeWarning {
+		o.result, o.reason = results.Success, ""
 	}
 	return o
 }
 
-func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) (results.Outcome, string, error) {
+func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) outcome {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if p.Exec == nil && t.inPodNetwork {
 		if t.netns == "" {
-			return results.OutcomeUnknown, "", errNoNetNS
+			return outcome{err: errNoNetNS}
 		}
 		ctx = netprobe.WithNetNS(ctx, t.netns)
 		t.podIP = "127.0.0.1" // the pod's own loopback, inside its namespace
@@ -97,34 +102,37 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) (re
 		r, err := d.exec.Run(ctx, t.containerID, expandCommand(p.Exec.Command, t.container.Env), timeout)
 		switch {
 		case err != nil:
-			return results.OutcomeUnknown, "", err
-		case r.TimedOut, r.ExitCode != 0:
-			return results.OutcomeFailure, r.Output, nil
+			return outcome{err: err}
+		case r.TimedOut:
+			return outcome{raw: results.OutcomeFailure, output: r.Output, reason: ReasonTimeout}
+		case r.ExitCode != 0:
+			return outcome{raw: results.OutcomeFailure, output: r.Output, reason: ReasonExecExitCode}
 		default:
-			return results.OutcomeSuccess, r.Output, nil
+			return outcome{raw: results.OutcomeSuccess, output: r.Output}
 		}
 	case p.HTTPGet != nil:
 		h := p.HTTPGet
 		host, port, err := address(h.Host, h.Port.String(), t, func() (int, bool) { return spec.ResolvePort(h.Port, t.container.Ports) })
 		if err != nil {
-			return results.OutcomeUnknown, "", err
+			return outcome{err: err}
 		}
 		req, err := netprobe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, httpHeaders(h.HTTPHeaders), UserAgent)
 		if err != nil {
-			return results.OutcomeUnknown, "", fmt.Errorf("build HTTP request: %w", err)
+			return outcome{err: fmt.Errorf("build HTTP request: %w", err)}
 		}
-		outcome, output, err := fromNet(d.http.Probe(ctx, req, timeout))
-		return outcome, redactSecrets(output, h.HTTPHeaders), err
+		o := fromNet(d.http.Probe(ctx, req, timeout))
+		o.output = redactSecrets(o.output, h.HTTPHeaders)
+		return o
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
 		host, port, err := address(s.Host, s.Port.String(), t, func() (int, bool) { return spec.ResolvePort(s.Port, t.container.Ports) })
 		if err != nil {
-			return results.OutcomeUnknown, "", err
+			return outcome{err: err}
 		}
 		return fromNet(netprobe.TCP(ctx, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
 	case p.GRPC != nil:
 		if t.podIP == "" {
-			return results.OutcomeUnknown, "", errNoPodIP
+			return outcome{err: errNoPodIP}
 		}
 		service := ""
 		if p.GRPC.Service != nil {
@@ -133,7 +141,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) (re
 		addr := net.JoinHostPort(t.podIP, strconv.Itoa(int(p.GRPC.Port)))
 		return fromNet(netprobe.GRPCHealth(ctx, addr, service, UserAgent, timeout))
 	default:
-		return results.OutcomeUnknown, "", errors.New("missing probe handler")
+		return outcome{err: errors.New("missing probe handler")}
 	}
 }
 
@@ -191,16 +199,15 @@ func httpHeaders(list []corev1.HTTPHeader) http.Header {
 	return h
 }
 
-func fromNet(r netprobe.Result, output string, err error) (results.Outcome, string, error) {
-	if err != nil {
-		return results.OutcomeUnknown, output, err
-	}
-	switch r {
-	case netprobe.Success:
-		return results.OutcomeSuccess, output, nil
-	case netprobe.Warning:
-		return results.OutcomeWarning, output, nil
+func fromNet(r netprobe.Result, output string, err error) outcome {
+	switch {
+	case err != nil:
+		return outcome{output: output, err: err}
+	case r == netprobe.Success:
+		return outcome{raw: results.OutcomeSuccess, output: output}
+	case r == netprobe.Warning:
+		return outcome{raw: results.OutcomeWarning, output: output}
 	default:
-		return results.OutcomeFailure, output, nil
+		return outcome{raw: results.OutcomeFailure, output: output, reason: networkFailureReason(output)}
 	}
 }

@@ -60,11 +60,11 @@ func TestDispatchExec(t *testing.T) {
 		wantCalls int
 	}{
 		{"exit 0", []execAnswer{{result: exec.Result{Output: "ok"}}}, outcome{result: results.Success, raw: results.OutcomeSuccess, output: "ok"}, 1},
-		{"non-zero exit", []execAnswer{{result: exec.Result{ExitCode: 1, Output: "bad"}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: "bad"}, 1},
-		{"timeout is a failure", []execAnswer{{result: exec.Result{TimedOut: true, Output: `command "x" timed out`}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: `command "x" timed out`}, 1},
+		{"non-zero exit", []execAnswer{{result: exec.Result{ExitCode: 1, Output: "bad"}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: "bad", reason: ReasonExecExitCode}, 1},
+		{"timeout is a failure", []execAnswer{{result: exec.Result{TimedOut: true, Output: `command "x" timed out`}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: `command "x" timed out`, reason: ReasonTimeout}, 1},
 		{"error, then success: retried", []execAnswer{{err: errBoom}, {err: errBoom}, {result: exec.Result{}}}, outcome{result: results.Success, raw: results.OutcomeSuccess}, 3},
-		{"three errors: thrown away", []execAnswer{{err: errBoom}}, outcome{result: results.Failure, raw: results.OutcomeUnknown, err: errBoom}, 3},
-		{"a failure is never retried", []execAnswer{{result: exec.Result{ExitCode: 2}}, {result: exec.Result{}}}, outcome{result: results.Failure, raw: results.OutcomeFailure}, 1},
+		{"three errors: thrown away", []execAnswer{{err: errBoom}}, outcome{result: results.Failure, raw: results.OutcomeUnknown, reason: ReasonRuntimeError, err: errBoom}, 3},
+		{"a failure is never retried", []execAnswer{{result: exec.Result{ExitCode: 2}}, {result: exec.Result{}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, reason: ReasonExecExitCode}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,6 +91,8 @@ func TestDispatchNetworkProbes(t *testing.T) {
 			w.Write([]byte("fine"))
 		case "/moved":
 			http.Redirect(w, r, "http://0.0.0.0/", http.StatusFound)
+		case "/slow":
+			<-r.Context().Done() // past the probe's 1 s timeout
 		default:
 			w.WriteHeader(http.StatusInternalServerError)
 		}
@@ -123,15 +125,18 @@ func TestDispatchNetworkProbes(t *testing.T) {
 		wantResult results.Result
 		wantRaw    results.Outcome
 		wantErr    string
+		wantReason string
 	}{
-		{"http success by named port", httpGet("/ok", intstr.FromString("http")), "127.0.0.1", results.Success, results.OutcomeSuccess, ""},
-		{"http failure", httpGet("/broken", intstr.FromInt(port)), "127.0.0.1", results.Failure, results.OutcomeFailure, ""},
-		{"http warning counts as success", httpGet("/moved", intstr.FromInt(port)), "127.0.0.1", results.Success, results.OutcomeWarning, ""},
-		{"named port not found is an error", httpGet("/ok", intstr.FromString("nope")), "127.0.0.1", results.Failure, results.OutcomeUnknown, `port "nope" not found`},
-		{"no pod IP is an error", httpGet("/ok", intstr.FromInt(port)), "", results.Failure, results.OutcomeUnknown, "the pod has no IP address yet"},
-		{"tcp success", tcp(port), "127.0.0.1", results.Success, results.OutcomeSuccess, ""},
-		{"tcp refused", tcp(closedPort), "127.0.0.1", results.Failure, results.OutcomeFailure, ""},
-		{"no handler", &corev1.Probe{TimeoutSeconds: 1}, "127.0.0.1", results.Failure, results.OutcomeUnknown, "missing probe handler"},
+		{"http success by named port", httpGet("/ok", intstr.FromString("http")), "127.0.0.1", results.Success, results.OutcomeSuccess, "", ""},
+		{"http failure", httpGet("/broken", intstr.FromInt(port)), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonHTTPStatus},
+		{"http refused", httpGet("/ok", intstr.FromInt(closedPort)), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonConnectionRefused},
+		{"http timeout", httpGet("/slow", intstr.FromInt(port)), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonTimeout},
+		{"http warning counts as success", httpGet("/moved", intstr.FromInt(port)), "127.0.0.1", results.Success, results.OutcomeWarning, "", ""},
+		{"named port not found is an error", httpGet("/ok", intstr.FromString("nope")), "127.0.0.1", results.Failure, results.OutcomeUnknown, `port "nope" not found`, ReasonRuntimeError},
+		{"no pod IP is an error", httpGet("/ok", intstr.FromInt(port)), "", results.Failure, results.OutcomeUnknown, "the pod has no IP address yet", ReasonRuntimeError},
+		{"tcp success", tcp(port), "127.0.0.1", results.Success, results.OutcomeSuccess, "", ""},
+		{"tcp refused", tcp(closedPort), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonConnectionRefused},
+		{"no handler", &corev1.Probe{TimeoutSeconds: 1}, "127.0.0.1", results.Failure, results.OutcomeUnknown, "missing probe handler", ReasonRuntimeError},
 	}
 	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
 	for _, tt := range tests {
@@ -139,6 +144,7 @@ func TestDispatchNetworkProbes(t *testing.T) {
 			got := d.probe(context.Background(), tt.probe, target{podIP: tt.podIP, container: container})
 			assert.Equal(t, tt.wantResult, got.result)
 			assert.Equal(t, tt.wantRaw, got.raw)
+			assert.Equal(t, tt.wantReason, got.reason, got.output)
 			if tt.wantErr != "" {
 				assert.EqualError(t, got.err, tt.wantErr)
 			} else {
