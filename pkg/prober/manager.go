@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -363,7 +364,23 @@ func (m *Manager) annotationSpec(snap *cri.Snapshot) annotationReader {
 // sameWork reports whether a running worker already does what the spec
 // asks: same probe, and the same ports and env it resolves against.
 func sameWork(w *worker, c *spec.Container, p *corev1.Probe) bool {
-	return reflect.DeepEqual(w.probe, p) && reflect.DeepEqual(w.container.Ports, c.Ports) && reflect.DeepEqual(w.container.Env, c.Env)
+	return reflect.DeepEqual(w.probe, p) && reflect.DeepEqual(w.container.Ports, c.Ports) && reflect.DeepEqual(w.container.Env, c.Env) &&
+		sameExtensions(w.container.Extension(w.key.probeType), c.Extension(w.key.probeType))
+}
+
+// sameExtensions compares what a user wrote (not the compiled regexp).
+func sameExtensions(a, b *spec.Extensions) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if !reflect.DeepEqual(a.StartInterval, b.StartInterval) || (a.HTTPGet == nil) != (b.HTTPGet == nil) {
+		return false
+	}
+	if a.HTTPGet == nil {
+		return true
+	}
+	x, y := *a.HTTPGet, *b.HTTPGet
+	return x.Method == y.Method && slices.Equal(x.ValidStatusCodes, y.ValidStatusCodes) && x.FailIfBodyNotMatchesRegexp == y.FailIfBodyNotMatchesRegexp
 }
 
 func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spec.Container, probe *corev1.Probe) {

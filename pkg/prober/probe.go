@@ -43,6 +43,8 @@ type target struct {
 	// netns, the pod's network namespace, to 127.0.0.1 by default.
 	inPodNetwork bool
 	netns        string
+	// extensions are the probe's additions beyond core/v1 (nil: none).
+	extensions *spec.Extensions
 }
 
 // outcome is one probe run after retries.
@@ -120,7 +122,14 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		if err != nil {
 			return outcome{err: fmt.Errorf("build HTTP request: %w", err)}
 		}
-		o := fromNet(d.http.Probe(ctx, req, timeout))
+		var check netprobe.HTTPCheck
+		if ext := t.extensions; ext != nil && ext.HTTPGet != nil {
+			if ext.HTTPGet.Method != "" {
+				req.Method = ext.HTTPGet.Method
+			}
+			check = netprobe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
+		}
+		o := fromNet(d.http.ProbeChecked(ctx, req, timeout, check))
 		o.output = redactSecrets(o.output, h.HTTPHeaders)
 		return o
 	case p.TCPSocket != nil:

@@ -1,6 +1,10 @@
 package prober
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+)
 
 // Why a probe failed or could not run: a bounded set of values for
 // cri_prober_probe_failures_total, so "why" needs no unbounded label
@@ -10,8 +14,10 @@ const (
 	ReasonConnectionRefused = "connection_refused"
 	// ReasonNetwork: another network error (reset, unreachable, too many
 	// redirects, TLS).
-	ReasonNetwork        = "network_error"
-	ReasonHTTPStatus     = "http_status"
+	ReasonNetwork    = "network_error"
+	ReasonHTTPStatus = "http_status"
+	// ReasonHTTPBody: the body did not match failIfBodyNotMatchesRegexp.
+	ReasonHTTPBody       = "http_body"
 	ReasonGRPCNotServing = "grpc_not_serving"
 	ReasonExecExitCode   = "exec_exit_code"
 	// ReasonRuntimeError: the probe could not run (the runtime unreachable,
@@ -22,7 +28,7 @@ const (
 )
 
 // FailureReasons lists every reason, for metrics and docs.
-var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetwork, ReasonHTTPStatus,
+var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetwork, ReasonHTTPStatus, ReasonHTTPBody,
 	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS}
 
 // networkFailureReason classifies an HTTP, TCP or gRPC failure from its
@@ -33,6 +39,8 @@ func networkFailureReason(output string) string {
 	switch {
 	case strings.HasPrefix(output, "HTTP probe failed with statuscode:"):
 		return ReasonHTTPStatus
+	case strings.HasPrefix(output, netprobe.BodyMismatch):
+		return ReasonHTTPBody
 	case strings.HasPrefix(output, "service unhealthy"),
 		strings.Contains(output, "does not implement the grpc health protocol"):
 		return ReasonGRPCNotServing

@@ -63,6 +63,9 @@ type worker struct {
 	lastResult  results.Result
 	resultRun   int
 	onHold      bool
+	// settled: this container's probe has succeeded once (started, or
+	// first ready); until then a startInterval applies.
+	settled bool
 }
 
 // initialResult is what a worker writes when it first sees a container:
@@ -105,9 +108,16 @@ func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() fl
 		case <-w.clock.After(time.Duration(jitter() * float64(period))):
 		}
 	}
-	ticker := w.clock.NewTicker(period)
+	interval := w.interval()
+	ticker := w.clock.NewTicker(interval)
 	defer func() { ticker.Stop() }()
 	for w.step(ctx) {
+		if next := w.interval(); next != interval {
+			// In or out of a startInterval: the new pace starts now.
+			interval = next
+			ticker.Stop()
+			ticker = w.clock.NewTicker(interval)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -117,9 +127,18 @@ func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() fl
 			// The next periodic probe comes a full period after this one
 			// (kubernetes#119089) instead of possibly right after it.
 			ticker.Stop()
-			ticker = w.clock.NewTicker(period)
+			ticker = w.clock.NewTicker(interval)
 		}
 	}
+}
+
+// interval is the time between two probes: periodSeconds, or the probe's
+// startInterval while its container has not yet succeeded once.
+func (w *worker) interval() time.Duration {
+	if ext := w.container.Extension(w.key.probeType); ext != nil && ext.StartInterval != nil && !w.settled {
+		return ext.StartInterval.Duration
+	}
+	return time.Duration(w.probe.PeriodSeconds) * time.Second
 }
 
 // step is one tick of kubelet's doProbe: it decides whether to probe,
@@ -145,7 +164,7 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		}
 		w.containerID = c.id
 		w.results.Set(w.resultKey(), w.initial, w.key.pod)
-		w.onHold = false
+		w.onHold, w.settled = false, false
 	}
 	if w.onHold {
 		return true // until a new container replaces the failed one
@@ -182,7 +201,8 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		return true
 	}
 
-	o := w.runner.probe(ctx, w.probe, target{podIP: status.ip, containerID: c.id, container: w.container, inPodNetwork: status.inPodNetwork, netns: status.netns})
+	o := w.runner.probe(ctx, w.probe, target{podIP: status.ip, containerID: c.id, container: w.container, inPodNetwork: status.inPodNetwork, netns: status.netns,
+		extensions: w.container.Extension(w.key.probeType)})
 	if ctx.Err() != nil {
 		return true // stopping: the loop will notice
 	}
@@ -219,6 +239,9 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 
 	if w.results.Set(w.resultKey(), o.result, w.key.pod) {
 		w.transitioned(o.result)
+	}
+	if o.result == results.Success {
+		w.settled = true
 	}
 	if (w.key.probeType == results.Liveness && o.result == results.Failure) || w.key.probeType == results.Startup {
 		// Hold until a new container: a failed container is about to be

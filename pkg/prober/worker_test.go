@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -604,6 +605,45 @@ func TestRunManualTriggerResetsTheTicker(t *testing.T) {
 	rw.waitCalls(t, 2)
 	wt.clock.Step(6 * time.Second) // a full period after the manual probe
 	rw.waitCalls(t, 3)
+}
+
+// startInterval (Docker's --start-interval): a fast pace until the
+// container's probe first succeeds, periodSeconds after; a new container
+// starts fast again.
+func TestRunStartInterval(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.PeriodSeconds = 10 })
+	wt.w.container.Extensions = map[results.ProbeType]*spec.Extensions{
+		results.Readiness: {StartInterval: &metav1.Duration{Duration: time.Second}},
+	}
+	wt.runner.answer(results.Failure)
+	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
+	rw.waitCalls(t, 1)
+	wt.clock.Step(time.Second)
+	rw.waitCalls(t, 2)
+	wt.runner.answer(results.Success)
+	wt.clock.Step(time.Second)
+	rw.waitCalls(t, 3) // ready now
+	wt.clock.Step(time.Second)
+	rw.waitCalls(t, 3)
+	wt.clock.Step(8 * time.Second)
+	rw.waitCalls(t, 3)
+	wt.clock.Step(time.Second) // a full period after the success
+	rw.waitCalls(t, 4)
+
+	// Failures once ready do not bring the fast pace back…
+	wt.runner.answer(results.Failure)
+	wt.clock.Step(10 * time.Second)
+	rw.waitCalls(t, 5)
+	wt.clock.Step(time.Second)
+	rw.waitCalls(t, 5)
+	// …a new container does.
+	wt.setPod(func(s *podStatus) {
+		s.containers = map[string]containerStatus{testContainer: {id: "other", state: cri.StateRunning, startedAt: wt.clock.Now()}}
+	})
+	wt.clock.Step(9 * time.Second)
+	rw.waitCalls(t, 6)
+	wt.clock.Step(time.Second)
+	rw.waitCalls(t, 7)
 }
 
 func TestRunEndsWhenStepSaysSo(t *testing.T) {

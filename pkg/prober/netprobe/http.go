@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -79,6 +81,25 @@ func NewRequest(scheme, host string, port int, path string, headers http.Header,
 // redirects to another host are not. A transport error or timeout is a
 // Failure whose output is the error; failing to read the body is an error.
 func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Result, string, error) {
+	return p.ProbeChecked(ctx, req, timeout, HTTPCheck{})
+}
+
+// HTTPCheck replaces kubelet's verdict rules where set (blackbox_exporter's
+// options); its zero value is kubelet's behaviour.
+type HTTPCheck struct {
+	// ValidStatusCodes, when set, are the codes that succeed: every other
+	// fails, redirects not followed included.
+	ValidStatusCodes []int
+	// BodyMustMatch, when set, fails a response whose body (its first
+	// MaxBody bytes) does not match.
+	BodyMustMatch *regexp.Regexp
+}
+
+// BodyMismatch starts the output of a probe failed by HTTPCheck.BodyMustMatch.
+const BodyMismatch = "HTTP probe failed: the body does not match "
+
+// ProbeChecked is Probe with check's rules.
+func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Result, string, error) {
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: sameHostRedirects}
 	resp, err := client.Do(req.WithContext(ctx))
 	switch {
@@ -93,14 +114,22 @@ func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Dur
 		return Failure, "", fmt.Errorf("read response body: %w", err)
 	}
 	body := string(b)
+	statusOK := resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest // kubelet's rule
+	if len(check.ValidStatusCodes) > 0 {
+		statusOK = slices.Contains(check.ValidStatusCodes, resp.StatusCode)
+	}
 	switch {
-	case resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices:
-		return Success, body, nil
-	case resp.StatusCode >= http.StatusMultipleChoices && resp.StatusCode < http.StatusBadRequest:
-		return Warning, "Probe terminated redirects, Response body: " + body, nil
-	default:
+	case !statusOK:
 		// The body is left out on purpose (kubernetes#99425).
 		return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
+	case check.BodyMustMatch != nil && !check.BodyMustMatch.MatchString(body):
+		return Failure, BodyMismatch + strconv.Quote(check.BodyMustMatch.String()), nil
+	case len(check.ValidStatusCodes) > 0:
+		return Success, body, nil
+	case resp.StatusCode < http.StatusMultipleChoices:
+		return Success, body, nil
+	default: // a redirect not followed
+		return Warning, "Probe terminated redirects, Response body: " + body, nil
 	}
 }
 

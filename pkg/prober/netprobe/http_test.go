@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,4 +345,53 @@ func TestTCP(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Failure, result)
 	assert.Equal(t, "dial tcp "+addr+": connect: connection refused", out)
+}
+
+// blackbox_exporter's options, where set, replace kubelet's verdict rules.
+func TestHTTPCheck(t *testing.T) {
+	var lastMethod string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lastMethod = r.Method
+		switch r.URL.Path {
+		case "/created":
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte("status: ok"))
+		case "/missing":
+			w.WriteHeader(http.StatusNotFound)
+		case "/degraded":
+			w.Write([]byte("status: degraded"))
+		case "/moved":
+			http.Redirect(w, r, "http://192.0.2.1/", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	host, port := target(t, srv.URL)
+	ok := regexp.MustCompile(`status: ok`)
+	tests := []struct {
+		path, method string
+		check        HTTPCheck
+		want         Result
+		wantOutput   string
+	}{
+		{"/created", "", HTTPCheck{}, Success, "status: ok"},
+		{"/created", "", HTTPCheck{ValidStatusCodes: []int{200}}, Failure, "HTTP probe failed with statuscode: 201"},
+		{"/missing", "", HTTPCheck{ValidStatusCodes: []int{200, 404}}, Success, ""},
+		{"/moved", "", HTTPCheck{ValidStatusCodes: []int{200}}, Failure, "HTTP probe failed with statuscode: 302"},
+		{"/created", "", HTTPCheck{BodyMustMatch: ok}, Success, "status: ok"},
+		{"/degraded", "", HTTPCheck{BodyMustMatch: ok}, Failure, `HTTP probe failed: the body does not match "status: ok"`},
+		{"/missing", "", HTTPCheck{BodyMustMatch: ok}, Failure, "HTTP probe failed with statuscode: 404"},
+		{"/created", http.MethodHead, HTTPCheck{}, Success, ""},
+	}
+	for _, tt := range tests {
+		req, err := NewRequest("http", host, port, tt.path, nil, testUA)
+		require.NoError(t, err)
+		if tt.method != "" {
+			req.Method = tt.method
+		}
+		r, out, err := NewHTTPGet().ProbeChecked(context.Background(), req, time.Second, tt.check)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, r, "%s %+v", tt.path, tt.check)
+		assert.Equal(t, tt.wantOutput, out, "%s %+v", tt.path, tt.check)
+		assert.Equal(t, req.Method, lastMethod)
+	}
 }

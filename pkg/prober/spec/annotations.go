@@ -67,7 +67,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 	fail := func(key, detail string) {
 		errs = append(errs, &Error{Source: "annotations", Namespace: namespace, Pod: pod, Container: container, Field: key, Detail: detail})
 	}
-	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, RestartOfAnnotation}, fail)
+	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation, RestartOfAnnotation}, fail)
 	for _, a := range containerAnnotations {
 		raw, ok := annotations[a.key]
 		if !ok {
@@ -97,6 +97,13 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 		case startupField:
 			c.Startup = &probe
 		}
+	}
+	if raw, ok := annotations[ExtensionsAnnotation]; ok && len(errs) == 0 {
+		ext, ferrs := decodeExtensions([]byte(raw), c, field.NewPath(ExtensionsAnnotation))
+		for _, fe := range ferrs {
+			fail(fe.Field, fe.ErrorBody())
+		}
+		c.Extensions = ext
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -165,7 +172,7 @@ func checkKeys(annotations map[string]string, on string, known []string, fail fu
 	sort.Strings(keys)
 	for _, k := range keys {
 		switch k {
-		case LivenessAnnotation, ReadinessAnnotation, StartupAnnotation:
+		case LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation:
 			fail(k, "belongs on a container config, not on "+on)
 		case RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation:
 			fail(k, "belongs on the pod sandbox config, not on "+on)

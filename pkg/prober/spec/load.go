@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -198,7 +199,17 @@ func decodePod(source string, doc []byte) (*Pod, []*Error) {
 	if errs := validatePod(source, &pod); len(errs) > 0 {
 		return nil, errs
 	}
-	return fromPod(source, &pod), nil
+	p := fromPod(source, &pod)
+	if raw, ok := pod.Annotations[ExtensionsAnnotation]; ok {
+		var errs []*Error
+		for _, fe := range containerExtensions(raw, p.Containers, field.NewPath("metadata", "annotations").Key(ExtensionsAnnotation)) {
+			errs = append(errs, &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Field: fe.Field, Detail: fe.ErrorBody()})
+		}
+		if len(errs) > 0 {
+			return nil, errs
+		}
+	}
+	return p, nil
 }
 
 // unknownField extracts the path of a strict decoder's unknown-field error.

@@ -46,6 +46,14 @@ type Container struct {
 	Liveness  *corev1.Probe
 	Readiness *corev1.Probe
 	Startup   *corev1.Probe
+	// Extensions are cri-prober's additions to the probes, by type
+	// (ExtensionsAnnotation); nil for kubelet's behaviour.
+	Extensions map[results.ProbeType]*Extensions
+}
+
+// Extension returns the additions to the probe of type t, or nil.
+func (c *Container) Extension(t results.ProbeType) *Extensions {
+	return c.Extensions[t]
 }
 
 // Probe returns the container's probe of type t, or nil.

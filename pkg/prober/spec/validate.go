@@ -56,8 +56,9 @@ func validatePod(source string, pod *corev1.Pod) []*Error {
 			if v := pod.Annotations[k]; v != ProbeNetworkNode && v != ProbeNetworkPod {
 				podErrs = append(podErrs, field.NotSupported(meta.Child("annotations").Key(k), v, []string{ProbeNetworkNode, ProbeNetworkPod}))
 			}
+		case k == ExtensionsAnnotation: // decoded once the containers are known
 		case strings.HasPrefix(k, AnnotationPrefix):
-			podErrs = append(podErrs, field.NotSupported(meta.Child("annotations").Key(k), k, []string{ProbeNetworkAnnotation}))
+			podErrs = append(podErrs, field.NotSupported(meta.Child("annotations").Key(k), k, []string{ProbeNetworkAnnotation, ExtensionsAnnotation}))
 		}
 	}
 	specPath := field.NewPath("spec")
