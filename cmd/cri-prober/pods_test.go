@@ -271,7 +271,7 @@ func TestDeployConfigIsValid(t *testing.T) {
 
 // Every command's --help exits 0 with its usage and examples.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range []string{"run", "status", "events", "wait", "probe", "validate", "explain", "pods"} {
+	for _, cmd := range []string{"run", "status", "events", "history", "wait", "probe", "validate", "explain", "pods"} {
 		t.Run(cmd, func(t *testing.T) {
 			out, _, err := runCLI(t, cmd, "--help")
 			require.NoError(t, err)
@@ -282,7 +282,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	out, _, err := runCLI(t, "--help")
 	require.NoError(t, err)
-	for _, cmd := range []string{"run", "status", "events", "wait", "probe", "validate", "explain", "pods", "version"} {
+	for _, cmd := range []string{"run", "status", "events", "history", "wait", "probe", "validate", "explain", "pods", "version"} {
 		assert.Contains(t, out, "\n  "+cmd+" ", "the top-level help lists %s", cmd)
 	}
 }
@@ -297,4 +297,28 @@ func TestTerminalSafe(t *testing.T) {
 	printEvent(&out, events.Event{Time: time.Unix(0, 0), Type: "Warning", Reason: "Unhealthy", Namespace: "ns", Pod: "p",
 		Message: "Readiness probe failed: \x1b[31mred\x1b[0m\nsecond line"})
 	assert.Contains(t, out.String(), `Readiness probe failed: \x1b[31mred\x1b[0m second line`)
+}
+
+func TestPrintHistory(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.Local)
+	run := func(sec int, result string, n, of int, changed bool, out string) api.Run {
+		return api.Run{Time: t0.Add(time.Duration(sec) * time.Second), DurationMs: 2.4, Result: result, Consecutive: n, Threshold: of, Changed: changed, Output: out}
+	}
+	h := api.History{Namespace: "shop", Name: "web", Probes: []api.ProbeHistory{{
+		Container: "app", Type: "liveness",
+		Recent:   []api.Run{run(10, "success", 1, 1, true, ""), run(11, "success", 2, 1, false, "")},
+		Failures: []api.Run{run(1, "failure", 1, 3, false, "HTTP probe failed with statuscode: 500"), run(2, "failure", 2, 3, false, "HTTP probe failed with statuscode: 500")},
+	}}}
+	var out strings.Builder
+	printHistory(&out, h)
+	assert.Equal(t, `CONTAINER  PROBE     TIME                RESULT   COUNT  TOOK  OUTPUT
+app        liveness  10:00:10.000        success  1/1*   2ms   
+app        liveness  10:00:11.000        success  2/1    2ms   
+app        liveness  (earlier failures)                        
+app        liveness  10:00:01.000        failure  1/3    2ms   HTTP probe failed with statuscode: 500
+app        liveness  10:00:02.000        failure  2/3    2ms   HTTP probe failed with statuscode: 500
+`, out.String())
+	out.Reset()
+	printHistory(&out, api.History{Namespace: "shop", Name: "db"})
+	assert.Equal(t, "pod shop/db: no probe has run\n", out.String())
 }

@@ -214,7 +214,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wg.Go(func() { restarter.Run(ctx, restarterChanges) })
 	if listener != nil {
 		server := api.New(api.Config{
-			Pods: manager, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
+			Pods: manager, History: manager, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
 		})

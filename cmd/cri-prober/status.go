@@ -69,6 +69,13 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 	return resp, nil
 }
 
+// writeJSONTo prints v as indented JSON, as the API serves it.
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func apiGet(ctx context.Context, server, path string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -106,9 +113,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "WARNING: %s; showing the pods as last seen\n", list.RuntimeError)
 	}
 	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(api.PodList{RuntimeError: list.RuntimeError, Pods: pods})
+		return writeJSONTo(stdout, api.PodList{RuntimeError: list.RuntimeError, Pods: pods})
 	}
 	printStatus(stdout, pods, time.Now())
 	return nil
@@ -320,5 +325,5 @@ func printEvent(w io.Writer, e events.Event) {
 	if e.Container != "" {
 		object += "/" + e.Container
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), terminalSafe(strings.TrimSpace(e.Message)))
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), terminalSafe(strings.TrimSpace(e.Counted())))
 }

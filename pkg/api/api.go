@@ -25,6 +25,11 @@ type Reporter interface {
 	Report() []prober.PodReport
 }
 
+// Historian gives a pod's recent probe runs (by its key, cri.Pod.Key).
+type Historian interface {
+	History(podKey string) []prober.ProbeHistory
+}
+
 // Waiter says why a container is waiting (the restarter's back-off).
 type Waiter interface {
 	Waiting(podKey, container string) (restart.Waiting, bool)
@@ -33,6 +38,7 @@ type Waiter interface {
 // Server serves the state API.
 type Server struct {
 	pods     Reporter
+	history  Historian
 	waiting  Waiter
 	events   *events.Ring
 	health   func() error
@@ -45,6 +51,7 @@ type Server struct {
 // agent works (the runtime reachable), else why not.
 type Config struct {
 	Pods         Reporter
+	History      Historian // nil: no history endpoint
 	Waiting      Waiter
 	Events       *events.Ring
 	Health       func() error
@@ -54,7 +61,7 @@ type Config struct {
 
 // New returns a server for cfg.
 func New(cfg Config) *Server {
-	return &Server{pods: cfg.Pods, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
+	return &Server{pods: cfg.Pods, history: cfg.History, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, keepWarm: 15 * time.Second}
 }
 
@@ -65,6 +72,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/pods", s.listPods)
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}", s.getPod)
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/ready", s.ready)
+	if s.history != nil {
+		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/history", s.getHistory)
+	}
 	mux.HandleFunc("GET /api/v1/events", s.listEvents)
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", s.metrics)
@@ -219,6 +229,63 @@ func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
+}
+
+// History is GET /api/v1/pods/{namespace}/{name}/history: each probe's
+// last runs and, kept apart so that successes never push them out, its
+// last failures; oldest first, across the containers' restarts.
+type History struct {
+	Namespace string         `json:"namespace"`
+	Name      string         `json:"name"`
+	Probes    []ProbeHistory `json:"probes"`
+}
+
+// ProbeHistory is one probe's runs.
+type ProbeHistory struct {
+	Container string `json:"container"`
+	Type      string `json:"type"` // liveness, readiness or startup
+	Recent    []Run  `json:"recent"`
+	Failures  []Run  `json:"failures"`
+}
+
+// Run is one probe run.
+type Run struct {
+	Time        time.Time `json:"time"`
+	DurationMs  float64   `json:"durationMs"`
+	Result      string    `json:"result"` // success, warning, failure, or unknown (see error)
+	Output      string    `json:"output,omitempty"`
+	Error       string    `json:"error,omitempty"`
+	Consecutive int       `json:"consecutive,omitempty"`
+	Threshold   int       `json:"threshold,omitempty"`
+	// Changed: this run reached the threshold and changed the result.
+	Changed     bool   `json:"changed,omitempty"`
+	ContainerID string `json:"containerId"`
+}
+
+func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	for _, p := range s.pods.Report() {
+		if p.Namespace != ns || p.Name != name {
+			continue
+		}
+		out := History{Namespace: ns, Name: name, Probes: []ProbeHistory{}}
+		for _, h := range s.history.History(p.Key) {
+			out.Probes = append(out.Probes, ProbeHistory{Container: h.Container, Type: strings.ToLower(h.Type.String()),
+				Recent: runs(h.Recent), Failures: runs(h.Failures)})
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
+}
+
+func runs(list []results.Observation) []Run {
+	out := make([]Run, 0, len(list))
+	for _, o := range list {
+		out = append(out, Run{Time: o.Time, DurationMs: float64(o.Duration.Microseconds()) / 1000, Result: string(o.Outcome),
+			Output: truncate(o.Output), Error: o.Err, Consecutive: o.Consecutive, Threshold: o.Threshold, Changed: o.Changed, ContainerID: o.ContainerID})
+	}
+	return out
 }
 
 // Readiness is GET /api/v1/pods/{namespace}/{name}/ready.

@@ -53,9 +53,22 @@ func testPods() fakePods {
 	}
 }
 
+// fakeHistory answers for uid-web.
+type fakeHistory struct{}
+
+func (fakeHistory) History(podKey string) []prober.ProbeHistory {
+	if podKey != "uid-web" {
+		return nil
+	}
+	fail := results.Observation{Time: t0, Duration: 1500 * time.Microsecond, Outcome: results.OutcomeFailure, Output: "HTTP probe failed with statuscode: 500",
+		Consecutive: 3, Threshold: 3, Changed: true, ContainerID: "c0"}
+	ok := results.Observation{Time: t0.Add(time.Minute), Outcome: results.OutcomeSuccess, Consecutive: 1, Threshold: 1, ContainerID: "c1"}
+	return []prober.ProbeHistory{{Container: "app", Type: results.Liveness, Recent: []results.Observation{ok}, Failures: []results.Observation{fail}}}
+}
+
 func newServer(health func() error) (*Server, *events.Ring) {
 	ring := events.NewRing(10)
-	return New(Config{Pods: testPods(), Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
+	return New(Config{Pods: testPods(), History: fakeHistory{}, Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
 		Events: ring, Health: health}), ring
 }
 
@@ -195,11 +208,26 @@ func TestEventsWatchStreams(t *testing.T) {
 // restarts a container.
 func TestAPIIsReadOnly(t *testing.T) {
 	s, _ := newServer(healthy)
-	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/events"} {
+	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/pods/shop/web/history", "/api/v1/events"} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
 			assert.Equal(t, http.StatusMethodNotAllowed, rec.Code, "%s %s", method, path)
 		}
 	}
+}
+
+func TestHistoryEndpoint(t *testing.T) {
+	s, _ := newServer(healthy)
+	code, body := get(t, s.Handler(), "/api/v1/pods/shop/web/history")
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"namespace":"shop","name":"web","probes":[{"container":"app","type":"liveness",
+		"recent":[{"time":"2026-11-21T09:01:00Z","durationMs":0,"result":"success","consecutive":1,"threshold":1,"containerId":"c1"}],
+		"failures":[{"time":"2026-11-21T09:00:00Z","durationMs":1.5,"result":"failure","output":"HTTP probe failed with statuscode: 500",
+			"consecutive":3,"threshold":3,"changed":true,"containerId":"c0"}]}]}`, body)
+	code, body = get(t, s.Handler(), "/api/v1/pods/shop/db/history")
+	assert.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"namespace":"shop","name":"db","probes":[]}`, body)
+	code, _ = get(t, s.Handler(), "/api/v1/pods/shop/nope/history")
+	assert.Equal(t, http.StatusNotFound, code)
 }

@@ -7,6 +7,8 @@
 package events
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,23 @@ type Event struct {
 	Pod       string    `json:"pod"`
 	Container string    `json:"container,omitempty"`
 	Message   string    `json:"message"`
+	// Count and Threshold: for a probe failure, how many failed in a row
+	// (this one included) and how many change the probe's result.
+	Count     int `json:"count,omitempty"`
+	Threshold int `json:"threshold,omitempty"`
+}
+
+// Counted returns the message with the count and threshold, if any:
+// "Liveness probe failed (2/3): …", kubelet's message with where it stands.
+func (e Event) Counted() string {
+	if e.Threshold == 0 {
+		return e.Message
+	}
+	head, tail, ok := strings.Cut(e.Message, ": ")
+	if !ok {
+		return fmt.Sprintf("%s (%d/%d)", e.Message, e.Count, e.Threshold)
+	}
+	return fmt.Sprintf("%s (%d/%d): %s", head, e.Count, e.Threshold, tail)
 }
 
 // Truncated returns e with its message cut to MaxMessage bytes.
@@ -134,5 +153,9 @@ type LogRecorder struct{ logger klog.Logger }
 // Record logs e.
 func (l LogRecorder) Record(e Event) {
 	e = e.Truncated()
-	l.logger.Info("Event", "type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message)
+	kv := []any{"type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message}
+	if e.Threshold > 0 {
+		kv = append(kv, "count", e.Count, "threshold", e.Threshold)
+	}
+	l.logger.Info("Event", kv...)
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,11 @@ type Manager struct {
 	// policyChanges tells the restarter about pods whose management
 	// changed (see PolicyChanges).
 	policyChanges keyNotifier
+
+	// histories outlive workers (a spec edit replaces the worker, a
+	// restart keeps it) and go with their pod.
+	historiesMu sync.Mutex
+	histories   map[workerKey]*results.History
 
 	// Owned by Run.
 	policies    map[string]string // managed pods' policy signatures
@@ -156,6 +162,7 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		resyncAt:      map[string]time.Time{},
 		annotations:   map[string]annotationSpec{},
 		policies:      map[string]string{},
+		histories:     map[workerKey]*results.History{},
 		policyChanges: keyNotifier{ready: make(chan struct{}, 1)},
 		exited:        make(chan *workerHandle),
 		jitter:        rand.Float64,
@@ -329,6 +336,13 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 			delete(m.finished, key)
 		}
 	}
+	m.historiesMu.Lock()
+	for key := range m.histories {
+		if _, ok := desired[key]; !ok {
+			delete(m.histories, key)
+		}
+	}
+	m.historiesMu.Unlock()
 	for key := range m.resyncAt {
 		if _, ok := views[key]; !ok {
 			delete(m.resyncAt, key)
@@ -400,6 +414,7 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spe
 		trigger:   make(chan struct{}, 1),
 		metrics:   m.metrics.forWorker(key.probeType, key.container, p.name, p.namespace, p.uid),
 		lateness:  m.latenessObserver(),
+		history:   m.history(key),
 	}
 	h := &workerHandle{w: w, cancel: cancel}
 	m.workers[key] = h
@@ -419,6 +434,51 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spe
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// history returns the history of a worker key, made on first use.
+func (m *Manager) history(key workerKey) *results.History {
+	m.historiesMu.Lock()
+	defer m.historiesMu.Unlock()
+	h, ok := m.histories[key]
+	if !ok {
+		h = results.NewHistory()
+		m.histories[key] = h
+	}
+	return h
+}
+
+// ProbeHistory is one probe's recent runs, oldest first.
+type ProbeHistory struct {
+	Container string
+	Type      results.ProbeType
+	Recent    []results.Observation // the last runs, any outcome
+	Failures  []results.Observation // the last failures and errors, kept apart
+}
+
+// History returns the recent runs of every probe of a pod (by its key,
+// cri.Pod.Key), across its containers' restarts, by container then type.
+func (m *Manager) History(podKey string) []ProbeHistory {
+	m.historiesMu.Lock()
+	var out []ProbeHistory
+	var hs []*results.History
+	for k, h := range m.histories {
+		if k.pod == podKey {
+			out = append(out, ProbeHistory{Container: k.container, Type: k.probeType})
+			hs = append(hs, h)
+		}
+	}
+	m.historiesMu.Unlock()
+	for i, h := range hs {
+		out[i].Recent, out[i].Failures = h.Snapshot()
+	}
+	slices.SortFunc(out, func(a, b ProbeHistory) int {
+		if a.Container != b.Container {
+			return strings.Compare(a.Container, b.Container)
+		}
+		return int(a.Type) - int(b.Type)
+	})
+	return out
 }
 
 func (m *Manager) stopAll() {

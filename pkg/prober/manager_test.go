@@ -224,6 +224,33 @@ func TestManagerProbesAnnotatedContainers(t *testing.T) {
 	assert.True(t, p.Ready)
 }
 
+// A probe's history outlives its container's restarts and goes with the
+// pod.
+func TestManagerHistory(t *testing.T) {
+	mt := newManagerTest(t)
+	sb := mt.rt.AddSandbox("ns", "web", "uid-web")
+	first := mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING,
+		fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probeJSON("ready", 10)}))
+	mt.relist(t)
+	mt.eventually(t, "probed", func() bool { return mt.ready("web", "app") })
+	require.NoError(t, mt.rt.SetContainerState(first, runtimeapi.ContainerState_CONTAINER_EXITED, 1))
+	mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAttempt(1),
+		fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probeJSON("ready", 10)}))
+	mt.relist(t)
+	mt.eventually(t, "the new instance probed", func() bool {
+		h := mt.m.History("uid-web")
+		return len(h) == 1 && len(h[0].Recent) > 0 && h[0].Recent[len(h[0].Recent)-1].ContainerID != first
+	})
+	h := mt.m.History("uid-web")
+	assert.Equal(t, "app", h[0].Container)
+	assert.Equal(t, results.Readiness, h[0].Type)
+	assert.Equal(t, first, h[0].Recent[0].ContainerID, "the first instance's runs are kept")
+
+	mt.rt.DeleteSandbox(sb)
+	mt.relist(t)
+	mt.eventually(t, "gone with the pod", func() bool { return len(mt.m.History("uid-web")) == 0 })
+}
+
 func TestManagerReadinessFlips(t *testing.T) {
 	mt := newManagerTest(t)
 	sb := mt.rt.AddSandbox("ns", "web", "uid-web")

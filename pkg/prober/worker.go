@@ -57,6 +57,7 @@ type worker struct {
 	trigger  chan struct{} // buffered 1: triggers merge
 	metrics  *workerMetrics
 	lateness prometheus.Observer
+	history  *results.History // nil: none kept
 
 	// ---
 	containerID string
@@ -211,17 +212,10 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 	if o.err != nil {
 		// Could not probe: thrown away, never counted toward a threshold.
 		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "err", o.err)
-		w.observe(now, elapsed, o, 0, 0)
+		w.observe(now, elapsed, o, 0, 0, false)
 		w.event(events.Warning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
 		return true
 	}
-	switch o.raw {
-	case results.OutcomeFailure:
-		w.event(events.Warning, ReasonUnhealthy, "%s probe failed: %s", w.key.probeType, o.output)
-	case results.OutcomeWarning:
-		w.event(events.Warning, ReasonProbeWarning, "%s probe warning: %s", w.key.probeType, o.output)
-	}
-
 	if o.result == w.lastResult {
 		w.resultRun++
 	} else {
@@ -232,12 +226,21 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 	if o.result == results.Failure {
 		threshold = int(w.probe.FailureThreshold)
 	}
-	w.observe(now, elapsed, o, w.resultRun, threshold)
+	switch o.raw {
+	case results.OutcomeFailure:
+		// kubelet's message; the count and threshold ride beside it.
+		w.record(events.Event{Type: events.Warning, Reason: ReasonUnhealthy, Count: w.resultRun, Threshold: threshold,
+			Message: fmt.Sprintf("%s probe failed: %s", w.key.probeType, o.output)})
+	case results.OutcomeWarning:
+		w.event(events.Warning, ReasonProbeWarning, "%s probe warning: %s", w.key.probeType, o.output)
+	}
+	changed := w.resultRun >= threshold && w.results.Set(w.resultKey(), o.result, w.key.pod)
+	w.observe(now, elapsed, o, w.resultRun, threshold, changed)
 	if w.resultRun < threshold {
 		return true // below the threshold: the stable result stands
 	}
 
-	if w.results.Set(w.resultKey(), o.result, w.key.pod) {
+	if changed {
 		w.transitioned(o.result)
 	}
 	if o.result == results.Success {
@@ -253,12 +256,16 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 	return true
 }
 
-func (w *worker) observe(at time.Time, elapsed time.Duration, o outcome, run, threshold int) {
-	obs := results.Observation{Time: at, Duration: elapsed, Outcome: o.raw, Output: o.output, Consecutive: run, Threshold: threshold}
+func (w *worker) observe(at time.Time, elapsed time.Duration, o outcome, run, threshold int, changed bool) {
+	obs := results.Observation{Time: at, Duration: elapsed, Outcome: o.raw, Output: o.output, Consecutive: run, Threshold: threshold,
+		Changed: changed, ContainerID: w.containerID}
 	if o.err != nil {
 		obs.Err = o.err.Error()
 	}
 	w.results.Observe(w.resultKey(), obs)
+	if w.history != nil {
+		w.history.Add(obs)
+	}
 }
 
 // transitioned tells about a change of the stable result that a threshold
@@ -284,13 +291,11 @@ func (w *worker) transitioned(r results.Result) {
 }
 
 func (w *worker) event(eventType, reason, format string, args ...any) {
-	w.recorder.Record(events.Event{
-		Time:      w.clock.Now(),
-		Type:      eventType,
-		Reason:    reason,
-		Namespace: w.namespace,
-		Pod:       w.podName,
-		Container: w.key.container,
-		Message:   fmt.Sprintf(format, args...),
-	})
+	w.record(events.Event{Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// record sends e about the worker's container, now.
+func (w *worker) record(e events.Event) {
+	e.Time, e.Namespace, e.Pod, e.Container = w.clock.Now(), w.namespace, w.podName, w.key.container
+	w.recorder.Record(e)
 }

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -101,6 +102,12 @@ func (e *eventList) Record(ev events.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, ev)
+}
+
+func (e *eventList) all() []events.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.list)
 }
 
 func (e *eventList) messages() []string {
@@ -697,4 +704,37 @@ func TestProbeMetrics(t *testing.T) {
 	wt.w.metrics.delete()
 	assert.Zero(t, testutil.CollectAndCount(wt.metrics.probes))
 	assert.Zero(t, testutil.CollectAndCount(wt.metrics.duration))
+}
+
+// Probe failures carry where they stand against the threshold (kubernetes
+// #115823): in the event beside kubelet's message, and in the history, with
+// the run that changed the result marked.
+func TestFailuresCarryTheirCount(t *testing.T) {
+	wt := newWorkerTest(t, liveness, func(p *corev1.Probe) { p.FailureThreshold = 3 })
+	wt.w.history = results.NewHistory()
+	wt.step(t) // success
+	wt.runner.answer(results.Failure)
+	for range 3 {
+		wt.step(t)
+	}
+	var counted []string
+	for _, e := range wt.events.all() {
+		if e.Reason == ReasonUnhealthy {
+			counted = append(counted, e.Counted())
+		}
+	}
+	assert.Equal(t, []string{
+		"Liveness probe failed (1/3): boom",
+		"Liveness probe failed (2/3): boom",
+		"Liveness probe failed (3/3): boom",
+	}, counted)
+	recent, failures := wt.w.history.Snapshot()
+	require.Len(t, recent, 4)
+	assert.Len(t, failures, 3)
+	for i, o := range recent {
+		assert.Equal(t, i == 3, o.Changed, "only the third failure changed the result (run %d)", i)
+		assert.Equal(t, testID, o.ContainerID)
+	}
+	assert.Equal(t, 3, recent[3].Consecutive)
+	assert.Equal(t, 3, recent[3].Threshold)
 }

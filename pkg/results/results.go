@@ -85,6 +85,9 @@ type Observation struct {
 	Err         string
 	Consecutive int // consecutive results equal to this one, this included
 	Threshold   int // how many are needed to change the stable result
+	// Changed: this run changed the stable result (a threshold reached).
+	Changed     bool
+	ContainerID string
 }
 
 // Outcome is a probe run's raw verdict, as kubelet's probe.Result.
