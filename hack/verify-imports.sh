@@ -21,6 +21,7 @@ allowed() {
     hack/tools*) echo "pkg/cri" ;;
     test/harness*) echo "pkg/" ;;
     pkg/api*) echo "pkg/cri pkg/events pkg/prober pkg/restart pkg/results" ;;
+    pkg/hooks*) echo "pkg/events pkg/prober pkg/restart" ;;
     cmd/*) echo "pkg/" ;;
     *) echo "" ;;
   esac

@@ -295,7 +295,8 @@ func TestTerminalSafe(t *testing.T) {
 	assert.Equal(t, `bad \xfffd utf-8, ünïcode kept`, terminalSafe("bad \xff utf-8, ünïcode kept"))
 	var out strings.Builder
 	printEvent(&out, events.Event{Time: time.Unix(0, 0), Type: "Warning", Reason: "Unhealthy", Namespace: "ns", Pod: "p",
-		Message: "Readiness probe failed: \x1b[31mred\x1b[0m\nsecond line"})
+		Message: "Readiness probe failed: \x1b[31mred\x1b[0m\nsecond line", Count: 2, Threshold: 3})
+	assert.Contains(t, out.String(), "\t2/3\t", "the count beside kubelet's message")
 	assert.Contains(t, out.String(), `Readiness probe failed: \x1b[31mred\x1b[0m second line`)
 }
 

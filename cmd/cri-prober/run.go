@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
@@ -77,6 +79,8 @@ type runOptions struct {
 	config            string
 	maxExec           int
 	probeNetwork      string
+	onTransition      string
+	webhook           string
 }
 
 // newRunFlags declares run's flags (also the keys of its config file).
@@ -92,6 +96,8 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.IntVar(&o.maxExec, "max-concurrent-exec", exec.DefaultConcurrency(), "exec probes run at once at most (more wait their turn, not counted against their timeout); each starts a process through runc")
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
+	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
+	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	return fs
 }
@@ -156,6 +162,22 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ring := events.NewRing(1000)
 	recorder := recorders{events.Log(logger), ring}
+	var manager *prober.Manager // made below; the hooks read pod IPs from it
+	transitions, err := o.hooks(agentRegistry, func(namespace, pod string) string {
+		for _, p := range manager.Report() {
+			if p.Namespace == namespace && p.Name == pod {
+				return p.IP
+			}
+		}
+		return ""
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	if transitions != nil {
+		recorder = append(recorder, transitions)
+	}
 	opts := []prober.Option{prober.WithHostIP(hostIP), prober.WithRecorder(recorder), prober.WithRegisterers(probeRegistry, agentRegistry),
 		prober.WithProbeNetwork(o.probeNetwork)}
 	var manifests *spec.ManifestDir
@@ -169,8 +191,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-concurrent-exec: %w", err)
 	}
 	store := results.NewStore()
-	manager, err := prober.NewManager(runner, store, opts...)
-	if err != nil {
+	if manager, err = prober.NewManager(runner, store, opts...); err != nil {
 		return err
 	}
 	restarter, err := restart.New(client, manager, store, restart.WithMode(mode), restart.WithRecorder(recorder), restart.WithRegisterer(agentRegistry))
@@ -212,6 +233,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	wg.Go(func() { manager.Run(ctx, changes) })
 	wg.Go(func() { restarter.Run(ctx, restarterChanges) })
+	if transitions != nil {
+		wg.Go(func() { transitions.Run(ctx) })
+	}
 	if listener != nil {
 		server := api.New(api.Config{
 			Pods: manager, History: manager, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
@@ -235,6 +259,25 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
+}
+
+// hooks returns the transition hooks the flags ask for (nil: none).
+func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod string) string) (*hooks.Hooks, error) {
+	var opts []hooks.Option
+	if o.onTransition != "" {
+		opts = append(opts, hooks.WithCommand([]string{"/bin/sh", "-c", o.onTransition}))
+	}
+	if o.webhook != "" {
+		u, err := url.Parse(o.webhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--webhook %q: want an http:// or https:// URL", o.webhook)
+		}
+		opts = append(opts, hooks.WithWebhook(o.webhook))
+	}
+	if len(opts) == 0 {
+		return nil, nil
+	}
+	return hooks.New(append(opts, hooks.WithRegisterer(reg), hooks.WithPodIP(podIP))...), nil
 }
 
 // recorders sends each event to several recorders.

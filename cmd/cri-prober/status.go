@@ -271,7 +271,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		query.Set("since", time.Now().Add(-*since).UTC().Format(time.RFC3339))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tMESSAGE")
+	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tCOUNT\tMESSAGE")
 	if !*follow {
 		var list api.EventList
 		if err := apiGet(ctx, *server, "/api/v1/events?"+query.Encode(), &list); err != nil {
@@ -325,5 +325,11 @@ func printEvent(w io.Writer, e events.Event) {
 	if e.Container != "" {
 		object += "/" + e.Container
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), terminalSafe(strings.TrimSpace(e.Counted())))
+	// A probe failure's count against its threshold (kubernetes#115823)
+	// beside kubelet's message, which stays as kubelet words it.
+	count := ""
+	if e.Threshold > 0 {
+		count = fmt.Sprintf("%d/%d", e.Count, e.Threshold)
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), count, terminalSafe(strings.TrimSpace(e.Message)))
 }

@@ -7,8 +7,6 @@
 package events
 
 import (
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,19 +37,6 @@ type Event struct {
 	// (this one included) and how many change the probe's result.
 	Count     int `json:"count,omitempty"`
 	Threshold int `json:"threshold,omitempty"`
-}
-
-// Counted returns the message with the count and threshold, if any:
-// "Liveness probe failed (2/3): …", kubelet's message with where it stands.
-func (e Event) Counted() string {
-	if e.Threshold == 0 {
-		return e.Message
-	}
-	head, tail, ok := strings.Cut(e.Message, ": ")
-	if !ok {
-		return fmt.Sprintf("%s (%d/%d)", e.Message, e.Count, e.Threshold)
-	}
-	return fmt.Sprintf("%s (%d/%d): %s", head, e.Count, e.Threshold, tail)
 }
 
 // Truncated returns e with its message cut to MaxMessage bytes.

@@ -56,10 +56,3 @@ func TestWatcherNeverBlocksRecord(t *testing.T) {
 	r.Record(ev(9, "after close"))
 	assert.Empty(t, w.C())
 }
-
-func TestCounted(t *testing.T) {
-	e := Event{Message: "Liveness probe failed: HTTP probe failed with statuscode: 500", Count: 2, Threshold: 3}
-	assert.Equal(t, "Liveness probe failed (2/3): HTTP probe failed with statuscode: 500", e.Counted())
-	assert.Equal(t, "Started container app", Event{Message: "Started container app"}.Counted(), "no threshold: kubelet's message")
-	assert.Equal(t, "Readiness probe failed (1/1)", Event{Message: "Readiness probe failed", Count: 1, Threshold: 1}.Counted())
-}

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -720,14 +721,14 @@ func TestFailuresCarryTheirCount(t *testing.T) {
 	var counted []string
 	for _, e := range wt.events.all() {
 		if e.Reason == ReasonUnhealthy {
-			counted = append(counted, e.Counted())
+			counted = append(counted, fmt.Sprintf("%s [%d/%d]", e.Message, e.Count, e.Threshold))
 		}
 	}
 	assert.Equal(t, []string{
-		"Liveness probe failed (1/3): boom",
-		"Liveness probe failed (2/3): boom",
-		"Liveness probe failed (3/3): boom",
-	}, counted)
+		"Liveness probe failed: boom [1/3]",
+		"Liveness probe failed: boom [2/3]",
+		"Liveness probe failed: boom [3/3]",
+	}, counted, "kubelet's message, the count beside it")
 	recent, failures := wt.w.history.Snapshot()
 	require.Len(t, recent, 4)
 	assert.Len(t, failures, 3)

@@ -58,13 +58,17 @@ func TestHistoryAndCountedEvents(t *testing.T) {
 	assert.Equal(t, "success", last.Result)
 	assert.NotEqual(t, id, last.ContainerID, "the replacement, in the same history")
 
+	_, metrics := agent.get(t, "/metrics")
+	assert.Contains(t, metrics, `cri_prober_probe_failures_total{probe_type="Liveness",reason="http_status"} 3`, "why, in a bounded label")
+	assert.Contains(t, metrics, `cri_prober_probe_failures_total{probe_type="Liveness",reason="timeout"} 0`, "every reason from the start")
+
 	out, err := runBinary(t, "history", "--server", agent.server, testNamespace+"/"+name)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "failure  3/3*")
 	out, err = runBinary(t, "events", "--server", agent.server)
 	require.NoError(t, err, out)
-	for _, want := range []string{"Liveness probe failed (1/3): HTTP probe failed with statuscode: 500", "Liveness probe failed (3/3): HTTP probe failed with statuscode: 500"} {
-		assert.Contains(t, out, want)
+	for _, count := range []string{"1/3", "2/3", "3/3"} {
+		assert.Regexp(t, `Unhealthy\s+\S+/web\s+`+count+`\s+Liveness probe failed: HTTP probe failed with statuscode: 500`, out)
 	}
 	assert.True(t, strings.Contains(agent.logs.String(), `message="Liveness probe failed: HTTP probe failed with statuscode: 500" count=2 threshold=3`),
 		"the log keeps kubelet's message, with the count beside it")
