@@ -33,6 +33,7 @@ Commands:
   status    print a running agent's pods, readiness, restarts and last probe results
   events    print (or follow with -f) a running agent's events
   history   print a pod's recent probe runs and its last failures, with threshold counts
+  why       say why the agent restarted a pod's containers (the failures, the exit, the back-off)
   wait      wait until a pod is ready, started or healthy (for CI scripts)
   probe     run one probe now (the container's own, or given inline) and print the result
   validate  check Pod manifests as the agent reads them, with file and line
@@ -129,6 +130,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runEvents(ctx, args[1:], stdout, stderr)
 	case "history":
 		return runHistory(ctx, args[1:], stdout, stderr)
+	case "why":
+		return runWhy(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

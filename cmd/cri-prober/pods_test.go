@@ -20,6 +20,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -271,7 +272,7 @@ func TestDeployConfigIsValid(t *testing.T) {
 
 // Every command's --help exits 0 with its usage and examples.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range []string{"run", "status", "events", "history", "wait", "probe", "validate", "explain", "pods"} {
+	for _, cmd := range []string{"run", "status", "events", "history", "why", "wait", "probe", "validate", "explain", "pods"} {
 		t.Run(cmd, func(t *testing.T) {
 			out, _, err := runCLI(t, cmd, "--help")
 			require.NoError(t, err)
@@ -282,7 +283,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	out, _, err := runCLI(t, "--help")
 	require.NoError(t, err)
-	for _, cmd := range []string{"run", "status", "events", "history", "wait", "probe", "validate", "explain", "pods", "version"} {
+	for _, cmd := range []string{"run", "status", "events", "history", "why", "wait", "probe", "validate", "explain", "pods", "version"} {
 		assert.Contains(t, out, "\n  "+cmd+" ", "the top-level help lists %s", cmd)
 	}
 }
@@ -322,4 +323,26 @@ app        liveness  10:00:02.000        failure  2/3    2ms   HTTP probe failed
 	out.Reset()
 	printHistory(&out, api.History{Namespace: "shop", Name: "db"})
 	assert.Equal(t, "pod shop/db: no probe has run\n", out.String())
+}
+
+func TestPrintWhy(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.Local)
+	var out strings.Builder
+	printWhy(&out, restart.Entry{Time: t0.Add(3 * time.Second), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "0123456789abcdef0123",
+		Cause: "liveness", Failures: []restart.Failure{
+			{Time: t0.Add(time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 1, Threshold: 2},
+			{Time: t0.Add(2 * time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 2, Threshold: 2},
+		}, ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "fedcba9876543210fedc", Attempt: 1})
+	printWhy(&out, restart.Entry{Time: t0.Add(time.Minute), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "fedcba9876543210fedc",
+		Cause: "exit", ExitCode: 3, ExitReason: "Error", Action: restart.ActionRestarted, ReplacementID: "aaaabbbbccccdddd", Attempt: 2, BackOffSeconds: 10.26})
+	assert.Equal(t, `shop/web app: restarted 2026-11-21 10:00:03 as attempt 1
+  why: its liveness probe failed 2 time(s) in a row (failureThreshold 2):
+    10:00:01.000  1/2  HTTP probe failed with statuscode: 500
+    10:00:02.000  2/2  HTTP probe failed with statuscode: 500
+  killed with a 30 s grace period; it ended with code 137 (Error)
+  replaced 0123456789abc by fedcba9876543 after 0s of back-off
+shop/web app: restarted 2026-11-21 10:01:00 as attempt 2
+  why: it exited with code 3 (Error)
+  replaced fedcba9876543 by aaaabbbbccccd after 10.3s of back-off
+`, out.String())
 }

@@ -81,6 +81,7 @@ type runOptions struct {
 	probeNetwork      string
 	onTransition      string
 	webhook           string
+	stateDir          string
 }
 
 // newRunFlags declares run's flags (also the keys of its config file).
@@ -98,6 +99,7 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why); empty: kept in memory only")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	return fs
 }
@@ -194,7 +196,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if manager, err = prober.NewManager(runner, store, opts...); err != nil {
 		return err
 	}
-	restarter, err := restart.New(client, manager, store, restart.WithMode(mode), restart.WithRecorder(recorder), restart.WithRegisterer(agentRegistry))
+	ledger, err := restart.OpenLedger(o.stateDir)
+	switch {
+	case ledger == nil:
+		return fmt.Errorf("--state-dir: %w", err)
+	case err != nil:
+		logger.Error(err, "Restart ledger") // set aside; a new one begins
+	}
+	restarter, err := restart.New(client, manager, store, restart.WithMode(mode), restart.WithRecorder(recorder), restart.WithRegisterer(agentRegistry),
+		restart.WithLedger(ledger))
 	if err != nil {
 		return err
 	}
@@ -238,7 +248,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if listener != nil {
 		server := api.New(api.Config{
-			Pods: manager, History: manager, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
+			Pods: manager, History: manager, Ledger: ledger, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
 		})

@@ -30,6 +30,11 @@ type Historian interface {
 	History(podKey string) []prober.ProbeHistory
 }
 
+// Ledger gives a pod's restarts and why (by namespace and name).
+type Ledger interface {
+	For(namespace, pod string) []restart.Entry
+}
+
 // Waiter says why a container is waiting (the restarter's back-off).
 type Waiter interface {
 	Waiting(podKey, container string) (restart.Waiting, bool)
@@ -39,6 +44,7 @@ type Waiter interface {
 type Server struct {
 	pods     Reporter
 	history  Historian
+	ledger   Ledger
 	waiting  Waiter
 	events   *events.Ring
 	health   func() error
@@ -52,6 +58,7 @@ type Server struct {
 type Config struct {
 	Pods         Reporter
 	History      Historian // nil: no history endpoint
+	Ledger       Ledger    // nil: no restarts endpoint
 	Waiting      Waiter
 	Events       *events.Ring
 	Health       func() error
@@ -61,7 +68,7 @@ type Config struct {
 
 // New returns a server for cfg.
 func New(cfg Config) *Server {
-	return &Server{pods: cfg.Pods, history: cfg.History, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
+	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, keepWarm: 15 * time.Second}
 }
 
@@ -74,6 +81,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/ready", s.ready)
 	if s.history != nil {
 		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/history", s.getHistory)
+	}
+	if s.ledger != nil {
+		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/restarts", s.getRestarts)
 	}
 	mux.HandleFunc("GET /api/v1/events", s.listEvents)
 	if s.metrics != nil {
@@ -286,6 +296,29 @@ func runs(list []results.Observation) []Run {
 			Output: truncate(o.Output), Error: o.Err, Consecutive: o.Consecutive, Threshold: o.Threshold, Changed: o.Changed, ContainerID: o.ContainerID})
 	}
 	return out
+}
+
+// Restarts is GET /api/v1/pods/{namespace}/{name}/restarts: every restart
+// (or stop) of the pod's containers that the agent did, and why, oldest
+// first, kept across the agent's restarts with --state-dir.
+type Restarts struct {
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name"`
+	Restarts  []restart.Entry `json:"restarts"`
+}
+
+func (s *Server) getRestarts(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	entries := s.ledger.For(ns, name)
+	if entries == nil {
+		entries = []restart.Entry{}
+	}
+	for i := range entries {
+		for j := range entries[i].Failures {
+			entries[i].Failures[j].Output = truncate(entries[i].Failures[j].Output)
+		}
+	}
+	writeJSON(w, http.StatusOK, Restarts{Namespace: ns, Name: name, Restarts: entries})
 }
 
 // Readiness is GET /api/v1/pods/{namespace}/{name}/ready.

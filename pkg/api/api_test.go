@@ -66,9 +66,24 @@ func (fakeHistory) History(podKey string) []prober.ProbeHistory {
 	return []prober.ProbeHistory{{Container: "app", Type: results.Liveness, Recent: []results.Observation{ok}, Failures: []results.Observation{fail}}}
 }
 
+type fakeLedger []restart.Entry
+
+func (l fakeLedger) For(ns, pod string) []restart.Entry {
+	var out []restart.Entry
+	for _, e := range l {
+		if e.Namespace == ns && e.Pod == pod {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func newServer(health func() error) (*Server, *events.Ring) {
 	ring := events.NewRing(10)
-	return New(Config{Pods: testPods(), History: fakeHistory{}, Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
+	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",
+		Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 2000), Consecutive: 1, Threshold: 1}}, ExitCode: 137,
+		GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "c1", Attempt: 1}}
+	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: ledger, Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
 		Events: ring, Health: health}), ring
 }
 
@@ -208,7 +223,7 @@ func TestEventsWatchStreams(t *testing.T) {
 // restarts a container.
 func TestAPIIsReadOnly(t *testing.T) {
 	s, _ := newServer(healthy)
-	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/pods/shop/web/history", "/api/v1/events"} {
+	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/pods/shop/web/history", "/api/v1/pods/shop/web/restarts", "/api/v1/events"} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
@@ -230,4 +245,18 @@ func TestHistoryEndpoint(t *testing.T) {
 	assert.JSONEq(t, `{"namespace":"shop","name":"db","probes":[]}`, body)
 	code, _ = get(t, s.Handler(), "/api/v1/pods/shop/nope/history")
 	assert.Equal(t, http.StatusNotFound, code)
+}
+
+func TestRestartsEndpoint(t *testing.T) {
+	s, _ := newServer(healthy)
+	code, body := get(t, s.Handler(), "/api/v1/pods/shop/web/restarts")
+	require.Equal(t, http.StatusOK, code)
+	var r Restarts
+	require.NoError(t, json.Unmarshal([]byte(body), &r))
+	require.Len(t, r.Restarts, 1)
+	assert.Equal(t, "liveness", r.Restarts[0].Cause)
+	assert.Len(t, r.Restarts[0].Failures[0].Output, maxOutput+len("… (truncated)"), "output shown, not trusted")
+	code, body = get(t, s.Handler(), "/api/v1/pods/shop/gone/restarts")
+	assert.Equal(t, http.StatusOK, code, "a pod that is gone may still have restarts to explain")
+	assert.JSONEq(t, `{"namespace":"shop","name":"gone","restarts":[]}`, body)
 }

@@ -217,3 +217,8 @@ func (p *Pod) Key() string {
 // replacement found created but not started after an agent restart is
 // known to be cri-prober's to start.
 const AnnotationRestartOf = "cri-prober.io/restart-of"
+
+// AnnotationRestartCause is set beside AnnotationRestartOf: why the
+// replaced container was restarted (liveness, startup or exit), so that an
+// agent that finishes an interrupted restart can still say why.
+const AnnotationRestartCause = "cri-prober.io/restart-cause"

@@ -481,6 +481,32 @@ func (m *Manager) History(podKey string) []ProbeHistory {
 	return out
 }
 
+// ProbeFailures returns the failures of one container instance's probe
+// that reached the threshold: the last run of consecutive failures, oldest
+// first (nil if its history has none).
+func (m *Manager) ProbeFailures(podKey, container, containerID string, t results.ProbeType) []results.Observation {
+	m.historiesMu.Lock()
+	h, ok := m.histories[workerKey{pod: podKey, container: container, probeType: t}]
+	m.historiesMu.Unlock()
+	if !ok {
+		return nil
+	}
+	_, all := h.Snapshot()
+	end := len(all)
+	for end > 0 && (all[end-1].ContainerID != containerID || all[end-1].Outcome != results.OutcomeFailure) {
+		end--
+	}
+	if end == 0 {
+		return nil
+	}
+	start := end - 1
+	for start > 0 && all[start-1].ContainerID == containerID && all[start-1].Outcome == results.OutcomeFailure &&
+		all[start-1].Consecutive == all[start].Consecutive-1 {
+		start--
+	}
+	return all[start:end]
+}
+
 func (m *Manager) stopAll() {
 	for _, h := range m.workers {
 		h.cancel()

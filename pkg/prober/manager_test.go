@@ -251,6 +251,31 @@ func TestManagerHistory(t *testing.T) {
 	mt.eventually(t, "gone with the pod", func() bool { return len(mt.m.History("uid-web")) == 0 })
 }
 
+// The failures that reached the threshold, for the restart ledger: the
+// last run of consecutive failures of that instance.
+func TestManagerProbeFailures(t *testing.T) {
+	m, err := NewManager(nil, results.NewStore(), withRunner(&scriptedRunner{}))
+	require.NoError(t, err)
+	key := workerKey{pod: "uid-web", container: "app", probeType: results.Liveness}
+	h := m.history(key)
+	obs := func(id string, o results.Outcome, n int) results.Observation {
+		return results.Observation{ContainerID: id, Outcome: o, Consecutive: n, Threshold: 3}
+	}
+	for _, o := range []results.Observation{
+		obs("a", results.OutcomeFailure, 1), obs("a", results.OutcomeSuccess, 1),
+		obs("a", results.OutcomeFailure, 1), obs("a", results.OutcomeFailure, 2), obs("a", results.OutcomeFailure, 3),
+		obs("b", results.OutcomeSuccess, 1), obs("b", results.OutcomeFailure, 1),
+	} {
+		h.Add(o)
+	}
+	got := m.ProbeFailures("uid-web", "app", "a", results.Liveness)
+	require.Len(t, got, 3)
+	assert.Equal(t, []int{1, 2, 3}, []int{got[0].Consecutive, got[1].Consecutive, got[2].Consecutive})
+	assert.Len(t, m.ProbeFailures("uid-web", "app", "b", results.Liveness), 1)
+	assert.Nil(t, m.ProbeFailures("uid-web", "app", "c", results.Liveness))
+	assert.Nil(t, m.ProbeFailures("uid-web", "app", "a", results.Startup))
+}
+
 func TestManagerReadinessFlips(t *testing.T) {
 	mt := newManagerTest(t)
 	sb := mt.rt.AddSandbox("ns", "web", "uid-web")

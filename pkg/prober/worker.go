@@ -99,17 +99,17 @@ func (w *worker) triggerNow() {
 // run probes until step says stop or ctx is cancelled (which also aborts a
 // probe in flight). jitter returns a random number in [0, 1).
 func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() float64) {
-	period := time.Duration(w.probe.PeriodSeconds) * time.Second
 	// Right after the agent (re)starts, every worker would probe at once:
-	// spread the first probes over a period, as kubelet does.
-	if period > w.clock.Since(agentStart) {
+	// spread the first probes over a period, as kubelet does (over the
+	// startInterval, if one applies: it asks for a fast first probe).
+	interval := w.interval()
+	if interval > w.clock.Since(agentStart) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.clock.After(time.Duration(jitter() * float64(period))):
+		case <-w.clock.After(time.Duration(jitter() * float64(interval))):
 		}
 	}
-	interval := w.interval()
 	ticker := w.clock.NewTicker(interval)
 	defer func() { ticker.Stop() }()
 	for w.step(ctx) {

@@ -602,6 +602,21 @@ func TestRunJittersFirstProbeAfterAgentStart(t *testing.T) {
 	rw.waitCalls(t, 1)
 }
 
+// With a startInterval, the first probe after the agent's start is spread
+// over that interval, not over the period.
+func TestRunJittersOverTheStartInterval(t *testing.T) {
+	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.PeriodSeconds = 10 })
+	wt.w.container.Extensions = map[results.ProbeType]*spec.Extensions{
+		results.Readiness: {StartInterval: &metav1.Duration{Duration: time.Second}},
+	}
+	rw := startWorker(t, wt, wt.clock.Now(), 0.5)
+	require.Eventually(t, wt.clock.HasWaiters, 5*time.Second, time.Millisecond)
+	wt.clock.Step(400 * time.Millisecond)
+	rw.waitCalls(t, 0)
+	wt.clock.Step(100 * time.Millisecond) // half the start interval
+	rw.waitCalls(t, 1)
+}
+
 func TestRunManualTriggerResetsTheTicker(t *testing.T) {
 	wt := newWorkerTest(t, readiness, func(p *corev1.Probe) { p.PeriodSeconds = 10 })
 	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)

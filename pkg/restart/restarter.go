@@ -57,6 +57,9 @@ type SpecSource interface {
 	Manages(podKey, container string) bool
 	// ProbeGracePeriod returns a probe's terminationGracePeriodSeconds.
 	ProbeGracePeriod(podKey, container string, t results.ProbeType) *int64
+	// ProbeFailures returns the failures of a container instance's probe
+	// that reached the threshold, oldest first (for the ledger).
+	ProbeFailures(podKey, container, containerID string, t results.ProbeType) []results.Observation
 	// PolicyChanges is signalled when pods became managed or their policy
 	// changed; ChangedPolicies returns their keys. The restarter looks at
 	// them again: it may have seen a pod before its spec was known.
@@ -125,6 +128,7 @@ type Restarter struct {
 	backoff  *Backoff
 	jitter   func() float64
 	metrics  *metrics
+	ledger   *Ledger // nil: none kept
 
 	snapshot atomic.Pointer[cri.Snapshot]
 	configs  sync.Map      // sandbox ID → *runtimeapi.PodSandboxConfig
@@ -168,6 +172,9 @@ func WithBackoff(initial, max time.Duration) Option {
 		return nil
 	}
 }
+
+// WithLedger records every restart and why in l.
+func WithLedger(l *Ledger) Option { return func(r *Restarter) error { r.ledger = l; return nil } }
 
 // withJitter replaces the random source (tests).
 func withJitter(f func() float64) Option {
@@ -230,6 +237,9 @@ type podWorker struct {
 	// Owned by the worker's goroutine.
 	acted    map[string]bool // container IDs already stopped for a probe failure
 	reported map[string]bool // container IDs whose back-off was reported
+	// pending are ledger entries of kills whose restart waits for the
+	// back-off, by the killed container's ID.
+	pending map[string]Entry
 }
 
 // Run acts on changes and results until ctx is done; then it stops its pod
@@ -299,7 +309,7 @@ func (r *Restarter) trigger(ctx context.Context, key string) {
 	w, ok := r.workers[key]
 	if !ok {
 		wctx, cancel := context.WithCancel(ctx)
-		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, acted: map[string]bool{}, reported: map[string]bool{}}
+		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, acted: map[string]bool{}, reported: map[string]bool{}, pending: map[string]Entry{}}
 		r.workers[key] = w
 		r.wg.Go(func() { r.runWorker(wctx, w) })
 	}
@@ -522,7 +532,7 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 				created <- createResult{err: fmt.Errorf("cannot restart container %s: %w", name, err)}
 				return
 			}
-			id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg)
+			id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg, killReason(t))
 			created <- createResult{id: id, err: err}
 		}()
 	}
@@ -536,8 +546,13 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", name, err)
 		return failedActionBackoff
 	}
+	entry := r.entry(ctx, v, latest, killReason(t))
+	entry.GracePeriodSeconds = grace
+	entry.Failures = failures(r.specs.ProbeFailures(v.key, name, latest.ID, t))
 	switch {
 	case !restart:
+		entry.Action = ActionStopped
+		r.record(ctx, entry)
 		if policy == corev1.RestartPolicyNever {
 			r.stopSandboxIfIdle(ctx, v)
 		}
@@ -545,6 +560,7 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 	case !startNow:
 		// In back-off: the killed instance is now the newest exited one,
 		// and a later pass restarts it when the back-off allows.
+		w.pending[latest.ID] = entry
 		return r.restartExited(ctx, w, v, policy, latest)
 	default:
 		c := <-created
@@ -552,9 +568,43 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 			r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "%v", c.err)
 			return 0
 		}
-		r.start(ctx, v, latest, fresh, c.id, killReason(t))
+		if r.start(ctx, v, latest, fresh, c.id, killReason(t)) {
+			entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, c.id, fresh[0].Attempt+1, r.clock.Now()
+			r.record(ctx, entry)
+		}
 		return 0
 	}
+}
+
+// entry starts a ledger entry about old, with its exit as the runtime
+// records it.
+func (r *Restarter) entry(ctx context.Context, v *podView, old *cri.Container, cause string) Entry {
+	e := Entry{Time: r.clock.Now(), Namespace: v.sandbox.Namespace, Pod: v.sandbox.Name, PodUID: v.sandbox.UID,
+		Container: old.Name, ContainerID: old.ID, Cause: cause}
+	if r.ledger == nil {
+		return e
+	}
+	if st, err := r.runtime.ContainerStatus(ctx, old.ID, false); err == nil {
+		e.ExitCode, e.ExitReason = st.GetStatus().GetExitCode(), st.GetStatus().GetReason()
+	}
+	return e
+}
+
+func (r *Restarter) record(ctx context.Context, e Entry) {
+	if r.ledger == nil {
+		return
+	}
+	if err := r.ledger.Add(e); err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot record a restart", "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container)
+	}
+}
+
+func failures(list []results.Observation) []Failure {
+	out := make([]Failure, 0, len(list))
+	for _, o := range list {
+		out = append(out, Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
+	}
+	return out
 }
 
 type createResult struct {
@@ -616,12 +666,21 @@ func (r *Restarter) restartExited(ctx context.Context, w *podWorker, v *podView,
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", name, err)
 		return 0
 	}
-	id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg)
+	entry, killed := w.pending[latest.ID]
+	if !killed {
+		entry = r.entry(ctx, v, latest, "exit")
+	}
+	id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg, entry.Cause)
 	if err != nil {
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "%v", err)
 		return 0
 	}
-	r.start(ctx, v, latest, fresh, id, "exit")
+	if r.start(ctx, v, latest, fresh, id, entry.Cause) {
+		delete(w.pending, latest.ID)
+		entry.Action, entry.ReplacementID, entry.Attempt = ActionRestarted, id, fresh[0].Attempt+1
+		entry.Time, entry.BackOffSeconds = r.clock.Now(), now.Sub(finished).Seconds()
+		r.record(ctx, entry)
+	}
 	return 0
 }
 
@@ -643,7 +702,7 @@ func (r *Restarter) finishedAt(ctx context.Context, c *cri.Container) (time.Time
 }
 
 // create creates the next attempt of old from its original CRI configs.
-func (r *Restarter) create(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Restarter) create(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, cause string) (string, error) {
 	attempt := fresh[0].Attempt + 1
 	cfg.Metadata.Attempt = attempt
 	cfg.LogPath = nextLogPath(cfg.GetLogPath(), attempt)
@@ -652,6 +711,7 @@ func (r *Restarter) create(ctx context.Context, v *podView, old *cri.Container, 
 		annotations[k] = val
 	}
 	annotations[cri.AnnotationRestartOf] = old.ID
+	annotations[cri.AnnotationRestartCause] = cause
 	cfg.Annotations = annotations
 	id, err := r.runtime.CreateContainer(ctx, v.sandbox.ID, cfg, sandboxCfg)
 	if err != nil {
@@ -664,11 +724,11 @@ func (r *Restarter) create(ctx context.Context, v *podView, old *cri.Container, 
 // start starts a created replacement of old, then removes exited instances
 // older than old (kubelet keeps one dead container per container name).
 // reason (liveness, startup or exit) labels the restart metric.
-func (r *Restarter) start(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, id, reason string) {
+func (r *Restarter) start(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, id, reason string) (started bool) {
 	name := old.Name
 	if err := r.runtime.StartContainer(ctx, id); err != nil {
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Error starting container %s: %v", name, err)
-		return
+		return false
 	}
 	r.eventf(v.sandbox, name, events.Normal, ReasonStarted, "Started container %s", name)
 	r.metrics.restarts.WithLabelValues(reason).Inc()
@@ -680,6 +740,7 @@ func (r *Restarter) start(ctx context.Context, v *podView, old *cri.Container, f
 			}
 		}
 	}
+	return true
 }
 
 // finishInterrupted deals with a replacement created by a restart that was
@@ -714,7 +775,23 @@ func (r *Restarter) finishInterrupted(ctx context.Context, v *podView, c *cri.Co
 		return failedActionBackoff
 	}
 	r.eventf(v.sandbox, c.Name, events.Normal, ReasonStarted, "Started container %s", c.Name)
+	// The agent that decided this restart is gone, and the failures it saw
+	// with it; the cause and the old instance's exit are on record.
+	if old, ok := findInstance(fresh, c.Annotations[cri.AnnotationRestartOf]); ok {
+		entry := r.entry(ctx, v, old, c.Annotations[cri.AnnotationRestartCause])
+		entry.Action, entry.ReplacementID, entry.Attempt = ActionRestarted, c.ID, c.Attempt
+		r.record(ctx, entry)
+	}
 	return 0
+}
+
+func findInstance(list []*cri.Container, id string) (*cri.Container, bool) {
+	for _, c := range list {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return nil, false
 }
 
 // stopSandboxIfIdle stops the pod's sandbox when none of its containers is

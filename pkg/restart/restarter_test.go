@@ -48,6 +48,14 @@ func (f *fakeSpecs) manage(key string) {
 
 func (f *fakeSpecs) PolicyChanges() <-chan struct{} { return f.changes }
 
+// ProbeFailures answers two failures of any container's probe.
+func (f *fakeSpecs) ProbeFailures(_, _, containerID string, t results.ProbeType) []results.Observation {
+	return []results.Observation{
+		{Time: time.Unix(1_000_000, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 1, Threshold: 2, ContainerID: containerID},
+		{Time: time.Unix(1_000_001, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 2, Threshold: 2, Changed: true, ContainerID: containerID},
+	}
+}
+
 func (f *fakeSpecs) ChangedPolicies() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -37,6 +37,12 @@ type agent struct {
 // a fresh directory the test writes to with writeManifest.
 func startAgent(t *testing.T, c *cri.Client) *agent {
 	t.Helper()
+	return startAgentWith(t, c)
+}
+
+// startAgentWith is startAgent with more manager options.
+func startAgentWith(t *testing.T, c *cri.Client, opts ...prober.Option) *agent {
+	t.Helper()
 	a := &agent{events: &eventLog{}, manifestsDir: t.TempDir()}
 	poller, err := cri.NewPoller(c)
 	require.NoError(t, err)
@@ -48,7 +54,7 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 	runner, err := exec.NewRunner(c, exec.WithConcurrency(exec.DefaultConcurrency()))
 	require.NoError(t, err)
 	a.manager, err = prober.NewManager(runner, store,
-		prober.WithManifests(manifests), prober.WithRecorder(a.events))
+		append([]prober.Option{prober.WithManifests(manifests), prober.WithRecorder(a.events)}, opts...)...)
 	require.NoError(t, err)
 	a.restarter, err = restart.New(c, a.manager, store, restart.WithRecorder(a.events))
 	require.NoError(t, err)

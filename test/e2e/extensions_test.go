@@ -24,7 +24,9 @@ import (
 // #49937) replace kubelet's verdict rules where set.
 func TestProbeExtensions(t *testing.T) {
 	c := dial(t)
-	a := startAgent(t, c)
+	// The agent was just started: without its start-up jitter, which would
+	// spread the first probes over their period and blur the comparison.
+	a := startAgentWith(t, c, prober.WithoutStartupJitter())
 	readiness := func(path string) string {
 		return fmt.Sprintf(`{"httpGet":{"port":8080,"path":%q},"periodSeconds":10}`, path)
 	}

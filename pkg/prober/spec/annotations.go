@@ -22,7 +22,8 @@ const (
 	StartupAnnotation   = AnnotationPrefix + "startup-probe"
 	// Written by cri-prober on the containers it re-creates (pkg/cri's
 	// AnnotationRestartOf); read by no spec.
-	RestartOfAnnotation = AnnotationPrefix + "restart-of"
+	RestartOfAnnotation    = AnnotationPrefix + "restart-of"
+	RestartCauseAnnotation = AnnotationPrefix + "restart-cause"
 	// On a sandbox config.
 	RestartPolicyAnnotation = AnnotationPrefix + "restart-policy"
 	GracePeriodAnnotation   = AnnotationPrefix + "termination-grace-period-seconds"
@@ -67,7 +68,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 	fail := func(key, detail string) {
 		errs = append(errs, &Error{Source: "annotations", Namespace: namespace, Pod: pod, Container: container, Field: key, Detail: detail})
 	}
-	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation, RestartOfAnnotation}, fail)
+	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation, RestartOfAnnotation, RestartCauseAnnotation}, fail)
 	for _, a := range containerAnnotations {
 		raw, ok := annotations[a.key]
 		if !ok {
@@ -177,7 +178,7 @@ func checkKeys(annotations map[string]string, on string, known []string, fail fu
 		case RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation:
 			fail(k, "belongs on the pod sandbox config, not on "+on)
 		default:
-			fail(k, fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == RestartOfAnnotation }), ", ")))
+			fail(k, fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == RestartOfAnnotation || k == RestartCauseAnnotation }), ", ")))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -107,4 +108,16 @@ func TestAnnotationExtensions(t *testing.T) {
 	_, errs = PodPolicyFromAnnotations("ns", "p", map[string]string{ExtensionsAnnotation: "{}"})
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "belongs on a container config")
+}
+
+// A container cri-prober re-created carries its bookkeeping annotations;
+// they are not probe specs and not mistakes.
+func TestRestartAnnotationsAreAccepted(t *testing.T) {
+	c, errs := ContainerFromAnnotations("ns", "p", "app", map[string]string{
+		ReadinessAnnotation:        `{"httpGet":{"port":8080}}`,
+		cri.AnnotationRestartOf:    "0123",
+		cri.AnnotationRestartCause: "liveness",
+	})
+	require.Empty(t, errs)
+	assert.NotNil(t, c.Readiness)
 }
