@@ -99,7 +99,7 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
-	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why); empty: kept in memory only")
+	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why) and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	return fs
 }
@@ -182,6 +182,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := []prober.Option{prober.WithHostIP(hostIP), prober.WithRecorder(recorder), prober.WithRegisterers(probeRegistry, agentRegistry),
 		prober.WithProbeNetwork(o.probeNetwork)}
+	if o.stateDir != "" {
+		opts = append(opts, prober.WithStateDir(o.stateDir))
+	}
 	var manifests *spec.ManifestDir
 	if o.manifests != "" {
 		manifests = spec.NewManifestDir(o.manifests, nil)

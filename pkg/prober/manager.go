@@ -81,15 +81,24 @@ type Manager struct {
 	historiesMu sync.Mutex
 	histories   map[workerKey]*results.History
 
+	// stateDir keeps the probes' state across agent restarts ("": none);
+	// restoredState is what the previous agent left, read once before any
+	// worker starts and never written after.
+	stateDir      string
+	restoredState map[results.Key]results.Saved
+	stateErr      error
+
 	// Owned by Run.
-	policies    map[string]string // managed pods' policy signatures
-	workers     map[workerKey]*workerHandle
-	finished    map[workerKey]string // container ID a worker stopped by itself at
-	reported    map[string]bool      // problems already logged
-	resyncAt    map[string]time.Time
-	annotations map[string]annotationSpec // by container ID: configs never change
-	exited      chan *workerHandle
-	wg          sync.WaitGroup
+	savedVersion uint64
+	savedOnce    bool
+	policies     map[string]string // managed pods' policy signatures
+	workers      map[workerKey]*workerHandle
+	finished     map[workerKey]string // container ID a worker stopped by itself at
+	reported     map[string]bool      // problems already logged
+	resyncAt     map[string]time.Time
+	annotations  map[string]annotationSpec // by container ID: configs never change
+	exited       chan *workerHandle
+	wg           sync.WaitGroup
 }
 
 type workerHandle struct {
@@ -137,6 +146,21 @@ func WithProbeNetwork(network string) Option {
 			return fmt.Errorf("probe network: %w", err)
 		}
 		m.probeNetwork = network
+		return nil
+	}
+}
+
+// WithStateDir keeps each probe's stable result and current run in dir and
+// restores them for containers whose ID has not changed when the agent
+// starts again, so that an agent restart never turns a ready container not
+// ready. The state is read in NewManager and written at most once a
+// second, and when Run ends.
+func WithStateDir(dir string) Option {
+	return func(m *Manager) error {
+		m.stateDir = dir
+		// A state that cannot be read costs only the continuity: Run
+		// says so and probing starts from kubelet's initial values.
+		m.restoredState, m.stateErr = loadProbeState(dir)
 		return nil
 	}
 }
@@ -214,6 +238,12 @@ func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
 		manifestsChanged = m.manifests.Changed()
 	}
 	defer m.stopAll()
+	defer m.saveState(logger) // before the workers stop and drop their results
+	if m.stateErr != nil {
+		logger.Error(m.stateErr, "Probe state not restored")
+	} else if m.stateDir != "" {
+		logger.Info("Restoring the probes' state", "stateDir", m.stateDir, "probes", len(m.restoredState))
+	}
 
 	var snap *cri.Snapshot
 	for {
@@ -251,6 +281,7 @@ func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
 			}
 			m.reconcile(ctx, snap)
 		case <-resync.C():
+			m.saveState(logger)
 			now := m.clock.Now()
 			for key, at := range m.resyncAt {
 				if !now.Before(at) {
@@ -263,6 +294,34 @@ func (m *Manager) Run(ctx context.Context, changes *cri.Subscription) {
 
 // reconcile matches specs to the snapshot, publishes the workers' view and
 // starts and stops workers to match. Repeating it changes nothing.
+type desiredWorker struct {
+	pod       *pod
+	container *podContainer
+	probe     *corev1.Probe
+}
+
+// resumeResults publishes, before the pods are, the results a previous
+// agent left (--state-dir) for the containers about to get workers: a
+// ready container is never seen not ready while its worker starts (and
+// waits out its start-up jitter).
+func (m *Manager) resumeResults(desired map[workerKey]desiredWorker) {
+	if m.restoredState == nil {
+		return
+	}
+	for key, d := range desired {
+		if _, running := m.workers[key]; running || d.container.instance == nil {
+			continue
+		}
+		k := results.Key{ContainerID: d.container.instance.ID, Type: key.probeType}
+		if _, known := m.results.Get(k); known {
+			continue
+		}
+		if sv, ok := m.restoredState[k]; ok {
+			m.results.Set(k, resumedResult(key.probeType, sv), key.pod)
+		}
+	}
+}
+
 func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 	var manifests []*spec.Pod
 	var manifestErrs []*spec.Error
@@ -272,11 +331,6 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 	res := resolve(snap, manifests, manifestErrs, m.annotationSpec(snap))
 	m.reportProblems(ctx, manifestErrs, res)
 
-	type desiredWorker struct {
-		pod       *pod
-		container *podContainer
-		probe     *corev1.Probe
-	}
 	views := make(map[string]*podStatus, len(res.pods))
 	desired := map[workerKey]desiredWorker{}
 	for _, p := range res.pods {
@@ -299,6 +353,7 @@ func (m *Manager) reconcile(ctx context.Context, snap *cri.Snapshot) {
 	for _, p := range res.pods {
 		byKey[p.key] = p
 	}
+	m.resumeResults(desired)
 	m.views.Store(&views)
 	m.pods.Store(&res.pods)
 	m.byKey.Store(&byKey)
@@ -415,6 +470,7 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, p *pod, c *spe
 		metrics:   m.metrics.forWorker(key.probeType, key.container, p.name, p.namespace, p.uid),
 		lateness:  m.latenessObserver(),
 		history:   m.history(key),
+		restore:   m.restored,
 	}
 	h := &workerHandle{w: w, cancel: cancel}
 	m.workers[key] = h

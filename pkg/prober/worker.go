@@ -58,6 +58,8 @@ type worker struct {
 	metrics  *workerMetrics
 	lateness prometheus.Observer
 	history  *results.History // nil: none kept
+	// restore gives what a previous agent saved for a probe (nil: none).
+	restore func(results.Key) (results.Saved, bool)
 
 	// ---
 	containerID string
@@ -133,6 +135,33 @@ func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() fl
 	}
 }
 
+// resume returns the result a new container starts with: kubelet's
+// initial value, or, for a container the previous agent probed (--state-
+// dir), where that agent left it — readiness and started, and the run of
+// results toward a threshold. A liveness or startup Failure is not taken
+// over: acting on it is this agent's decision, after its own probes.
+func (w *worker) resume() results.Result {
+	if w.restore == nil {
+		return w.initial
+	}
+	sv, ok := w.restore(w.resultKey())
+	if !ok {
+		return w.initial
+	}
+	w.lastResult, w.resultRun = sv.LastOutcome, sv.Consecutive
+	r := resumedResult(w.key.probeType, sv)
+	w.settled = r == results.Success
+	return r
+}
+
+// resumedResult is the result a probe resumes with from saved state.
+func resumedResult(t results.ProbeType, sv results.Saved) results.Result {
+	if t != results.Readiness && sv.Result == results.Failure {
+		return initialResult(t)
+	}
+	return sv.Result
+}
+
 // interval is the time between two probes: periodSeconds, or the probe's
 // startInterval while its container has not yet succeeded once.
 func (w *worker) interval() time.Duration {
@@ -164,8 +193,8 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 			w.results.Remove(w.resultKey())
 		}
 		w.containerID = c.id
-		w.results.Set(w.resultKey(), w.initial, w.key.pod)
 		w.onHold, w.settled = false, false
+		w.results.Set(w.resultKey(), w.resume(), w.key.pod)
 	}
 	if w.onHold {
 		return true // until a new container replaces the failed one

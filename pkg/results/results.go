@@ -60,6 +60,22 @@ func (r Result) String() string {
 	}
 }
 
+// MarshalText writes the result by name (state files outlive versions).
+func (r Result) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a name MarshalText wrote; anything else is Unknown.
+func (r *Result) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "Success":
+		*r = Success
+	case "Failure":
+		*r = Failure
+	default:
+		*r = Unknown
+	}
+	return nil
+}
+
 // Key identifies one probe of one container instance.
 type Key struct {
 	ContainerID string
@@ -110,6 +126,7 @@ type entry struct {
 type Store struct {
 	mu      sync.RWMutex
 	entries map[Key]*entry
+	version uint64 // counts changes, for savers (under mu)
 
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -143,6 +160,9 @@ func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
 		e.result = r
 		changed = true
 	}
+	if changed {
+		s.version++
+	}
 	s.mu.Unlock()
 	if changed {
 		s.notify(Update{Key: k, Result: r, PodUID: podUID})
@@ -156,6 +176,34 @@ func (s *Store) Remove(k Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.entries, k)
+	s.version++
+}
+
+// Saved is what an agent restart needs of one probe to go on where it
+// was: the stable result and the current run of equal results.
+type Saved struct {
+	Result      Result `json:"result"`
+	LastOutcome Result `json:"lastOutcome"` // Success or Failure: the run's kind ("" before any run)
+	Consecutive int    `json:"consecutive"`
+}
+
+// Export returns every probe's Saved state and the store's version; the
+// version changes whenever a result or a run does.
+func (s *Store) Export() (map[Key]Saved, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[Key]Saved, len(s.entries))
+	for k, e := range s.entries {
+		sv := Saved{Result: e.result}
+		if o := e.observation; o != nil && o.Err == "" {
+			sv.LastOutcome, sv.Consecutive = Failure, o.Consecutive
+			if o.Outcome == OutcomeSuccess || o.Outcome == OutcomeWarning {
+				sv.LastOutcome = Success
+			}
+		}
+		out[k] = sv
+	}
+	return out, s.version
 }
 
 // Observe records the last raw observation for k, if k has a result.
@@ -164,6 +212,7 @@ func (s *Store) Observe(k Key, o Observation) {
 	defer s.mu.Unlock()
 	if e, ok := s.entries[k]; ok {
 		e.observation = &o
+		s.version++
 	}
 }
 

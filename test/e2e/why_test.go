@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +30,9 @@ func TestWhyAcrossAgentRestart(t *testing.T) {
       periodSeconds: 1
       failureThreshold: 2
       terminationGracePeriodSeconds: 3
+    readinessProbe:
+      httpGet: {port: 8080, path: /ready}
+      periodSeconds: 1
 `)
 	state := filepath.Join(t.TempDir(), "state")
 	listen := freePort(t)
@@ -39,13 +44,31 @@ func TestWhyAcrossAgentRestart(t *testing.T) {
 		return ok && ctr.Probes["liveness"].Consecutive >= 1
 	})
 	pod.exec(id, "touch", "/tmp/unhealthy")
-	eventually(t, 15*time.Second, "restarted", func() bool {
+	eventually(t, 15*time.Second, "restarted and ready", func() bool {
 		ctr, ok := agent.container(t, name, "web")
-		return ok && ctr.RestartCount == 1 && ctr.State == "Running"
+		return ok && ctr.RestartCount == 1 && ctr.State == "Running" && ctr.Ready
+	})
+	ctr, _ := agent.container(t, name, "web")
+	eventually(t, 5*time.Second, "the replacement's readiness saved", func() bool {
+		raw, err := os.ReadFile(filepath.Join(state, "probes.json"))
+		var saved []struct{ ContainerID, Type, Result string }
+		return err == nil && json.Unmarshal(raw, &saved) == nil && slices.ContainsFunc(saved, func(p struct{ ContainerID, Type, Result string }) bool {
+			return p.ContainerID == ctr.ID && p.Type == "Readiness" && p.Result == "Success"
+		})
 	})
 
+	// KEP-4781: the next agent takes the ready container over as ready,
+	// from its first report on, before its own probes run.
 	agent.kill()
 	agent = startBinaryWith(t, dir, listen, "-all", "--state-dir", state)
+	var first api.Container
+	eventually(t, 10*time.Second, "reported", func() bool {
+		var ok bool
+		first, ok = agent.container(t, name, "web")
+		return ok
+	})
+	assert.True(t, first.Ready, "ready from the agent's first report on")
+	assert.Contains(t, agent.logs.String(), `"Restoring the probes' state"`)
 	_, body := agent.get(t, "/api/v1/pods/"+testNamespace+"/"+name+"/restarts")
 	var r api.Restarts
 	require.NoError(t, json.Unmarshal([]byte(body), &r))

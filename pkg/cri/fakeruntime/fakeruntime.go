@@ -319,6 +319,11 @@ func (r *Runtime) AddSandbox(namespace, name, uid string, opts ...SandboxOption)
 type ContainerOption func(*container)
 
 // WithAttempt sets the container's attempt number.
+// WithID gives the container a chosen ID (a second fake standing for the
+// same runtime after an agent restart).
+func WithID(id string) ContainerOption { return func(c *container) { c.id = id } }
+
+// WithAttempt sets the container's attempt.
 func WithAttempt(n uint32) ContainerOption {
 	return func(c *container) { c.config.Metadata.Attempt = n }
 }
