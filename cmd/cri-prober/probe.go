@@ -53,6 +53,7 @@ type probeOptions struct {
 	scheme                          string
 	headers                         fileList
 	timeout                         time.Duration
+	probeNetwork                    string
 }
 
 // runProbe exits 2 for every error: a failure is the probe's result (1).
@@ -82,6 +83,7 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.tcp, "tcp", "", "TCP connect to `PORT` on the pod IP")
 	fs.StringVar(&o.grpc, "grpc", "", "gRPC health check `PORT[/SERVICE]` on the pod IP")
 	fs.DurationVar(&o.timeout, "timeout", 0, "probe timeout (default: the spec's, else 1s)")
+	fs.StringVar(&o.probeNetwork, "probe-network", "", "node or pod: where network probes are dialled from (default: the pod's "+spec.ProbeNetworkAnnotation+", else node)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err // flag.ErrHelp: run exits 0
 	}
@@ -127,10 +129,11 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("the container's probe spec is invalid: %v", problems[0])
 	}
 	probe := inline
+	var extensions *spec.Extensions
 	if probe == nil {
 		t := map[bool]results.ProbeType{o.liveness: results.Liveness, o.readiness: results.Readiness, o.startup: results.Startup}[true]
 		if cspec != nil {
-			probe = map[results.ProbeType]*corev1.Probe{results.Liveness: cspec.Liveness, results.Readiness: cspec.Readiness, results.Startup: cspec.Startup}[t]
+			probe, extensions = cspec.Probe(t), cspec.Extension(t)
 		}
 		if probe == nil {
 			return fmt.Errorf("container %s of pod %s/%s has no %s probe (from --pod-manifests or its %s annotations)", ctr.Name, sandbox.Namespace, sandbox.Name, strings.ToLower(t.String()), spec.AnnotationPrefix)
@@ -140,7 +143,18 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if o.timeout > 0 {
 		probe.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
-	target := prober.Target{PodIP: sandbox.IP(), ContainerID: ctr.ID, Container: cspec}
+	target := prober.Target{PodIP: sandbox.IP(), ContainerID: ctr.ID, Container: cspec, Extensions: extensions}
+	network, err := probeNetworkOf(o.probeNetwork, sandbox, manifests)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	if network == spec.ProbeNetworkPod && !sandbox.HostNetwork {
+		if sandbox.NetNS == "" {
+			return fmt.Errorf("the runtime does not report pod %s/%s's network namespace; --probe-network pod needs containerd", sandbox.Namespace, sandbox.Name)
+		}
+		target.NetNS = sandbox.NetNS
+	}
 	start := time.Now()
 	runner, err := exec.NewRunner(client)
 	if err != nil {
@@ -157,6 +171,27 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errProblemsFound
 	}
 	return nil
+}
+
+// probeNetworkOf is where a one-off probe is dialled from: the flag, else
+// the pod's choice (its manifest's, else its sandbox annotation), else the
+// node.
+func probeNetworkOf(flagValue string, sandbox *cri.Pod, manifests []*spec.Pod) (string, error) {
+	if err := spec.ValidateProbeNetwork(flagValue); err != nil {
+		return "", fmt.Errorf("--probe-network: %w", err)
+	}
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	for _, m := range manifests {
+		if m.Namespace == sandbox.Namespace && m.Name == sandbox.Name && m.ProbeNetwork != "" {
+			return m.ProbeNetwork, nil
+		}
+	}
+	if v := sandbox.Annotations[spec.ProbeNetworkAnnotation]; spec.ValidateProbeNetwork(v) == nil && v != "" {
+		return v, nil
+	}
+	return spec.ProbeNetworkNode, nil
 }
 
 // errProbeError makes the exit code 2 after the error was printed.

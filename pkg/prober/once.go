@@ -17,6 +17,11 @@ type Target struct {
 	ContainerID string
 	// Container gives named ports and env for $(VAR); may be empty.
 	Container *spec.Container
+	// Extensions are the probe's additions (startInterval is moot here).
+	Extensions *spec.Extensions
+	// NetNS, when set, dials network probes from inside that network
+	// namespace, to 127.0.0.1 unless the probe sets a host.
+	NetNS string
 }
 
 // Outcome is a one-off probe's result, as a worker would see it.
@@ -35,7 +40,8 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 		c = &spec.Container{}
 	}
 	d := &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
-	o := d.probe(ctx, p, target{podIP: t.PodIP, containerID: t.ContainerID, container: c})
+	o := d.probe(ctx, p, target{podIP: t.PodIP, containerID: t.ContainerID, container: c,
+		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions})
 	return Outcome{Result: o.result, Raw: o.raw, Output: o.output, Err: o.err}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/cri-prober/cri-prober/pkg/prober/spec"
 )
@@ -44,6 +45,14 @@ func TestProbeFromThePodsNetwork(t *testing.T) {
 	ctr, _ := agent.container(t, outside, "app")
 	assert.False(t, ctr.Ready)
 	assert.Contains(t, ctr.Probes["startup"].Output, "connection refused")
+
+	// The one-off `probe` command follows the pod's choice too.
+	out, err := runBinary(t, "probe", "--runtime-endpoint", endpoint, "--pod", testNamespace+"/"+inside, "--container-name", "app", "--startup")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "result:   success")
+	out, err = runBinary(t, "probe", "--runtime-endpoint", endpoint, "--pod", testNamespace+"/"+outside, "--container-name", "app", "--startup")
+	require.Error(t, err)
+	assert.Contains(t, out, "connection refused")
 
 	// Without CAP_SYS_ADMIN: an error that says what is missing, no failure.
 	agent.kill()
