@@ -104,6 +104,8 @@ backing off), so you can explore:
   export CONTAINER_RUNTIME_ENDPOINT=$CONTAINER_RUNTIME_ENDPOINT
   $prober status                  # pods, readiness, restarts, last probe results
   $prober events -f               # follow events
+  $prober why demo/web            # why each restart happened: the failures, the grace period, the back-off
+  $prober history demo/flaky      # each probe's last runs and, kept apart, its last failures
   $prober explain -f examples/demo/pods.yaml
   curl $api/api/v1/pods   $api/metrics/probes
 Remove everything with: make demo-down
