@@ -18,9 +18,10 @@ type History struct {
 	failures ring
 }
 
-// NewHistory returns a history with the default bounds.
+// NewHistory returns a history with the default bounds. Its rings grow as
+// runs come (most probes never fail: their failure ring stays empty).
 func NewHistory() *History {
-	return &History{recent: newRing(HistoryRecent), failures: newRing(HistoryFailures)}
+	return &History{recent: ring{size: HistoryRecent}, failures: ring{size: HistoryFailures}}
 }
 
 // Add records a run.
@@ -40,24 +41,27 @@ func (h *History) Snapshot() (recent, failures []Observation) {
 	return h.recent.list(), h.failures.list()
 }
 
-// ring is a fixed-size circular buffer of observations.
+// ring is a circular buffer of at most size observations, allocated as it
+// fills.
 type ring struct {
+	size int
 	buf  []Observation
-	next int
-	full bool
+	next int // where the next one goes, once buf is full
 }
-
-func newRing(n int) ring { return ring{buf: make([]Observation, n)} }
 
 func (r *ring) add(o Observation) {
+	if r.buf == nil {
+		r.buf = make([]Observation, 0, r.size) // exactly: append would round up
+	}
+	if len(r.buf) < r.size {
+		r.buf = append(r.buf, o)
+		return
+	}
 	r.buf[r.next] = o
-	r.next = (r.next + 1) % len(r.buf)
-	r.full = r.full || r.next == 0
+	r.next = (r.next + 1) % r.size
 }
 
+// list returns the observations, oldest first.
 func (r *ring) list() []Observation {
-	if !r.full {
-		return append([]Observation(nil), r.buf[:r.next]...)
-	}
 	return append(append([]Observation(nil), r.buf[r.next:]...), r.buf[:r.next]...)
 }
