@@ -144,10 +144,14 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		probe.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
 	target := prober.Target{PodIP: sandbox.IP(), ContainerID: ctr.ID, Container: cspec, Extensions: extensions}
-	network, err := probeNetworkOf(o.probeNetwork, sandbox, manifests)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
+		fmt.Fprintf(stderr, "--probe-network: %v\n", err)
 		return errUsage
+	}
+	// The flag, else the pod's own choice as the agent resolves it.
+	network := o.probeNetwork
+	if network == "" {
+		network = prober.ProbeNetwork(snap, manifests, manifestErrs, sandbox.Key())
 	}
 	if network == spec.ProbeNetworkPod && !sandbox.HostNetwork {
 		if sandbox.NetNS == "" {
@@ -171,27 +175,6 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errProblemsFound
 	}
 	return nil
-}
-
-// probeNetworkOf is where a one-off probe is dialled from: the flag, else
-// the pod's choice (its manifest's, else its sandbox annotation), else the
-// node.
-func probeNetworkOf(flagValue string, sandbox *cri.Pod, manifests []*spec.Pod) (string, error) {
-	if err := spec.ValidateProbeNetwork(flagValue); err != nil {
-		return "", fmt.Errorf("--probe-network: %w", err)
-	}
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	for _, m := range manifests {
-		if m.Namespace == sandbox.Namespace && m.Name == sandbox.Name && m.ProbeNetwork != "" {
-			return m.ProbeNetwork, nil
-		}
-	}
-	if v := sandbox.Annotations[spec.ProbeNetworkAnnotation]; spec.ValidateProbeNetwork(v) == nil && v != "" {
-		return v, nil
-	}
-	return spec.ProbeNetworkNode, nil
 }
 
 // errProbeError makes the exit code 2 after the error was printed.

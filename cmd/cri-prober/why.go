@@ -93,7 +93,7 @@ func printWhy(w io.Writer, e restart.Entry) {
 		}
 		fmt.Fprintf(w, "  why: its %s probe failed %d time(s) in a row (failureThreshold %d):\n", e.Cause, len(e.Failures), threshold)
 		for _, f := range e.Failures {
-			fmt.Fprintf(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, terminalSafe(firstLine(f.Output)))
+			fmt.Fprintf(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, firstLine(f.Output))
 		}
 		fmt.Fprintf(w, "  killed with a %d s grace period; it ended with code %d%s\n", e.GracePeriodSeconds, e.ExitCode, reasonSuffix(e.ExitReason))
 	}

@@ -89,16 +89,15 @@ type Manager struct {
 	stateErr      error
 
 	// Owned by Run.
-	savedVersion uint64
-	savedOnce    bool
-	policies     map[string]string // managed pods' policy signatures
-	workers      map[workerKey]*workerHandle
-	finished     map[workerKey]string // container ID a worker stopped by itself at
-	reported     map[string]bool      // problems already logged
-	resyncAt     map[string]time.Time
-	annotations  map[string]annotationSpec // by container ID: configs never change
-	exited       chan *workerHandle
-	wg           sync.WaitGroup
+	savedState  map[results.Key]results.Saved // as last written
+	policies    map[string]string             // managed pods' policy signatures
+	workers     map[workerKey]*workerHandle
+	finished    map[workerKey]string // container ID a worker stopped by itself at
+	reported    map[string]bool      // problems already logged
+	resyncAt    map[string]time.Time
+	annotations map[string]annotationSpec // by container ID: configs never change
+	exited      chan *workerHandle
+	wg          sync.WaitGroup
 }
 
 type workerHandle struct {

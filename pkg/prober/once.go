@@ -50,23 +50,38 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 // the container's annotations. It returns nil when nothing covers the
 // container, and the problems when its spec is invalid.
 func ContainerSpec(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Error, podKey, container string) (*spec.Container, []*spec.Error) {
+	p, ok := resolvePod(snap, manifests, manifestErrs, podKey)
+	if !ok {
+		return nil, nil
+	}
+	pc, ok := p.containers[container]
+	if !ok || len(p.errs) > 0 {
+		return nil, p.errs
+	}
+	return pc.spec, pc.errs
+}
+
+// ProbeNetwork is where the agent would dial a pod's network probes from,
+// by the pod's own choice (spec.ProbeNetworkNode, spec.ProbeNetworkPod, or
+// "" when it makes none and the agent's default applies).
+func ProbeNetwork(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Error, podKey string) string {
+	if p, ok := resolvePod(snap, manifests, manifestErrs, podKey); ok {
+		return p.policy.ProbeNetwork
+	}
+	return ""
+}
+
+// resolvePod resolves one pod as the agent would.
+func resolvePod(snap *cri.Snapshot, manifests []*spec.Pod, manifestErrs []*spec.Error, podKey string) (*pod, bool) {
 	res := resolve(snap, manifests, manifestErrs, func(p *pod, c *cri.Container) (*spec.Container, []*spec.Error) {
 		return spec.ContainerFromAnnotations(p.namespace, p.name, c.Name, c.Annotations)
 	})
 	for _, p := range res.pods {
-		if p.key != podKey {
-			continue
+		if p.key == podKey {
+			return p, true
 		}
-		pc, ok := p.containers[container]
-		if !ok {
-			return nil, p.errs
-		}
-		if len(p.errs) > 0 {
-			return nil, p.errs
-		}
-		return pc.spec, pc.errs
 	}
-	return nil, nil
+	return nil, false
 }
 
 // WithPodFilter limits probing to the pods keep accepts (the others are

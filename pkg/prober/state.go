@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -85,20 +86,22 @@ func saveProbeState(dir string, state map[results.Key]results.Saved) error {
 	return nil
 }
 
-// saveState writes the probes' state if it changed since the last write.
+// saveState writes the probes' state if it changed since the last write:
+// results, and runs still below their threshold (steady probes write
+// nothing).
 func (m *Manager) saveState(logger klog.Logger) {
 	if m.stateDir == "" {
 		return
 	}
-	state, version := m.results.Export()
-	if version == m.savedVersion && m.savedOnce {
+	state := m.results.Export()
+	if m.savedState != nil && maps.Equal(state, m.savedState) {
 		return
 	}
 	if err := saveProbeState(m.stateDir, state); err != nil {
 		logger.Error(err, "Cannot save the probes' state; an agent restart will start from the initial values")
 		return
 	}
-	m.savedVersion, m.savedOnce = version, true
+	m.savedState = state
 }
 
 // restored returns what the previous agent saved for k (nil map: nothing).

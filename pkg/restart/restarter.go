@@ -546,7 +546,7 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", name, err)
 		return failedActionBackoff
 	}
-	entry := r.entry(ctx, v, latest, killReason(t))
+	entry := r.entry(ctx, v, latest, killReason(t), nil) // its exit after the kill
 	entry.GracePeriodSeconds = grace
 	entry.Failures = failures(r.specs.ProbeFailures(v.key, name, latest.ID, t))
 	switch {
@@ -577,16 +577,21 @@ func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, 
 }
 
 // entry starts a ledger entry about old, with its exit as the runtime
-// records it.
-func (r *Restarter) entry(ctx context.Context, v *podView, old *cri.Container, cause string) Entry {
+// records it (st, when the caller has it; else asked for).
+func (r *Restarter) entry(ctx context.Context, v *podView, old *cri.Container, cause string, st *runtimeapi.ContainerStatus) Entry {
 	e := Entry{Time: r.clock.Now(), Namespace: v.sandbox.Namespace, Pod: v.sandbox.Name, PodUID: v.sandbox.UID,
 		Container: old.Name, ContainerID: old.ID, Cause: cause}
 	if r.ledger == nil {
 		return e
 	}
-	if st, err := r.runtime.ContainerStatus(ctx, old.ID, false); err == nil {
-		e.ExitCode, e.ExitReason = st.GetStatus().GetExitCode(), st.GetStatus().GetReason()
+	if st == nil {
+		resp, err := r.runtime.ContainerStatus(ctx, old.ID, false)
+		if err != nil {
+			return e
+		}
+		st = resp.GetStatus()
 	}
+	e.ExitCode, e.ExitReason = st.GetExitCode(), st.GetReason()
 	return e
 }
 
@@ -668,7 +673,7 @@ func (r *Restarter) restartExited(ctx context.Context, w *podWorker, v *podView,
 	}
 	entry, killed := w.pending[latest.ID]
 	if !killed {
-		entry = r.entry(ctx, v, latest, "exit")
+		entry = r.entry(ctx, v, latest, "exit", st.GetStatus())
 	}
 	id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg, entry.Cause)
 	if err != nil {
@@ -778,7 +783,7 @@ func (r *Restarter) finishInterrupted(ctx context.Context, v *podView, c *cri.Co
 	// The agent that decided this restart is gone, and the failures it saw
 	// with it; the cause and the old instance's exit are on record.
 	if old, ok := findInstance(fresh, c.Annotations[cri.AnnotationRestartOf]); ok {
-		entry := r.entry(ctx, v, old, c.Annotations[cri.AnnotationRestartCause])
+		entry := r.entry(ctx, v, old, c.Annotations[cri.AnnotationRestartCause], nil)
 		entry.Action, entry.ReplacementID, entry.Attempt = ActionRestarted, c.ID, c.Attempt
 		r.record(ctx, entry)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
@@ -370,6 +372,26 @@ func TestExitOfAPodBeingStoppedIsNotRestarted(t *testing.T) {
 	rt.clock.Step(exitSettle)
 	rt.eventually(t, "a pass after the settle", func() bool { return rt.r.syncs.Load() > before })
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
+}
+
+// The runtime failing while an exit is due for a restart is the agent's
+// trouble: the restart is tried again, not dropped.
+func TestExitRestartSurvivesARuntimeError(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	id := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.relist(t)
+	require.NoError(t, rt.rt.SetContainerState(id, exited, 1))
+	rt.relist(t)
+	rt.rt.SetError("PodSandboxStatus", status.Error(codes.Unavailable, "runtime down"))
+	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
+	before := rt.r.syncs.Load()
+	rt.clock.Step(exitSettle)
+	rt.eventually(t, "a pass that met the error", func() bool { return rt.r.syncs.Load() > before })
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
+	rt.rt.SetError("PodSandboxStatus", nil)
+	rt.eventually(t, "a retry is due", rt.clock.HasWaiters)
+	rt.clock.Step(failedActionBackoff)
+	rt.eventually(t, "restarted once the runtime answers", rt.hasEvent("Started: Started container app"))
 }
 
 // The liveness kill sequence observed on kubelet (§11): kills 1–3 restart

@@ -39,3 +39,18 @@ func TestHistoryKeepsFailuresApart(t *testing.T) {
 	assert.Len(t, recent, 1)
 	assert.Empty(t, failures)
 }
+
+// A run is saved up to its threshold only: a probe in a steady state
+// exports the same state run after run (nothing to write).
+func TestExportCapsRunsAtTheThreshold(t *testing.T) {
+	s := NewStore()
+	k := Key{ContainerID: "c", Type: Readiness}
+	s.Set(k, Success, "uid")
+	s.Observe(k, Observation{Outcome: OutcomeSuccess, Consecutive: 7, Threshold: 1})
+	first := s.Export()
+	s.Observe(k, Observation{Outcome: OutcomeSuccess, Consecutive: 8, Threshold: 1})
+	assert.Equal(t, first, s.Export())
+	assert.Equal(t, Saved{Result: Success, LastOutcome: Success, Consecutive: 1}, first[k])
+	s.Observe(k, Observation{Outcome: OutcomeFailure, Consecutive: 2, Threshold: 3})
+	assert.Equal(t, Saved{Result: Success, LastOutcome: Failure, Consecutive: 2}, s.Export()[k])
+}

@@ -126,7 +126,6 @@ type entry struct {
 type Store struct {
 	mu      sync.RWMutex
 	entries map[Key]*entry
-	version uint64 // counts changes, for savers (under mu)
 
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -160,9 +159,6 @@ func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
 		e.result = r
 		changed = true
 	}
-	if changed {
-		s.version++
-	}
 	s.mu.Unlock()
 	if changed {
 		s.notify(Update{Key: k, Result: r, PodUID: podUID})
@@ -176,34 +172,34 @@ func (s *Store) Remove(k Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.entries, k)
-	s.version++
 }
 
 // Saved is what an agent restart needs of one probe to go on where it
-// was: the stable result and the current run of equal results.
+// was: the stable result and the current run of equal results, counted up
+// to the threshold only (beyond it the count changes nothing), so that a
+// probe in a steady state leaves its Saved unchanged.
 type Saved struct {
 	Result      Result `json:"result"`
 	LastOutcome Result `json:"lastOutcome"` // Success or Failure: the run's kind ("" before any run)
 	Consecutive int    `json:"consecutive"`
 }
 
-// Export returns every probe's Saved state and the store's version; the
-// version changes whenever a result or a run does.
-func (s *Store) Export() (map[Key]Saved, uint64) {
+// Export returns every probe's Saved state.
+func (s *Store) Export() map[Key]Saved {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make(map[Key]Saved, len(s.entries))
 	for k, e := range s.entries {
 		sv := Saved{Result: e.result}
 		if o := e.observation; o != nil && o.Err == "" {
-			sv.LastOutcome, sv.Consecutive = Failure, o.Consecutive
+			sv.LastOutcome, sv.Consecutive = Failure, min(o.Consecutive, o.Threshold)
 			if o.Outcome == OutcomeSuccess || o.Outcome == OutcomeWarning {
 				sv.LastOutcome = Success
 			}
 		}
 		out[k] = sv
 	}
-	return out, s.version
+	return out
 }
 
 // Observe records the last raw observation for k, if k has a result.
@@ -212,7 +208,6 @@ func (s *Store) Observe(k Key, o Observation) {
 	defer s.mu.Unlock()
 	if e, ok := s.entries[k]; ok {
 		e.observation = &o
-		s.version++
 	}
 }
 
