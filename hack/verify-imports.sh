@@ -16,7 +16,8 @@ allowed() {
     test/target*) echo "" ;;
     pkg/cri*|pkg/events*) echo "" ;;
     pkg/results*|pkg/exec*) echo "pkg/cri" ;;
-    pkg/prober*) echo "pkg/prober pkg/results pkg/exec pkg/cri pkg/events" ;;
+    pkg/spec*) echo "pkg/results" ;;
+    pkg/prober*) echo "pkg/prober pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/results pkg/cri pkg/events" ;;
     hack/tools*) echo "pkg/cri" ;;
     test/harness*) echo "pkg/" ;;

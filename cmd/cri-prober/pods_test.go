@@ -191,13 +191,13 @@ shop       longer-pod-name  1/1    InvalidProbeConfig  0         2d2h
 }
 
 func TestValidateCommand(t *testing.T) {
-	out, _, err := runCLI(t, "validate", "../../pkg/prober/spec/testdata/good/pods.yaml")
+	out, _, err := runCLI(t, "validate", "../../pkg/spec/testdata/good/pods.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, "ok: 2 valid pod(s)\n", out)
 
-	out, _, err = runCLI(t, "validate", "../../pkg/prober/spec/testdata/bad/negative-period.yaml", "../../pkg/prober/spec/testdata/good")
+	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", "../../pkg/spec/testdata/good")
 	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
-	assert.Equal(t, "../../pkg/prober/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n1 problem(s); 2 valid pod(s)\n", out)
+	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n1 problem(s); 2 valid pod(s)\n", out)
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
 	assert.ErrorIs(t, err, errProblemsFound)
@@ -221,7 +221,7 @@ func TestExplainCommand(t *testing.T) {
 	} {
 		assert.Contains(t, out, want)
 	}
-	out, _, err = runCLI(t, "explain", "../../pkg/prober/spec/testdata/bad/two-handlers.yaml")
+	out, _, err = runCLI(t, "explain", "../../pkg/spec/testdata/bad/two-handlers.yaml")
 	assert.ErrorIs(t, err, errProblemsFound)
 	assert.Contains(t, out, "invalid: ")
 }

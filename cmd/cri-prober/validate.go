@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 const validateHelp = `Usage: cri-prober validate FILE|DIR...

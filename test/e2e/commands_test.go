@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/spec"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 var crictlPath = os.Getenv("CRI_PROBER_E2E_CRICTL")
