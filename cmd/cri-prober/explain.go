@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/cri-prober/cri-prober/pkg/prober"
-	"github.com/cri-prober/cri-prober/pkg/spec"
 	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 const explainHelp = `Usage: cri-prober explain -f FILE [-f FILE…]
