@@ -14,6 +14,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -115,49 +116,59 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	sandbox, ctr, err := findContainer(snap, o.containerID, o.pod, o.containerName)
-	if err != nil {
-		return err
-	}
 	var manifests []*spec.Pod
 	var manifestErrs []*spec.Error
 	if o.manifests != "" {
 		manifests, manifestErrs = spec.LoadDir(o.manifests)
 	}
-	cspec, problems := prober.ContainerSpec(snap, manifests, manifestErrs, sandbox.Key(), ctr.Name)
-	if len(problems) > 0 {
-		return fmt.Errorf("the container's probe spec is invalid: %v", problems[0])
+	view := pods.Resolve(snap, pods.Inputs{Manifests: manifests, ManifestErrors: manifestErrs})
+	pod, ctr, instance, err := findContainer(view, o.containerID, o.pod, o.containerName)
+	if err != nil {
+		return err
 	}
+	if pod.ManifestInvalid {
+		return fmt.Errorf("the pod's manifest is invalid: %v", pod.Problems[0])
+	}
+	if len(ctr.Problems) > 0 {
+		return fmt.Errorf("the container's probe spec is invalid: %v", ctr.Problems[0])
+	}
+	cspec := ctr.Spec
 	probe := inline
 	var extensions *spec.Extensions
 	if probe == nil {
-		t := map[bool]results.ProbeType{o.liveness: results.Liveness, o.readiness: results.Readiness, o.startup: results.Startup}[true]
+		t := results.Startup
+		switch {
+		case o.liveness:
+			t = results.Liveness
+		case o.readiness:
+			t = results.Readiness
+		}
 		if cspec != nil {
 			probe, extensions = cspec.Probe(t), cspec.Extension(t)
 		}
 		if probe == nil {
-			return fmt.Errorf("container %s of pod %s/%s has no %s probe (from --pod-manifests or its %s annotations)", ctr.Name, sandbox.Namespace, sandbox.Name, strings.ToLower(t.String()), spec.AnnotationPrefix)
+			return fmt.Errorf("container %s of pod %s/%s has no %s probe (from --pod-manifests or its %s annotations)", ctr.Name, pod.Namespace, pod.Name, strings.ToLower(t.String()), spec.AnnotationPrefix)
 		}
 		probe = probe.DeepCopy()
 	}
 	if o.timeout > 0 {
 		probe.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
-	target := prober.Target{PodIP: sandbox.IP(), ContainerID: ctr.ID, Container: cspec, Extensions: extensions}
 	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
 		fmt.Fprintf(stderr, "--probe-network: %v\n", err)
 		return errUsage
 	}
 	// The flag, else the pod's own choice as the agent resolves it.
-	network := o.probeNetwork
-	if network == "" {
-		network = prober.ProbeNetwork(snap, manifests, manifestErrs, sandbox.Key())
+	host, inPodNetwork := pod.ProbeHost, pod.InPodNetwork
+	if o.probeNetwork != "" {
+		host, inPodNetwork = pods.ProbeAddress(pod.Sandbox, o.probeNetwork, "127.0.0.1")
 	}
-	if network == spec.ProbeNetworkPod && !sandbox.HostNetwork {
-		if sandbox.NetNS == "" {
-			return fmt.Errorf("the runtime does not report pod %s/%s's network namespace; --probe-network pod needs containerd", sandbox.Namespace, sandbox.Name)
+	target := prober.Target{Host: host, ContainerID: instance.ID, Container: cspec, Extensions: extensions}
+	if inPodNetwork {
+		if pod.Sandbox.NetNS == "" {
+			return fmt.Errorf("the runtime does not report pod %s/%s's network namespace; --probe-network pod needs containerd", pod.Namespace, pod.Name)
 		}
-		target.NetNS = sandbox.NetNS
+		target.NetNS = pod.Sandbox.NetNS
 	}
 	start := time.Now()
 	runner, err := exec.NewRunner(client)
@@ -233,7 +244,7 @@ func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
 	}
 	p := &corev1.Probe{ProbeHandler: handlers[0]}
 	spec.DefaultProbe(p)
-	if errs := spec.ValidateProbe(p, "readinessProbe", nil, nil); len(errs) > 0 {
+	if errs := spec.ValidateReadinessProbe(p); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid probe: %v", errs.ToAggregate())
 	}
 	return p, nil
@@ -246,47 +257,42 @@ func portValue(s string) intstr.IntOrString {
 	return intstr.FromString(s)
 }
 
-// findContainer finds a container by ID (or unique ID prefix), or by pod
-// (NAMESPACE/NAME, the newest ready sandbox) and container name (the newest
-// instance).
-func findContainer(snap *cri.Snapshot, id, pod, name string) (*cri.Pod, *cri.Container, error) {
+// findContainer finds a container instance by ID (or unique ID prefix), or
+// by pod (NAMESPACE/NAME: the pod that name stands for) and container name
+// (its current instance).
+func findContainer(v *pods.View, id, pod, name string) (*pods.Pod, *pods.Container, *cri.Container, error) {
 	if id != "" {
-		var found *cri.Container
-		for _, c := range snap.Containers() {
-			if strings.HasPrefix(c.ID, id) {
-				if found != nil {
-					return nil, nil, fmt.Errorf("container ID %q is ambiguous: give more of it", id)
+		var foundPod *pods.Pod
+		var found *pods.Container
+		var instance *cri.Container
+		for _, p := range v.Pods() {
+			for _, c := range p.Containers {
+				for _, i := range c.Instances {
+					if strings.HasPrefix(i.ID, id) {
+						if instance != nil {
+							return nil, nil, nil, fmt.Errorf("container ID %q is ambiguous: give more of it", id)
+						}
+						foundPod, found, instance = p, c, i
+					}
 				}
-				found = c
 			}
 		}
-		if found == nil {
-			return nil, nil, fmt.Errorf("no container with ID %q (see cri-prober pods)", id)
+		if instance == nil {
+			return nil, nil, nil, fmt.Errorf("no container with ID %q (see cri-prober pods)", id)
 		}
-		sb, _ := snap.Pod(found.SandboxID)
-		return sb, found, nil
+		return foundPod, found, instance, nil
 	}
 	ns, podName, ok := strings.Cut(pod, "/")
 	if !ok || name == "" {
-		return nil, nil, fmt.Errorf("--pod %q: want NAMESPACE/NAME, with --container-name", pod)
+		return nil, nil, nil, fmt.Errorf("--pod %q: want NAMESPACE/NAME, with --container-name", pod)
 	}
-	var sandbox *cri.Pod
-	for _, p := range snap.Pods() {
-		if p.Namespace == ns && p.Name == podName && (sandbox == nil || (p.State == cri.SandboxReady && sandbox.State != cri.SandboxReady) || p.CreatedAt.After(sandbox.CreatedAt)) {
-			sandbox = p
-		}
+	p, ok := v.ByName(ns, podName)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("no pod %s (see cri-prober pods)", pod)
 	}
-	if sandbox == nil {
-		return nil, nil, fmt.Errorf("no pod %s (see cri-prober pods)", pod)
+	c, ok := p.Container(name)
+	if !ok || c.Current == nil {
+		return nil, nil, nil, fmt.Errorf("pod %s has no container %q", pod, name)
 	}
-	var found *cri.Container
-	for _, c := range snap.PodContainers(sandbox.ID) {
-		if c.Name == name && (found == nil || c.Attempt > found.Attempt) {
-			found = c
-		}
-	}
-	if found == nil {
-		return nil, nil, fmt.Errorf("pod %s has no container %q", pod, name)
-	}
-	return sandbox, found, nil
+	return p, c, c.Current, nil
 }

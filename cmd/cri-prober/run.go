@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
@@ -29,7 +30,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/restart"
-	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -154,22 +154,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer client.Close()
 	logger.Info("Connected to the runtime", "endpoint", client.Endpoint(), "runtime", client.RuntimeName(), "version", client.RuntimeVersion())
 
-	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(o.relistPeriod), cri.WithPollerMetrics(criMetrics))
-	if err != nil {
-		return err
-	}
 	hostIP := o.hostIP
 	if hostIP == "" {
 		hostIP = defaultRouteIP()
 	}
 	ring := events.NewRing(1000)
 	recorder := recorders{events.Log(logger), ring}
-	var manager *prober.Manager // made below; the hooks read pod IPs from it
+	var engine *agent.Agent // made below; the hooks read pod IPs from its view
 	transitions, err := o.hooks(agentRegistry, func(namespace, pod string) string {
-		for _, p := range manager.Report() {
-			if p.Namespace == namespace && p.Name == pod {
-				return p.IP
-			}
+		if p, ok := engine.View().ByName(namespace, pod); ok {
+			return p.IP()
 		}
 		return ""
 	})
@@ -180,25 +174,6 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if transitions != nil {
 		recorder = append(recorder, transitions)
 	}
-	opts := []prober.Option{prober.WithHostIP(hostIP), prober.WithRecorder(recorder), prober.WithRegisterers(probeRegistry, agentRegistry),
-		prober.WithProbeNetwork(o.probeNetwork)}
-	if o.stateDir != "" {
-		opts = append(opts, prober.WithStateDir(o.stateDir))
-	}
-	var manifests *spec.ManifestDir
-	if o.manifests != "" {
-		manifests = spec.NewManifestDir(o.manifests, nil)
-		manifests.Reload() // first read before probing starts
-		opts = append(opts, prober.WithManifests(manifests))
-	}
-	runner, err := exec.NewRunner(client, exec.WithConcurrency(o.maxExec), exec.WithRegisterer(agentRegistry))
-	if err != nil {
-		return fmt.Errorf("--max-concurrent-exec: %w", err)
-	}
-	store := results.NewStore()
-	if manager, err = prober.NewManager(runner, store, opts...); err != nil {
-		return err
-	}
 	ledger, err := restart.OpenLedger(o.stateDir)
 	switch {
 	case ledger == nil:
@@ -206,10 +181,27 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err != nil:
 		logger.Error(err, "Restart ledger") // set aside; a new one begins
 	}
-	restarter, err := restart.New(client, manager, store, restart.WithMode(mode), restart.WithRecorder(recorder), restart.WithRegisterer(agentRegistry),
-		restart.WithLedger(ledger))
-	if err != nil {
+	cfg := agent.Config{
+		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
+		HostIP: hostIP, ProbeNetwork: o.probeNetwork, MaxExec: o.maxExec, Restart: mode, Ledger: ledger, Recorder: recorder,
+		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
+	}
+	if o.stateDir != "" {
+		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
+	}
+	if o.manifests != "" {
+		cfg.Manifests = spec.NewManifestDir(o.manifests, nil)
+		cfg.Manifests.Reload() // first read before probing starts
+		cfg.ManifestInterval = o.manifestInterval
+	}
+	if o.maxExec <= 0 {
+		return fmt.Errorf("--max-concurrent-exec must be positive")
+	}
+	if engine, err = agent.New(cfg); err != nil {
 		return err
+	}
+	if cfg.EventsAddress == "" {
+		logger.Info("Not following containerd events; exits are seen at the next relist", "relistPeriod", o.relistPeriod)
 	}
 
 	var listener net.Listener
@@ -222,36 +214,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	// Subscribe before the poller runs, so both see the first relist.
-	changes := poller.Subscribe()
-	defer changes.Close()
-	restarterChanges := poller.Subscribe()
-	defer restarterChanges.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Go(func() { poller.Run(ctx) })
-	if addr := eventsAddress(o.containerdAddress, client); addr != "" {
-		watcher, err := cri.NewEventWatcher(addr, poller)
-		if err != nil {
-			return err
-		}
-		wg.Go(func() { watcher.Run(ctx) })
-	} else {
-		logger.Info("Not following containerd events; exits are seen at the next relist", "relistPeriod", o.relistPeriod)
-	}
-	if manifests != nil {
-		wg.Go(func() { manifests.Run(ctx, o.manifestInterval) })
-	}
-	wg.Go(func() { manager.Run(ctx, changes) })
-	wg.Go(func() { restarter.Run(ctx, restarterChanges) })
+	wg.Go(func() { engine.Run(ctx) })
 	if transitions != nil {
 		wg.Go(func() { transitions.Run(ctx) })
 	}
 	if listener != nil {
 		server := api.New(api.Config{
-			Pods: manager, History: manager, Ledger: ledger, Waiting: restarter, Events: ring, Health: runtimeHealth(poller),
+			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health,
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
 		})
@@ -303,18 +276,6 @@ func (rs recorders) Record(e events.Event) {
 }
 
 // runtimeHealth is the agent's health: it works while the runtime answers.
-func runtimeHealth(p *cri.Poller) func() error {
-	return func() error {
-		if at, err := p.LastError(); err != nil {
-			return fmt.Errorf("runtime unreachable since %s: %v", at.Format(time.RFC3339), err)
-		}
-		if p.Snapshot() == nil {
-			return errors.New("no relist has succeeded yet")
-		}
-		return nil
-	}
-}
-
 func isLoopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()

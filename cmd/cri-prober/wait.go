@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cri-prober/cri-prober/pkg/cri"
-	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/agent"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -76,14 +76,13 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer client.Close()
-	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(500*time.Millisecond))
-	if err != nil {
-		return err
-	}
-	opts := []prober.Option{
-		prober.WithPodFilter(func(ns, n string) bool { return ns == namespace && n == name }),
-		prober.WithoutStartupJitter(),
-		prober.WithRecorder(recorders{}), // quiet: the result is the exit code
+	cfg := agent.Config{
+		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client),
+		Recorder: recorders{}, // quiet: the result is the exit code
+		ProberOptions: []prober.Option{
+			prober.WithPodFilter(func(ns, n string) bool { return ns == namespace && n == name }),
+			prober.WithoutStartupJitter(),
+		},
 	}
 	if *manifests != "" {
 		dir := spec.NewManifestDir(*manifests, nil)
@@ -94,38 +93,26 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return fmt.Errorf("the pod's manifest is invalid: %v", e)
 			}
 		}
-		opts = append(opts, prober.WithManifests(dir))
+		cfg.Manifests = dir
 	}
-	runner, err := exec.NewRunner(client, exec.WithConcurrency(exec.DefaultConcurrency()))
+	engine, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
-	manager, err := prober.NewManager(runner, results.NewStore(), opts...)
-	if err != nil {
-		return err
-	}
-	changes := poller.Subscribe()
-	defer changes.Close()
 	// The engine stops only after the last results are read: its workers
 	// forget their results as they stop.
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { poller.Run(ctx) })
-	if addr := eventsAddress("", client); addr != "" {
-		if watcher, err := cri.NewEventWatcher(addr, poller); err == nil {
-			wg.Go(func() { watcher.Run(ctx) })
-		}
-	}
-	wg.Go(func() { manager.Run(ctx, changes) })
+	wg.Go(func() { engine.Run(ctx) })
 
 	check := time.NewTicker(100 * time.Millisecond)
 	defer check.Stop()
 	deadline := time.NewTimer(*timeout)
 	defer deadline.Stop()
 	for {
-		report, found := findReport(manager.Report(), namespace, name)
+		report, found := engine.ReportPod(namespace, name)
 		if found && holds(report, *containerName) {
 			fmt.Fprintf(stdout, "pod %s is %s\n", *pod, *cond)
 			return nil
@@ -134,7 +121,7 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case <-ctx.Done():
 			return nil // interrupted
 		case <-deadline.C:
-			report, found = findReport(manager.Report(), namespace, name)
+			report, found = engine.ReportPod(namespace, name)
 			fmt.Fprintf(stdout, "timed out after %s: pod %s is not %s\n", *timeout, *pod, *cond)
 			printLastResults(stdout, report, found)
 			return errProblemsFound
@@ -143,15 +130,15 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 }
 
-var waitConditions = map[string]func(prober.PodReport, string) bool{
-	"ready": func(p prober.PodReport, only string) bool {
-		return allContainers(p, only, func(c prober.ContainerReport) bool { return c.Ready })
+var waitConditions = map[string]func(pods.PodReport, string) bool{
+	"ready": func(p pods.PodReport, only string) bool {
+		return allContainers(p, only, func(c pods.ContainerReport) bool { return c.Ready })
 	},
-	"started": func(p prober.PodReport, only string) bool {
-		return allContainers(p, only, func(c prober.ContainerReport) bool { return c.Started })
+	"started": func(p pods.PodReport, only string) bool {
+		return allContainers(p, only, func(c pods.ContainerReport) bool { return c.Started })
 	},
-	"healthy": func(p prober.PodReport, only string) bool {
-		return allContainers(p, only, func(c prober.ContainerReport) bool {
+	"healthy": func(p pods.PodReport, only string) bool {
+		return allContainers(p, only, func(c pods.ContainerReport) bool {
 			if !c.Started || len(c.Problems) > 0 {
 				return false
 			}
@@ -165,10 +152,12 @@ var waitConditions = map[string]func(prober.PodReport, string) bool{
 	},
 }
 
-func allContainers(p prober.PodReport, only string, ok func(prober.ContainerReport) bool) bool {
+// allContainers reports whether ok holds for every container of the pod
+// (init containers aside: they never count, as kubelet's ContainersReady).
+func allContainers(p pods.PodReport, only string, ok func(pods.ContainerReport) bool) bool {
 	seen := false
 	for _, c := range p.Containers {
-		if only != "" && c.Name != only {
+		if (only != "" && c.Name != only) || (only == "" && c.Kind == spec.Init) {
 			continue
 		}
 		if c.ID == "" || !ok(c) {
@@ -179,16 +168,7 @@ func allContainers(p prober.PodReport, only string, ok func(prober.ContainerRepo
 	return seen
 }
 
-func findReport(reports []prober.PodReport, namespace, name string) (prober.PodReport, bool) {
-	for _, r := range reports {
-		if r.Namespace == namespace && r.Name == name {
-			return r, true
-		}
-	}
-	return prober.PodReport{}, false
-}
-
-func printLastResults(w io.Writer, p prober.PodReport, found bool) {
+func printLastResults(w io.Writer, p pods.PodReport, found bool) {
 	if !found {
 		fmt.Fprintln(w, "  the pod does not exist (see cri-prober pods)")
 		return

@@ -3,7 +3,8 @@
 // for load balancers, recent events (listed or streamed), and metrics.
 //
 // It sits beside cmd at the top of the dependency order: it reads the
-// prober's report, the restarter's waiting state and the event ring.
+// agent's view of the pods (with the probes' results), the probes'
+// histories, the restarter's waiting state and ledger, and the event ring.
 package api
 
 import (
@@ -15,19 +16,22 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// Reporter gives the pods as the prober sees them.
+// Reporter gives the pods as the agent sees them. ReportPod answers for
+// the pod a namespace and name stand for (pods.View.ByName).
 type Reporter interface {
-	Report() []prober.PodReport
+	Report() []pods.PodReport
+	ReportPod(namespace, name string) (pods.PodReport, bool)
 }
 
-// Historian gives a pod's recent probe runs (by its key, cri.Pod.Key).
+// Historian gives a pod's recent probe runs (by its key, pods.Pod.Key).
 type Historian interface {
-	History(podKey string) []prober.ProbeHistory
+	For(podKey string) []results.ProbeHistory
 }
 
 // Ledger gives a pod's restarts and why (by namespace and name).
@@ -126,6 +130,7 @@ type Pod struct {
 	UID        string      `json:"uid"`
 	SandboxID  string      `json:"sandboxId"`
 	IP         string      `json:"ip"`
+	Phase      string      `json:"phase"`
 	Ready      bool        `json:"ready"`
 	CreatedAt  time.Time   `json:"createdAt"`
 	Source     string      `json:"source,omitempty"`
@@ -135,10 +140,19 @@ type Pod struct {
 
 // Container is one container's newest instance.
 type Container struct {
-	Name         string           `json:"name"`
-	ID           string           `json:"id"`
-	Attempt      uint32           `json:"attempt"`
+	Name string `json:"name"`
+	// Kind is init or sidecar for init containers (omitted for regular
+	// ones).
+	Kind    string `json:"kind,omitempty"`
+	ID      string `json:"id"`
+	Attempt uint32 `json:"attempt"`
+	// State is the current instance's CRI state (Created, Running,
+	// Exited), Waiting before any instance exists, or why it waits
+	// (CrashLoopBackOff); Reason says how an exited one ended: Completed
+	// (exit 0) or Error.
 	State        string           `json:"state"`
+	Reason       string           `json:"reason,omitempty"`
+	ExitCode     int32            `json:"exitCode,omitempty"`
 	StartedAt    *time.Time       `json:"startedAt"`
 	Ready        bool             `json:"ready"`
 	Started      bool             `json:"started"`
@@ -146,6 +160,9 @@ type Container struct {
 	WaitingUntil *time.Time       `json:"waitingUntil,omitempty"`
 	Probes       map[string]Probe `json:"probes"`
 	Problems     []string         `json:"problems,omitempty"`
+	// Warnings say what of the container's spec is inert (a probe naming
+	// an undeclared port errors at every run, as under kubelet).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Probe is a probe's last run and its stable result.
@@ -170,21 +187,33 @@ func (s *Server) snapshot() []Pod {
 	reports := s.pods.Report()
 	out := make([]Pod, 0, len(reports))
 	for _, r := range reports {
-		p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Ready: r.Ready,
-			CreatedAt: r.CreatedAt, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
-		for _, c := range r.Containers {
-			p.Containers = append(p.Containers, s.container(r.Key, c))
-		}
-		out = append(out, p)
+		out = append(out, s.pod(r))
 	}
 	return out
 }
 
-func (s *Server) container(podKey string, c prober.ContainerReport) Container {
-	out := Container{Name: c.Name, ID: c.ID, Attempt: c.Attempt, State: string(c.State), Ready: c.Ready, Started: c.Started,
-		RestartCount: c.Attempt, Problems: c.Problems, Probes: map[string]Probe{}}
-	if c.ID == "" {
+func (s *Server) pod(r pods.PodReport) Pod {
+	p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Phase: string(r.Phase), Ready: r.Ready,
+		CreatedAt: r.CreatedAt, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
+	for _, c := range r.Containers {
+		p.Containers = append(p.Containers, s.container(r.Key, c))
+	}
+	return p
+}
+
+func (s *Server) container(podKey string, c pods.ContainerReport) Container {
+	out := Container{Name: c.Name, ID: c.ID, Attempt: c.Attempt, State: string(c.State), ExitCode: c.ExitCode, Ready: c.Ready, Started: c.Started,
+		RestartCount: c.Attempt, Problems: c.Problems, Warnings: c.Warnings, Probes: map[string]Probe{}}
+	if c.Kind != spec.Regular {
+		out.Kind = c.Kind.String()
+	}
+	switch {
+	case c.ID == "":
 		out.State = "Waiting"
+	case c.State == cri.StateExited && c.ExitCode == 0:
+		out.Reason = "Completed"
+	case c.State == cri.StateExited:
+		out.Reason = "Error"
 	}
 	if !c.StartedAt.IsZero() {
 		t := c.StartedAt
@@ -222,14 +251,9 @@ func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-func (s *Server) find(r *http.Request) (Pod, bool) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	for _, p := range s.snapshot() {
-		if p.Namespace == ns && p.Name == name {
-			return p, true
-		}
-	}
-	return Pod{}, false
+// find returns the pod the request's namespace and name stand for.
+func (s *Server) find(r *http.Request) (pods.PodReport, bool) {
+	return s.pods.ReportPod(r.PathValue("namespace"), r.PathValue("name"))
 }
 
 func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
@@ -238,7 +262,7 @@ func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, p)
+	writeJSON(w, http.StatusOK, s.pod(p))
 }
 
 // History is GET /api/v1/pods/{namespace}/{name}/history: each probe's
@@ -273,20 +297,17 @@ type Run struct {
 }
 
 func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	for _, p := range s.pods.Report() {
-		if p.Namespace != ns || p.Name != name {
-			continue
-		}
-		out := History{Namespace: ns, Name: name, Probes: []ProbeHistory{}}
-		for _, h := range s.history.History(p.Key) {
-			out.Probes = append(out.Probes, ProbeHistory{Container: h.Container, Type: strings.ToLower(h.Type.String()),
-				Recent: runs(h.Recent), Failures: runs(h.Failures)})
-		}
-		writeJSON(w, http.StatusOK, out)
+	p, ok := s.find(r)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
 		return
 	}
-	writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
+	out := History{Namespace: p.Namespace, Name: p.Name, Probes: []ProbeHistory{}}
+	for _, h := range s.history.For(p.Key) {
+		out.Probes = append(out.Probes, ProbeHistory{Container: h.Container, Type: strings.ToLower(h.Type.String()),
+			Recent: runs(h.Recent), Failures: runs(h.Failures)})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func runs(list []results.Observation) []Run {
@@ -329,8 +350,9 @@ type Readiness struct {
 	Containers map[string]bool `json:"containers"`
 }
 
-// ready answers 200 when every container of the pod is ready, else 503:
-// usable as a load balancer's health check for the pod.
+// ready answers 200 when the pod is ready (kubelet's ContainersReady:
+// every regular container and sidecar ready), else 503: usable as a load
+// balancer's health check for the pod.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.find(r)
 	if !ok {
@@ -339,7 +361,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	body := Readiness{Namespace: p.Namespace, Name: p.Name, Ready: p.Ready, Containers: map[string]bool{}}
 	for _, c := range p.Containers {
-		body.Containers[c.Name] = c.Ready
+		if c.Kind != spec.Init { // init containers never count (kubelet)
+			body.Containers[c.Name] = c.Ready
+		}
 	}
 	code := http.StatusOK
 	if !p.Ready {

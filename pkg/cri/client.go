@@ -318,6 +318,17 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	}
 }
 
+// RunInContainer runs cmd in the container with no time limit but ctx's,
+// as kubelet runs lifecycle hook commands (ExecSync with timeout 0). A
+// non-zero exit is not an error (see the response's ExitCode).
+func (c *Client) RunInContainer(ctx context.Context, containerID string, cmd []string) (*runtimeapi.ExecSyncResponse, error) {
+	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd})
+	if err != nil {
+		return nil, fmt.Errorf("exec in container %s: %w", containerID, err)
+	}
+	return resp, nil
+}
+
 // pingTimeout bounds the Version request that tells a hung runtime from a
 // slow command.
 const pingTimeout = time.Second

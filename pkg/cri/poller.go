@@ -2,7 +2,6 @@ package cri
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -313,7 +312,7 @@ func (p *Poller) containerEntry(ctx context.Context, lc *runtimeapi.Container) (
 			return containerEntry{}, false, err
 		}
 		klog.FromContext(ctx).V(2).Info("Container status failed; will retry", "containerID", lc.GetId(), "err", err)
-		c := containerFromList(lc)
+		c := ContainerFromList(lc)
 		if known {
 			// Keep the times we knew; only the state is new.
 			kept := *prev.container
@@ -350,35 +349,9 @@ func applySandboxStatus(pod *Pod, st *runtimeapi.PodSandboxStatus) {
 	pod.HostNetwork = st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
 }
 
-// netNSPath finds the network namespace in containerd's verbose sandbox
-// info: the OCI runtime spec's linux.namespaces. Other runtimes: "".
-func netNSPath(info map[string]string) string {
-	raw, ok := info["info"]
-	if !ok {
-		return ""
-	}
-	var v struct {
-		RuntimeSpec struct {
-			Linux struct {
-				Namespaces []struct {
-					Type string `json:"type"`
-					Path string `json:"path"`
-				} `json:"namespaces"`
-			} `json:"linux"`
-		} `json:"runtimeSpec"`
-	}
-	if json.Unmarshal([]byte(raw), &v) != nil {
-		return ""
-	}
-	for _, ns := range v.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" {
-			return ns.Path
-		}
-	}
-	return ""
-}
-
-func containerFromList(lc *runtimeapi.Container) *Container {
+// ContainerFromList converts a listed container (no status: no start,
+// finish or exit).
+func ContainerFromList(lc *runtimeapi.Container) *Container {
 	return &Container{
 		ID:          lc.GetId(),
 		SandboxID:   lc.GetPodSandboxId(),
@@ -394,7 +367,7 @@ func containerFromList(lc *runtimeapi.Container) *Container {
 }
 
 func containerFromStatus(lc *runtimeapi.Container, st *runtimeapi.ContainerStatus) *Container {
-	c := containerFromList(lc)
+	c := ContainerFromList(lc)
 	// The status is newer than the listing: its state wins.
 	c.State = containerStateFromCRI(st.GetState())
 	c.StartedAt = unixNano(st.GetStartedAt())

@@ -37,7 +37,20 @@ type Event struct {
 	// (this one included) and how many change the probe's result.
 	Count     int `json:"count,omitempty"`
 	Threshold int `json:"threshold,omitempty"`
+	// Transition is set on the events that mark a change of a container's
+	// state that hooks report (ready, not ready, restarted).
+	Transition Transition `json:"-"`
 }
+
+// Transition is a change of a container's state worth telling the outside
+// world (transition hooks).
+type Transition string
+
+const (
+	TransitionReady     Transition = "ready"
+	TransitionNotReady  Transition = "not-ready"
+	TransitionRestarted Transition = "restarted"
+)
 
 // Truncated returns e with its message cut to MaxMessage bytes.
 func (e Event) Truncated() Event {

@@ -4,7 +4,7 @@
 // balancers and alerting can follow containers without Kubernetes.
 //
 // It sits beside pkg/api at the top of the dependency order: it reads the
-// prober's and the restarter's events.
+// events that carry a transition (events.Event.Transition).
 package hooks
 
 import (
@@ -23,15 +23,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/prober"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // Transitions.
 const (
-	Ready     = "ready"
-	NotReady  = "not-ready"
-	Restarted = "restarted"
+	Ready     = string(events.TransitionReady)
+	NotReady  = string(events.TransitionNotReady)
+	Restarted = string(events.TransitionRestarted)
 )
 
 // Transition is the JSON a hook receives.
@@ -44,13 +42,6 @@ type Transition struct {
 	PodIP      string    `json:"podIP,omitempty"`
 	Reason     string    `json:"reason"`  // the event's reason (ContainerReady, …)
 	Message    string    `json:"message"` // the event's message
-}
-
-// transitionOf maps the events that are transitions.
-var transitionOf = map[string]string{
-	prober.ReasonContainerReady:    Ready,
-	prober.ReasonContainerNotReady: NotReady,
-	restart.ReasonStarted:          Restarted,
 }
 
 const (
@@ -118,11 +109,10 @@ func New(opts ...Option) *Hooks {
 
 // Record takes the events that are transitions. It never blocks.
 func (h *Hooks) Record(e events.Event) {
-	name, ok := transitionOf[e.Reason]
-	if !ok || e.Container == "" {
+	if e.Transition == "" || e.Container == "" {
 		return
 	}
-	t := Transition{Transition: name, Time: e.Time, Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, Reason: e.Reason, Message: e.Message}
+	t := Transition{Transition: string(e.Transition), Time: e.Time, Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, Reason: e.Reason, Message: e.Message}
 	if h.podIP != nil {
 		t.PodIP = h.podIP(e.Namespace, e.Pod)
 	}

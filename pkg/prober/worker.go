@@ -12,6 +12,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -19,14 +20,14 @@ import (
 // workerKey identifies a worker: one per pod, container name and probe type,
 // living across restarts of the container, as in kubelet.
 type workerKey struct {
-	pod       string // podStatus.key
+	pod       string // pods.Pod.Key
 	container string
 	probeType results.ProbeType
 }
 
-// statusReader gives a worker the current status of its pod.
-type statusReader interface {
-	podStatus(key string) (*podStatus, bool)
+// podReader gives a worker its pod as the latest view shows it.
+type podReader interface {
+	pod(key string) (*pods.Pod, bool)
 }
 
 // probeRunner runs one probe (with retries) against a target.
@@ -50,7 +51,7 @@ type worker struct {
 	initial   results.Result
 
 	clock    clock.WithTicker
-	status   statusReader
+	pods     podReader
 	runner   probeRunner
 	results  *results.Store
 	recorder Recorder
@@ -175,24 +176,25 @@ func (w *worker) interval() time.Duration {
 // probes, applies the thresholds and records the stable result. It returns
 // whether the worker should keep going.
 func (w *worker) step(ctx context.Context) (keepGoing bool) {
-	status, ok := w.status.podStatus(w.key.pod)
+	p, ok := w.pods.pod(w.key.pod)
 	if !ok {
 		return true // the pod is not known yet
 	}
-	if status.phase == corev1.PodFailed || status.phase == corev1.PodSucceeded {
+	if p.Phase == corev1.PodFailed || p.Phase == corev1.PodSucceeded {
 		return false
 	}
-	c, ok := status.containers[w.key.container]
-	if !ok || c.id == "" {
+	pc, ok := p.Container(w.key.container)
+	if !ok || pc.Current == nil {
 		return true // the container does not exist yet
 	}
+	c := pc.Current
 
-	if c.id != w.containerID {
+	if c.ID != w.containerID {
 		// A new container (first one, or a restart): start over.
 		if w.containerID != "" {
 			w.results.Remove(w.resultKey())
 		}
-		w.containerID = c.id
+		w.containerID = c.ID
 		w.onHold, w.settled = false, false
 		w.results.Set(w.resultKey(), w.resume(), w.key.pod)
 	}
@@ -200,8 +202,8 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		return true // until a new container replaces the failed one
 	}
 
-	if !c.running() {
-		if c.state == cri.StateCreated && w.key.probeType != results.Readiness {
+	if c.State != cri.StateRunning {
+		if c.State == cri.StateCreated && w.key.probeType != results.Readiness {
 			// Created but not started (crictl create, start later). kubelet
 			// writes Failure here, but it starts what it creates in the same
 			// sync, so the Failure never meets a running container; ours
@@ -211,27 +213,27 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		}
 		w.results.Set(w.resultKey(), results.Failure, w.key.pod)
 		// Stop only when the container is over and will not be restarted.
-		return c.state != cri.StateExited || status.restartPolicy != corev1.RestartPolicyNever
+		return c.State != cri.StateExited || pc.Spec.ShouldRestart(p.Policy.RestartPolicy, c.ExitCode)
 	}
 
-	if status.terminating && w.key.probeType != results.Readiness {
+	if p.Terminating && w.key.probeType != results.Readiness {
 		// A pod shutting down must not be killed by its liveness probe.
 		w.results.Set(w.resultKey(), results.Success, w.key.pod)
 		return false
 	}
 
 	now := w.clock.Now()
-	if int32(now.Sub(c.startedAt).Seconds()) < w.probe.InitialDelaySeconds {
+	if int32(now.Sub(c.StartedAt).Seconds()) < w.probe.InitialDelaySeconds {
 		return true
 	}
-	started := w.results.Started(c.id, true, c.hasStartupProbe)
+	started := w.results.Started(c.ID, true, pc.Spec != nil && pc.Spec.Startup != nil)
 	if started == (w.key.probeType == results.Startup) {
 		// Startup probes stop once started (the worker stays for the next
 		// container); the others wait until then.
 		return true
 	}
 
-	o := w.runner.probe(ctx, w.probe, target{podIP: status.ip, containerID: c.id, container: w.container, inPodNetwork: status.inPodNetwork, netns: status.netns,
+	o := w.runner.probe(ctx, w.probe, target{host: p.ProbeHost, containerID: c.ID, container: w.container, inPodNetwork: p.InPodNetwork, netns: p.Sandbox.NetNS,
 		extensions: w.container.Extension(w.key.probeType)})
 	if ctx.Err() != nil {
 		return true // stopping: the loop will notice
@@ -303,13 +305,15 @@ func (w *worker) transitioned(r results.Result) {
 	name := w.key.container
 	switch {
 	case w.key.probeType == results.Readiness && r == results.Success:
-		w.event(events.Normal, ReasonContainerReady, "Container %s is ready", name)
+		w.record(events.Event{Type: events.Normal, Reason: ReasonContainerReady, Transition: events.TransitionReady,
+			Message: fmt.Sprintf("Container %s is ready", name)})
 	case w.key.probeType == results.Readiness:
 		times := fmt.Sprintf("%d times in a row", w.probe.FailureThreshold)
 		if w.probe.FailureThreshold == 1 {
 			times = "once"
 		}
-		w.event(events.Warning, ReasonContainerNotReady, "Container %s is not ready: readiness probe failed %s", name, times)
+		w.record(events.Event{Type: events.Warning, Reason: ReasonContainerNotReady, Transition: events.TransitionNotReady,
+			Message: fmt.Sprintf("Container %s is not ready: readiness probe failed %s", name, times)})
 	case w.key.probeType == results.Startup && r == results.Success:
 		w.event(events.Normal, ReasonStartupSucceeded, "Container %s started: startup probe succeeded", name)
 	case w.key.probeType == results.Startup:

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -37,16 +38,55 @@ var (
 	allTypes  = []results.ProbeType{liveness, readiness, startup}
 )
 
-// fakeStatus is a statusReader whose pod status the test sets.
+// podStatus and containerStatus are what a worker test sets of its pod;
+// fakeStatus gives the worker the pods.Pod they make.
+type podStatus struct {
+	key, namespace, name string
+	phase                corev1.PodPhase
+	terminating          bool
+	ip                   string
+	restartPolicy        corev1.RestartPolicy
+	containers           map[string]containerStatus
+}
+
+type containerStatus struct {
+	id              string
+	state           cri.ContainerState
+	startedAt       time.Time
+	exitCode        int32
+	hasStartupProbe bool
+}
+
+func (s *podStatus) toPod() *pods.Pod {
+	p := &pods.Pod{Key: s.key, Namespace: s.namespace, Name: s.name, Phase: s.phase, Terminating: s.terminating, ProbeHost: s.ip,
+		Sandbox: &cri.Pod{State: cri.SandboxReady, IPs: []string{s.ip}}, Policy: spec.PodPolicy{RestartPolicy: s.restartPolicy}}
+	for name, c := range s.containers {
+		pc := &pods.Container{Name: name, Spec: &spec.Container{Name: name}}
+		if c.hasStartupProbe {
+			pc.Spec.Startup = &corev1.Probe{}
+		}
+		if c.id != "" {
+			pc.Current = &cri.Container{ID: c.id, Name: name, State: c.state, StartedAt: c.startedAt, ExitCode: c.exitCode}
+			pc.Instances = []*cri.Container{pc.Current}
+		}
+		p.Containers = append(p.Containers, pc)
+	}
+	return p
+}
+
+// fakeStatus is a podReader whose pod the test sets.
 type fakeStatus struct {
 	mu     sync.Mutex
 	status *podStatus
 }
 
-func (f *fakeStatus) podStatus(string) (*podStatus, bool) {
+func (f *fakeStatus) pod(string) (*pods.Pod, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.status, f.status != nil
+	if f.status == nil {
+		return nil, false
+	}
+	return f.status.toPod(), true
 }
 
 func (f *fakeStatus) set(s *podStatus) {
@@ -158,7 +198,7 @@ func newWorkerTest(t *testing.T, probeType results.ProbeType, tune func(*corev1.
 		probe:     p,
 		initial:   initialResult(probeType),
 		clock:     clk,
-		status:    wt.status,
+		pods:      wt.status,
 		runner:    wt.runner,
 		results:   wt.results,
 		recorder:  wt.events,
@@ -251,9 +291,19 @@ func TestDoProbe(t *testing.T) {
 			{name: "container terminated, restartPolicy Never", setup: func(wt *workerTest) {
 				wt.setContainer(func(c *containerStatus) { c.state = cri.StateExited })
 			}, want: &failure},
-			{name: "container terminated, restartPolicy OnFailure", setup: func(wt *workerTest) {
-				wt.setContainer(func(c *containerStatus) { c.state = cri.StateExited })
+			// kubelet 1.36 (ContainerRestartRules): the worker goes on only
+			// if the container will be restarted, exit code considered.
+			{name: "container failed, restartPolicy OnFailure", setup: func(wt *workerTest) {
+				wt.setContainer(func(c *containerStatus) { c.state, c.exitCode = cri.StateExited, 1 })
 				wt.setPod(func(s *podStatus) { s.restartPolicy = corev1.RestartPolicyOnFailure })
+			}, wantKeepGoing: true, want: &failure},
+			{name: "container succeeded, restartPolicy OnFailure", setup: func(wt *workerTest) {
+				wt.setContainer(func(c *containerStatus) { c.state, c.exitCode = cri.StateExited, 0 })
+				wt.setPod(func(s *podStatus) { s.restartPolicy = corev1.RestartPolicyOnFailure })
+			}, want: &failure},
+			{name: "container succeeded, restartPolicy Always", setup: func(wt *workerTest) {
+				wt.setContainer(func(c *containerStatus) { c.state, c.exitCode = cri.StateExited, 0 })
+				wt.setPod(func(s *podStatus) { s.restartPolicy = corev1.RestartPolicyAlways })
 			}, wantKeepGoing: true, want: &failure},
 			{name: "probe success", wantKeepGoing: true, want: &success},
 			{name: "initial delay passed", setup: func(wt *workerTest) {

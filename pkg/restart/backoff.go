@@ -23,7 +23,7 @@ type Backoff struct {
 	initial, max time.Duration
 
 	mu      sync.Mutex
-	entries map[string]*backoffEntry
+	entries map[containerKey]*backoffEntry
 }
 
 type backoffEntry struct {
@@ -33,7 +33,7 @@ type backoffEntry struct {
 
 // NewBackoff returns a back-off with the given initial and maximum delays.
 func NewBackoff(initial, max time.Duration) *Backoff {
-	return &Backoff{initial: initial, max: max, entries: map[string]*backoffEntry{}}
+	return &Backoff{initial: initial, max: max, entries: map[containerKey]*backoffEntry{}}
 }
 
 func (b *Backoff) expired(e *backoffEntry, finishedAt time.Time) bool {
@@ -42,7 +42,7 @@ func (b *Backoff) expired(e *backoffEntry, finishedAt time.Time) bool {
 
 // Wait returns how much longer a restart of key must wait given that its
 // last instance finished at finishedAt; 0 means it may restart now.
-func (b *Backoff) Wait(key string, finishedAt, now time.Time) time.Duration {
+func (b *Backoff) Wait(key containerKey, finishedAt, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[key]
@@ -57,7 +57,7 @@ func (b *Backoff) Wait(key string, finishedAt, now time.Time) time.Duration {
 
 // Next records a restart of key: the next one waits twice as long (or
 // initial for a new or expired entry).
-func (b *Backoff) Next(key string, finishedAt, now time.Time) {
+func (b *Backoff) Next(key containerKey, finishedAt, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[key]
@@ -70,7 +70,7 @@ func (b *Backoff) Next(key string, finishedAt, now time.Time) {
 }
 
 // Delay returns key's current delay (0 if none).
-func (b *Backoff) Delay(key string) time.Duration {
+func (b *Backoff) Delay(key containerKey) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e, ok := b.entries[key]; ok {
@@ -79,9 +79,13 @@ func (b *Backoff) Delay(key string) time.Duration {
 	return 0
 }
 
-// Forget drops key's history (its pod is gone).
-func (b *Backoff) Forget(key string) {
+// ForgetPod drops the history of every container of a pod (it is gone).
+func (b *Backoff) ForgetPod(pod string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.entries, key)
+	for k := range b.entries {
+		if k.pod == pod {
+			delete(b.entries, k)
+		}
+	}
 }

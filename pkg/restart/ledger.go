@@ -21,9 +21,10 @@ type Entry struct {
 	Container string    `json:"container"`
 	// ContainerID is the instance that failed or exited.
 	ContainerID string `json:"containerId"`
-	// Cause is liveness, startup (a probe reached its failure threshold)
-	// or exit (the container exited by itself).
-	Cause string `json:"cause"`
+	// Cause is liveness or startup (a probe reached its failure
+	// threshold), postStart (the hook failed) or exit (the container exited
+	// by itself).
+	Cause Cause `json:"cause"`
 	// Failures are the probe results that reached the threshold, oldest
 	// first (for a probe cause).
 	Failures   []Failure `json:"failures,omitempty"`

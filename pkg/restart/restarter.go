@@ -1,22 +1,31 @@
-// Package restart acts on probe results and container exits as kubelet's
-// pod sync does: a container that failed its liveness or startup probe is
-// stopped with kubelet's grace period, and containers are re-created in
-// their sandbox per the pod's restart policy, with kubelet's
-// CrashLoopBackOff.
+// Package restart is the agent's pod sync: for every pod it manages it
+// decides what to do as kubelet's computePodActions does (a pure step over
+// the pod's view and the probes' results, see actions.go) and carries it
+// out through CRI — kill containers that failed a liveness or startup
+// probe (preStop first, kubelet's grace periods), start again containers
+// and sidecars per their restart policies with kubelet's CrashLoopBackOff
+// (postStart after), and stop the whole pod when nothing of it is left to
+// run.
 //
-// It knows pods only through the cri snapshot, the results store and a
-// SpecSource (the prober's specs); it imports neither prober nor exec.
+// Lifecycle of one container, as the restarter drives it:
+//
+//	running ──probe failure──► kill (preStop, StopContainer) ──► exited
+//	   ▲                                                           │
+//	   │                          restart policy says no ◄─────────┤
+//	   │                                                           ▼
+//	postStart ◄── start ◄── create (attempt+1) ◄── back-off wait (CrashLoopBackOff)
+//	   │
+//	   └──failed──► kill ──► exited (back-off)
+//
+// An interruption (the agent killed) between create and start leaves a
+// created replacement marked cri-prober.io/restart-of: the next agent
+// starts it, or removes it if the instance it replaces still runs.
 package restart
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +37,8 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -36,6 +47,8 @@ type Runtime interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
 	PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error)
+	ContainerConfig(ctx context.Context, id string) (*runtimeapi.ContainerConfig, error)
+	SandboxConfig(ctx context.Context, id string) (*runtimeapi.PodSandboxConfig, error)
 	StopContainer(ctx context.Context, id string, gracePeriod int64) error
 	RemoveContainer(ctx context.Context, id string) error
 	CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
@@ -45,26 +58,16 @@ type Runtime interface {
 
 var _ Runtime = (*cri.Client)(nil)
 
-// SpecSource tells the restarter which pods and containers it manages and
-// how: the prober's resolved specs.
-type SpecSource interface {
-	// RestartPolicy returns the pod's restart policy and grace period; ok
-	// is false for a pod cri-prober does not manage.
-	RestartPolicy(podKey string) (policy corev1.RestartPolicy, gracePeriod int64, ok bool)
-	// Manages reports whether cri-prober manages the container: a manifest
-	// lists it, it has probe annotations, or its sandbox has a restart
-	// policy annotation. Other containers are never touched.
-	Manages(podKey, container string) bool
-	// ProbeGracePeriod returns a probe's terminationGracePeriodSeconds.
-	ProbeGracePeriod(podKey, container string, t results.ProbeType) *int64
-	// ProbeFailures returns the failures of a container instance's probe
-	// that reached the threshold, oldest first (for the ledger).
-	ProbeFailures(podKey, container, containerID string, t results.ProbeType) []results.Observation
-	// PolicyChanges is signalled when pods became managed or their policy
-	// changed; ChangedPolicies returns their keys. The restarter looks at
-	// them again: it may have seen a pod before its spec was known.
-	PolicyChanges() <-chan struct{}
-	ChangedPolicies() []string
+// HookRunner runs postStart and preStop handlers (lifecycle.Runner).
+type HookRunner interface {
+	Run(ctx context.Context, h *corev1.LifecycleHandler, t lifecycle.Target) (string, error)
+}
+
+// Starting is told which instance the restarter is bringing up, so that
+// until its start (postStart included) is over its predecessor stays the
+// container's current one (pods.Resolver).
+type Starting interface {
+	SetStarting(i pods.Instance, starting bool)
 }
 
 // Recorder receives the restarter's events.
@@ -97,15 +100,21 @@ func ParseMode(s string) (Mode, error) {
 
 // Event reasons: kubelet's where kubelet has them.
 const (
-	ReasonKilling       = "Killing"
-	ReasonCreated       = "Created"
-	ReasonStarted       = "Started"
-	ReasonBackOff       = "BackOff"
-	ReasonFailed        = "FailedRestart"
-	ReasonWouldKill     = "WouldKill"
-	ReasonStoppingPod   = "StoppingPod"
-	ReasonAbandoned     = "AbandonedRestart"
-	WaitingCrashLoop    = "CrashLoopBackOff"
+	ReasonKilling             = "Killing"
+	ReasonCreated             = "Created"
+	ReasonStarted             = "Started"
+	ReasonBackOff             = "BackOff"
+	ReasonFailedPreStopHook   = "FailedPreStopHook"
+	ReasonFailedPostStartHook = "FailedPostStartHook"
+	ReasonHTTPFallback        = "LifecycleHTTPFallback"
+	ReasonFailed              = "FailedRestart"
+	ReasonWouldKill           = "WouldKill"
+	ReasonStoppingPod         = "StoppingPod"
+	ReasonAbandoned           = "AbandonedRestart"
+	WaitingCrashLoop          = "CrashLoopBackOff"
+)
+
+const (
 	backoffRetryJitter  = 0.5
 	failedActionBackoff = 5 * time.Second
 	// exitSettle is how long after an exit the restarter waits before
@@ -116,30 +125,37 @@ const (
 	exitSettle = 250 * time.Millisecond
 )
 
-// Restarter stops and restarts containers. Create it with New and run it
-// with Run.
+// Restarter is the agent's pod sync. Create it with New and run it with
+// Run.
 type Restarter struct {
-	runtime  Runtime
-	specs    SpecSource
-	results  *results.Store
-	recorder Recorder
-	clock    clock.Clock
-	mode     Mode
-	backoff  *Backoff
-	jitter   func() float64
-	metrics  *metrics
-	ledger   *Ledger // nil: none kept
+	runtime   Runtime
+	hooks     HookRunner
+	starting  Starting
+	results   *results.Store
+	histories *results.Histories
+	recorder  Recorder
+	clock     clock.WithTicker
+	mode      Mode
+	backoff   *Backoff
+	jitter    func() float64
+	metrics   *metrics
+	ledger    *Ledger // nil: none kept
 
-	snapshot atomic.Pointer[cri.Snapshot]
-	configs  sync.Map      // sandbox ID → *runtimeapi.PodSandboxConfig
-	syncs    atomic.Uint64 // completed pod passes, for tests to wait on
+	view    atomic.Pointer[pods.View]
+	configs sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
 
 	waitingMu sync.Mutex
-	waiting   map[string]Waiting // by podKey/container
+	waiting   map[containerKey]Waiting
 
 	// Owned by Run.
 	workers map[string]*podWorker
 	wg      sync.WaitGroup
+}
+
+// containerKey names a container of a pod across its instances.
+type containerKey struct {
+	pod       string // pods.Pod.Key
+	container string
 }
 
 // Waiting says why a container is not running and until when.
@@ -155,7 +171,9 @@ type Option func(*Restarter) error
 func WithMode(m Mode) Option { return func(r *Restarter) error { r.mode = m; return nil } }
 
 // WithClock replaces the real clock.
-func WithClock(c clock.Clock) Option { return func(r *Restarter) error { r.clock = c; return nil } }
+func WithClock(c clock.WithTicker) Option {
+	return func(r *Restarter) error { r.clock = c; return nil }
+}
 
 // WithRecorder receives the events (default: logged).
 func WithRecorder(rec Recorder) Option {
@@ -176,21 +194,29 @@ func WithBackoff(initial, max time.Duration) Option {
 // WithLedger records every restart and why in l.
 func WithLedger(l *Ledger) Option { return func(r *Restarter) error { r.ledger = l; return nil } }
 
+// WithHistories reads the failures behind a restart from hs (the prober's).
+func WithHistories(hs *results.Histories) Option {
+	return func(r *Restarter) error { r.histories = hs; return nil }
+}
+
+// WithStarting tells s which instances are being started (the resolver).
+func WithStarting(s Starting) Option { return func(r *Restarter) error { r.starting = s; return nil } }
+
 // withJitter replaces the random source (tests).
 func withJitter(f func() float64) Option {
 	return func(r *Restarter) error { r.jitter = f; return nil }
 }
 
-// New returns a restarter acting through runtime on the pods specs manages,
-// driven by the results in store.
-func New(runtime Runtime, specs SpecSource, store *results.Store, opts ...Option) (*Restarter, error) {
+// New returns a restarter acting through runtime, running lifecycle hooks
+// with hooks, driven by the results in store.
+func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option) (*Restarter, error) {
 	r := &Restarter{
 		runtime: runtime,
-		specs:   specs,
+		hooks:   hooks,
 		results: store,
 		mode:    Recreate,
 		jitter:  rand.Float64,
-		waiting: map[string]Waiting{},
+		waiting: map[containerKey]Waiting{},
 		workers: map[string]*podWorker{},
 	}
 	for _, opt := range opts {
@@ -207,18 +233,29 @@ func New(runtime Runtime, specs SpecSource, store *results.Store, opts ...Option
 	if r.metrics == nil {
 		r.metrics = newMetrics(nil)
 	}
+	if r.histories == nil {
+		r.histories = results.NewHistories()
+	}
+	if r.starting == nil {
+		r.starting = noStarting{}
+	}
+	r.view.Store(pods.Resolve(nil, pods.Inputs{}))
 	return r, nil
 }
+
+type noStarting struct{}
+
+func (noStarting) SetStarting(pods.Instance, bool) {}
 
 // Waiting returns why a managed container is waiting (CrashLoopBackOff).
 func (r *Restarter) Waiting(podKey, container string) (Waiting, bool) {
 	r.waitingMu.Lock()
 	defer r.waitingMu.Unlock()
-	w, ok := r.waiting[podKey+"/"+container]
+	w, ok := r.waiting[containerKey{podKey, container}]
 	return w, ok
 }
 
-func (r *Restarter) setWaiting(key string, w *Waiting) {
+func (r *Restarter) setWaiting(key containerKey, w *Waiting) {
 	r.waitingMu.Lock()
 	defer r.waitingMu.Unlock()
 	if w == nil {
@@ -234,17 +271,18 @@ type podWorker struct {
 	key     string
 	trigger chan struct{}
 	cancel  context.CancelFunc
-	// Owned by the worker's goroutine.
-	acted    map[string]bool // container IDs already stopped for a probe failure
-	reported map[string]bool // container IDs whose back-off was reported
-	// pending are ledger entries of kills whose restart waits for the
-	// back-off, by the killed container's ID.
-	pending map[string]Entry
+	done    chan struct{}
+	// Owned by the worker's goroutine, each keyed by container ID and
+	// pruned to the instances the view still has.
+	acted    map[string]bool  // instances the restarter killed
+	reported map[string]bool  // instances whose back-off was reported
+	pending  map[string]Entry // ledger entries of kills whose restart waits
 }
 
-// Run acts on changes and results until ctx is done; then it stops its pod
-// workers (an action in progress is cancelled) and waits for them.
-func (r *Restarter) Run(ctx context.Context, changes *cri.Subscription) {
+// Run acts on new views and on probe results until ctx is done; then it
+// stops its pod workers (an action in progress is cancelled) and waits for
+// them.
+func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
 	}
@@ -257,28 +295,13 @@ func (r *Restarter) Run(ctx context.Context, changes *cri.Subscription) {
 			return
 		case <-changes.Ready():
 			b := changes.Next()
-			r.snapshot.Store(b.Snapshot)
-			touched := map[string]bool{}
-			for _, ev := range b.Events {
-				touched[ev.Pod.Key()] = true
-			}
-			live := map[string]bool{}
-			for _, p := range b.Snapshot.Pods() {
-				live[p.Key()] = true
-				if b.Resync {
-					touched[p.Key()] = true
+			r.view.Store(b.View)
+			for _, key := range b.Changed {
+				if _, ok := b.View.Pod(key); !ok {
+					r.forget(key)
+					continue
 				}
-			}
-			for key, w := range r.workers {
-				if !live[key] {
-					w.cancel()
-					delete(r.workers, key)
-				}
-			}
-			for key := range touched {
-				if live[key] {
-					r.trigger(ctx, key)
-				}
+				r.trigger(ctx, key)
 			}
 		case <-updates.Ready():
 			for _, u := range updates.Next() {
@@ -286,32 +309,55 @@ func (r *Restarter) Run(ctx context.Context, changes *cri.Subscription) {
 					r.trigger(ctx, u.PodUID)
 				}
 			}
-		case <-r.specs.PolicyChanges():
-			changed := r.specs.ChangedPolicies()
-			snap := r.snapshot.Load()
-			if snap == nil || len(changed) == 0 {
-				continue
-			}
-			live := map[string]bool{}
-			for _, p := range snap.Pods() {
-				live[p.Key()] = true
-			}
-			for _, key := range changed {
-				if live[key] {
-					r.trigger(ctx, key)
-				}
+		}
+	}
+}
+
+// forget stops a gone pod's worker and drops everything kept about it.
+func (r *Restarter) forget(key string) {
+	if w, ok := r.workers[key]; ok {
+		w.cancel()
+		delete(r.workers, key)
+	}
+	r.backoff.ForgetPod(key)
+	r.waitingMu.Lock()
+	for k := range r.waiting {
+		if k.pod == key {
+			delete(r.waiting, k)
+		}
+	}
+	r.waitingMu.Unlock()
+	v := r.view.Load()
+	r.configs.Range(func(id, _ any) bool {
+		if !sandboxInView(v, id.(string)) {
+			r.configs.Delete(id)
+		}
+		return true
+	})
+}
+
+func sandboxInView(v *pods.View, id string) bool {
+	for _, p := range v.Pods() {
+		for _, sb := range p.Sandboxes {
+			if sb.ID == id {
+				return true
 			}
 		}
 	}
+	return false
 }
 
 func (r *Restarter) trigger(ctx context.Context, key string) {
 	w, ok := r.workers[key]
 	if !ok {
 		wctx, cancel := context.WithCancel(ctx)
-		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, acted: map[string]bool{}, reported: map[string]bool{}, pending: map[string]Entry{}}
+		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
+			acted: map[string]bool{}, reported: map[string]bool{}, pending: map[string]Entry{}}
 		r.workers[key] = w
-		r.wg.Go(func() { r.runWorker(wctx, w) })
+		r.wg.Go(func() {
+			defer close(w.done)
+			r.runWorker(wctx, w)
+		})
 	}
 	select {
 	case w.trigger <- struct{}{}:
@@ -329,9 +375,7 @@ func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
 		case <-retry:
 		}
 		retry = nil
-		d := r.syncPod(ctx, w)
-		r.syncs.Add(1)
-		if d > 0 {
+		if d := r.syncPod(ctx, w); d > 0 {
 			retry = r.clock.After(d)
 		}
 	}
@@ -344,539 +388,13 @@ func (r *Restarter) stopAll() {
 	r.wg.Wait()
 }
 
-// podView is one pod in the snapshot: its current sandbox and each
-// container name's instances, newest first.
-type podView struct {
-	key       string
-	sandbox   *cri.Pod
-	sandboxes []string
-	instances map[string][]*cri.Container
-}
-
-func (r *Restarter) view(key string) (*podView, bool) {
-	snap := r.snapshot.Load()
-	if snap == nil {
-		return nil, false
-	}
-	v := &podView{key: key, instances: map[string][]*cri.Container{}}
-	for _, sb := range snap.Pods() {
-		if sb.Key() != key {
-			continue
-		}
-		v.sandboxes = append(v.sandboxes, sb.ID)
-		if sb.State == cri.SandboxReady && (v.sandbox == nil || sb.CreatedAt.After(v.sandbox.CreatedAt)) {
-			v.sandbox = sb
-		}
-		for _, c := range snap.PodContainers(sb.ID) {
-			v.instances[c.Name] = append(v.instances[c.Name], c)
-		}
-	}
-	for _, list := range v.instances {
-		sortNewestFirst(list)
-	}
-	return v, v.sandbox != nil
-}
-
-func sortNewestFirst(list []*cri.Container) {
-	sort.SliceStable(list, func(i, j int) bool {
-		if list[i].Attempt != list[j].Attempt {
-			return list[i].Attempt > list[j].Attempt
-		}
-		return list[i].CreatedAt.After(list[j].CreatedAt)
-	})
-}
-
-// syncPod decides for every managed container of the pod, as kubelet's
-// computePodActions does, and returns when to look again (0: at the next
-// change).
-func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
-	policy, grace, ok := r.specs.RestartPolicy(w.key)
-	if !ok {
-		return 0
-	}
-	v, ok := r.view(w.key)
-	if !ok {
-		return 0 // no ready sandbox: nothing is restarted into a stopped pod
-	}
-	var retry time.Duration
-	names := make([]string, 0, len(v.instances))
-	for name := range v.instances {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !r.specs.Manages(w.key, name) {
-			continue
-		}
-		d := r.syncContainer(ctx, w, v, policy, grace, name)
-		if d > 0 && (retry == 0 || d < retry) {
-			retry = d
-		}
-	}
-	return retry
-}
-
-func (r *Restarter) syncContainer(ctx context.Context, w *podWorker, v *podView, policy corev1.RestartPolicy, grace int64, name string) time.Duration {
-	latest := v.instances[name][0]
-	switch latest.State {
-	case cri.StateRunning:
-		for _, t := range []results.ProbeType{results.Liveness, results.Startup} {
-			if res, ok := r.results.Get(results.Key{ContainerID: latest.ID, Type: t}); ok && res == results.Failure {
-				return r.killForProbe(ctx, w, v, policy, grace, latest, t)
-			}
-		}
-	case cri.StateExited:
-		return r.restartExited(ctx, w, v, policy, latest)
-	case cri.StateCreated:
-		if latest.Annotations[cri.AnnotationRestartOf] != "" && r.mode == Recreate {
-			// Ours, created before an interruption (an agent restart)
-			// between create and start.
-			return r.finishInterrupted(ctx, v, latest)
-		}
-	}
-	return 0
-}
-
-// fresh lists the container's instances from the runtime, newest first:
-// decisions are re-checked against it, never taken on a stale snapshot.
-func (r *Restarter) fresh(ctx context.Context, v *podView, name string) ([]*cri.Container, error) {
-	var out []*cri.Container
-	for _, sb := range v.sandboxes {
-		list, err := r.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb})
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range list {
-			if c.GetMetadata().GetName() == name {
-				out = append(out, &cri.Container{
-					ID: c.GetId(), SandboxID: c.GetPodSandboxId(), Name: name, Attempt: c.GetMetadata().GetAttempt(),
-					State: containerState(c.GetState()), CreatedAt: time.Unix(0, c.GetCreatedAt()), Annotations: c.GetAnnotations(),
-				})
-			}
-		}
-	}
-	sortNewestFirst(out)
-	return out, nil
-}
-
-func containerState(s runtimeapi.ContainerState) cri.ContainerState {
-	switch s {
-	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return cri.StateRunning
-	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return cri.StateExited
-	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return cri.StateCreated
-	default:
-		return cri.StateUnknown
-	}
-}
-
-// killForProbe stops a running container that failed its liveness or
-// startup probe and, per policy and back-off, starts its replacement in the
-// same pass, as kubelet does.
-func (r *Restarter) killForProbe(ctx context.Context, w *podWorker, v *podView, policy corev1.RestartPolicy, podGrace int64, latest *cri.Container, t results.ProbeType) time.Duration {
-	if w.acted[latest.ID] {
-		return 0 // one failure, one action
-	}
-	name := latest.Name
-	fresh, err := r.fresh(ctx, v, name)
-	if err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Cannot re-check container %s before stopping it: %v", name, err)
-		return failedActionBackoff
-	}
-	if len(fresh) == 0 || fresh[0].ID != latest.ID || fresh[0].State != cri.StateRunning {
-		return 0 // it changed meanwhile; the next change brings us back
-	}
-	w.acted[latest.ID] = true
-	restart := restartAfterKill(policy) && r.mode == Recreate
-	msg := fmt.Sprintf("Container %s failed %s probe", name, killReason(t))
-	if restart {
-		msg += ", will be restarted"
-	}
-	if r.mode == Observe {
-		would := "stopped"
-		if restartAfterKill(policy) {
-			would = "stopped and restarted"
-		}
-		r.eventf(v.sandbox, name, events.Normal, ReasonWouldKill, "Container %s failed %s probe and would be %s (--restart=none: nothing done)", name, killReason(t), would)
-		return 0
-	}
-
-	// The start is decided before the kill, with the failed instance still
-	// running: the back-off is measured from the previous exit. So the
-	// first kills restart at once, as observed on kubelet.
-	backoffKey := v.key + "/" + name
-	now := r.clock.Now()
-	startNow := restart
-	if prev := newestExited(fresh); restart && prev != nil {
-		finished, err := r.finishedAt(ctx, prev)
-		if err == nil && r.backoff.Wait(backoffKey, finished, now) > 0 {
-			startNow = false
-		} else if err == nil {
-			r.backoff.Next(backoffKey, finished, now)
-		}
-	}
-
-	grace := gracePeriod(podGrace, r.specs.ProbeGracePeriod(v.key, name, t))
-	r.eventf(v.sandbox, name, events.Normal, ReasonKilling, "%s", msg)
-	r.metrics.kills.WithLabelValues(t.String()).Inc()
-	// The replacement is created while the old container stops (attempts
-	// have their own names); only its start waits for the stop.
-	var created chan createResult
-	if startNow {
-		created = make(chan createResult, 1)
-		go func() {
-			cfg, sandboxCfg, err := r.containerConfigs(ctx, v.sandbox.ID, latest.ID)
-			if err != nil {
-				created <- createResult{err: fmt.Errorf("cannot restart container %s: %w", name, err)}
-				return
-			}
-			id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg, killReason(t))
-			created <- createResult{id: id, err: err}
-		}()
-	}
-	if err := r.runtime.StopContainer(ctx, latest.ID, grace); err != nil {
-		if created != nil {
-			if c := <-created; c.err == nil {
-				r.runtime.RemoveContainer(ctx, c.id) //nolint:errcheck // best effort: the kill is retried
-			}
-		}
-		delete(w.acted, latest.ID)
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", name, err)
-		return failedActionBackoff
-	}
-	entry := r.entry(ctx, v, latest, killReason(t), nil) // its exit after the kill
-	entry.GracePeriodSeconds = grace
-	entry.Failures = failures(r.specs.ProbeFailures(v.key, name, latest.ID, t))
-	switch {
-	case !restart:
-		entry.Action = ActionStopped
-		r.record(ctx, entry)
-		if policy == corev1.RestartPolicyNever {
-			r.stopSandboxIfIdle(ctx, v)
-		}
-		return 0
-	case !startNow:
-		// In back-off: the killed instance is now the newest exited one,
-		// and a later pass restarts it when the back-off allows.
-		w.pending[latest.ID] = entry
-		return r.restartExited(ctx, w, v, policy, latest)
-	default:
-		c := <-created
-		if c.err != nil {
-			r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "%v", c.err)
-			return 0
-		}
-		if r.start(ctx, v, latest, fresh, c.id, killReason(t)) {
-			entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, c.id, fresh[0].Attempt+1, r.clock.Now()
-			r.record(ctx, entry)
-		}
-		return 0
-	}
-}
-
-// entry starts a ledger entry about old, with its exit as the runtime
-// records it (st, when the caller has it; else asked for).
-func (r *Restarter) entry(ctx context.Context, v *podView, old *cri.Container, cause string, st *runtimeapi.ContainerStatus) Entry {
-	e := Entry{Time: r.clock.Now(), Namespace: v.sandbox.Namespace, Pod: v.sandbox.Name, PodUID: v.sandbox.UID,
-		Container: old.Name, ContainerID: old.ID, Cause: cause}
-	if r.ledger == nil {
-		return e
-	}
-	if st == nil {
-		resp, err := r.runtime.ContainerStatus(ctx, old.ID, false)
-		if err != nil {
-			return e
-		}
-		st = resp.GetStatus()
-	}
-	e.ExitCode, e.ExitReason = st.GetExitCode(), st.GetReason()
-	return e
-}
-
-func (r *Restarter) record(ctx context.Context, e Entry) {
-	if r.ledger == nil {
-		return
-	}
-	if err := r.ledger.Add(e); err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot record a restart", "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container)
-	}
-}
-
-func failures(list []results.Observation) []Failure {
-	out := make([]Failure, 0, len(list))
-	for _, o := range list {
-		out = append(out, Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
-	}
-	return out
-}
-
-type createResult struct {
-	id  string
-	err error
-}
-
-// restartExited restarts a container that is not running any more, per
-// the restart policy and the back-off measured from its exit.
-func (r *Restarter) restartExited(ctx context.Context, w *podWorker, v *podView, policy corev1.RestartPolicy, latest *cri.Container) time.Duration {
-	if r.mode != Recreate {
-		return 0
-	}
-	name := latest.Name
-	fresh, err := r.fresh(ctx, v, name)
-	if err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Cannot re-check container %s before restarting it: %v", name, err)
-		return failedActionBackoff
-	}
-	if len(fresh) == 0 || fresh[0].ID != latest.ID || fresh[0].State != cri.StateExited {
-		return 0
-	}
-	st, err := r.runtime.ContainerStatus(ctx, latest.ID, false)
-	if err != nil {
-		return failedActionBackoff
-	}
-	exitCode := st.GetStatus().GetExitCode()
-	if !restartOnExit(policy, exitCode) {
-		return 0
-	}
-	key := v.key + "/" + name
-	finished := time.Unix(0, st.GetStatus().GetFinishedAt())
-	now := r.clock.Now()
-	if !w.acted[latest.ID] { // an exit we did not cause
-		if settle := exitSettle - now.Sub(finished); settle > 0 {
-			return settle
-		}
-		sb, err := r.runtime.PodSandboxStatus(ctx, v.sandbox.ID, false)
-		if err != nil {
-			return failedActionBackoff // the runtime is away: ask again later
-		}
-		if sb.GetStatus().GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
-			return 0 // the pod is being stopped
-		}
-	}
-	if wait := r.backoff.Wait(key, finished, now); wait > 0 {
-		if !w.reported[latest.ID] {
-			w.reported[latest.ID] = true
-			r.eventf(v.sandbox, name, events.Warning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", name, v.sandbox.Name, v.sandbox.Namespace, v.sandbox.UID)
-		}
-		r.setWaiting(key, &Waiting{Reason: WaitingCrashLoop, Until: finished.Add(r.backoff.Delay(key))})
-		// kubelet's pod worker comes back after the remaining wait times a
-		// jitter in [1, 1.5].
-		return time.Duration(float64(wait) * (1 + backoffRetryJitter*r.jitter()))
-	}
-	r.backoff.Next(key, finished, now)
-	cfg, sandboxCfg, err := r.containerConfigs(ctx, v.sandbox.ID, latest.ID)
-	if err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", name, err)
-		return 0
-	}
-	entry, killed := w.pending[latest.ID]
-	if !killed {
-		entry = r.entry(ctx, v, latest, "exit", st.GetStatus())
-	}
-	id, err := r.create(ctx, v, latest, fresh, cfg, sandboxCfg, entry.Cause)
-	if err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "%v", err)
-		return 0
-	}
-	if r.start(ctx, v, latest, fresh, id, entry.Cause) {
-		delete(w.pending, latest.ID)
-		entry.Action, entry.ReplacementID, entry.Attempt = ActionRestarted, id, fresh[0].Attempt+1
-		entry.Time, entry.BackOffSeconds = r.clock.Now(), now.Sub(finished).Seconds()
-		r.record(ctx, entry)
-	}
-	return 0
-}
-
-func newestExited(list []*cri.Container) *cri.Container {
-	for _, c := range list {
-		if c.State == cri.StateExited {
-			return c
-		}
-	}
-	return nil
-}
-
-func (r *Restarter) finishedAt(ctx context.Context, c *cri.Container) (time.Time, error) {
-	st, err := r.runtime.ContainerStatus(ctx, c.ID, false)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return time.Unix(0, st.GetStatus().GetFinishedAt()), nil
-}
-
-// create creates the next attempt of old from its original CRI configs.
-func (r *Restarter) create(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig, cause string) (string, error) {
-	attempt := fresh[0].Attempt + 1
-	cfg.Metadata.Attempt = attempt
-	cfg.LogPath = nextLogPath(cfg.GetLogPath(), attempt)
-	annotations := make(map[string]string, len(cfg.Annotations)+1)
-	for k, val := range cfg.Annotations {
-		annotations[k] = val
-	}
-	annotations[cri.AnnotationRestartOf] = old.ID
-	annotations[cri.AnnotationRestartCause] = cause
-	cfg.Annotations = annotations
-	id, err := r.runtime.CreateContainer(ctx, v.sandbox.ID, cfg, sandboxCfg)
-	if err != nil {
-		return "", fmt.Errorf("error creating container %s: %w", old.Name, err)
-	}
-	r.eventf(v.sandbox, old.Name, events.Normal, ReasonCreated, "Created container %s", old.Name)
-	return id, nil
-}
-
-// start starts a created replacement of old, then removes exited instances
-// older than old (kubelet keeps one dead container per container name).
-// reason (liveness, startup or exit) labels the restart metric.
-func (r *Restarter) start(ctx context.Context, v *podView, old *cri.Container, fresh []*cri.Container, id, reason string) (started bool) {
-	name := old.Name
-	if err := r.runtime.StartContainer(ctx, id); err != nil {
-		r.eventf(v.sandbox, name, events.Warning, ReasonFailed, "Error starting container %s: %v", name, err)
-		return false
-	}
-	r.eventf(v.sandbox, name, events.Normal, ReasonStarted, "Started container %s", name)
-	r.metrics.restarts.WithLabelValues(reason).Inc()
-	r.setWaiting(v.key+"/"+name, nil)
-	for _, c := range fresh {
-		if c.ID != old.ID && c.State == cri.StateExited {
-			if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
-				klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "containerID", c.ID, "err", err)
-			}
-		}
-	}
-	return true
-}
-
-// finishInterrupted deals with a replacement created by a restart that was
-// interrupted (the agent killed) before its start. The replacement is
-// started only when no instance of the container runs. If one does, its
-// stop never completed (the agent died before the kill, or containerd gave
-// up waiting for the grace period when the agent's call went away): the
-// replacement is removed, and the running instance is probed afresh and
-// restarted only if it fails again, never started beside it.
-func (r *Restarter) finishInterrupted(ctx context.Context, v *podView, c *cri.Container) time.Duration {
-	fresh, err := r.fresh(ctx, v, c.Name)
-	if err != nil {
-		return failedActionBackoff
-	}
-	if len(fresh) == 0 || fresh[0].ID != c.ID || fresh[0].State != cri.StateCreated {
-		return 0
-	}
-	for _, other := range fresh[1:] {
-		if other.State != cri.StateRunning {
-			continue
-		}
-		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
-			r.eventf(v.sandbox, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s left by an interrupted restart: %v", c.Name, err)
-			return failedActionBackoff
-		}
-		r.eventf(v.sandbox, c.Name, events.Normal, ReasonAbandoned,
-			"Removed container %s (attempt %d) left by an interrupted restart: the instance it was to replace is still running and will be probed again", c.Name, c.Attempt)
-		return 0
-	}
-	if err := r.runtime.StartContainer(ctx, c.ID); err != nil {
-		r.eventf(v.sandbox, c.Name, events.Warning, ReasonFailed, "Error starting container %s: %v", c.Name, err)
-		return failedActionBackoff
-	}
-	r.eventf(v.sandbox, c.Name, events.Normal, ReasonStarted, "Started container %s", c.Name)
-	// The agent that decided this restart is gone, and the failures it saw
-	// with it; the cause and the old instance's exit are on record.
-	if old, ok := findInstance(fresh, c.Annotations[cri.AnnotationRestartOf]); ok {
-		entry := r.entry(ctx, v, old, c.Annotations[cri.AnnotationRestartCause], nil)
-		entry.Action, entry.ReplacementID, entry.Attempt = ActionRestarted, c.ID, c.Attempt
-		r.record(ctx, entry)
-	}
-	return 0
-}
-
-func findInstance(list []*cri.Container, id string) (*cri.Container, bool) {
-	for _, c := range list {
-		if c.ID == id {
-			return c, true
-		}
-	}
-	return nil, false
-}
-
-// stopSandboxIfIdle stops the pod's sandbox when none of its containers is
-// left running: with restartPolicy Never, kubelet kills the whole pod.
-func (r *Restarter) stopSandboxIfIdle(ctx context.Context, v *podView) {
-	list, err := r.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: v.sandbox.ID})
-	if err != nil {
-		return
-	}
-	for _, c := range list {
-		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING || c.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED {
-			return
-		}
-	}
-	r.eventf(v.sandbox, "", events.Normal, ReasonStoppingPod, "Stopping pod sandbox: no container left running (restartPolicy Never)")
-	if err := r.runtime.StopPodSandbox(ctx, v.sandbox.ID); err != nil {
-		r.eventf(v.sandbox, "", events.Warning, ReasonFailed, "Stopping pod sandbox failed: %v", err)
-	}
-}
-
-// containerConfigs returns the original CRI configs of a container and its
-// sandbox from the runtime's verbose status (containerd keeps them under
-// info["info"].config), as crictl or kubelet created them.
-func (r *Restarter) containerConfigs(ctx context.Context, sandboxID, containerID string) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
-	st, err := r.runtime.ContainerStatus(ctx, containerID, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	var cinfo struct {
-		Config *runtimeapi.ContainerConfig `json:"config"`
-	}
-	if err := decodeInfo(st.GetInfo(), &cinfo); err != nil || cinfo.Config == nil || cinfo.Config.Metadata == nil {
-		return nil, nil, errors.New("the runtime does not report the container's original config (verbose ContainerStatus info)")
-	}
-	if cached, ok := r.configs.Load(sandboxID); ok {
-		return cinfo.Config, cached.(*runtimeapi.PodSandboxConfig), nil
-	}
-	sst, err := r.runtime.PodSandboxStatus(ctx, sandboxID, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	var sinfo struct {
-		Config *runtimeapi.PodSandboxConfig `json:"config"`
-	}
-	if err := decodeInfo(sst.GetInfo(), &sinfo); err != nil || sinfo.Config == nil {
-		return nil, nil, errors.New("the runtime does not report the sandbox's original config (verbose PodSandboxStatus info)")
-	}
-	r.configs.Store(sandboxID, sinfo.Config)
-	return cinfo.Config, sinfo.Config, nil
-}
-
-func decodeInfo(info map[string]string, v any) error {
-	raw, ok := info["info"]
-	if !ok {
-		return errors.New("no info")
-	}
-	return json.Unmarshal([]byte(raw), v)
-}
-
-var logAttempt = regexp.MustCompile(`^(.*?)(\d+)\.log$`)
-
-// nextLogPath gives a new attempt its own log file, as kubelet names them
-// (<name>/<attempt>.log); another path gets the attempt appended.
-func nextLogPath(path string, attempt uint32) string {
-	if path == "" {
-		return ""
-	}
-	if m := logAttempt.FindStringSubmatch(path); m != nil {
-		return m[1] + strconv.FormatUint(uint64(attempt), 10) + ".log"
-	}
-	return path + "." + strconv.FormatUint(uint64(attempt), 10)
-}
-
-func (r *Restarter) eventf(sandbox *cri.Pod, container, eventType, reason, format string, args ...any) {
+func (r *Restarter) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {
 	r.recorder.Record(events.Event{
 		Time:      r.clock.Now(),
 		Type:      eventType,
 		Reason:    reason,
-		Namespace: sandbox.Namespace,
-		Pod:       sandbox.Name,
+		Namespace: p.Namespace,
+		Pod:       p.Name,
 		Container: container,
 		Message:   fmt.Sprintf(format, args...),
 	})

@@ -12,6 +12,9 @@ import (
 	"sigs.k8s.io/json"
 )
 
+// SourceAnnotations is the Source of specs read from CRI annotations.
+const SourceAnnotations = "annotations"
+
 // Annotations read from CRI configs, for pods that crictl or a CI harness
 // creates without a manifest.
 const (
@@ -66,7 +69,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 	c := &Container{Name: container}
 	var errs []*Error
 	fail := func(key, detail string) {
-		errs = append(errs, &Error{Source: "annotations", Namespace: namespace, Pod: pod, Container: container, Field: key, Detail: detail})
+		errs = append(errs, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Container: container, Field: key, Detail: detail})
 	}
 	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation, RestartOfAnnotation, RestartCauseAnnotation}, fail)
 	for _, a := range containerAnnotations {
@@ -87,8 +90,11 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 			continue
 		}
 		DefaultProbe(&probe)
-		for _, fe := range ValidateProbe(&probe, a.field, nil, field.NewPath(a.key)) {
+		for _, fe := range ValidateProbe(&probe, a.field, field.NewPath(a.key)) {
 			fail(fe.Field, fe.ErrorBody())
+		}
+		for _, fe := range ProbePortWarnings(&probe, nil, field.NewPath(a.key)) {
+			c.Warnings = append(c.Warnings, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Container: container, Field: fe.Field, Detail: fe.ErrorBody()})
 		}
 		switch a.field {
 		case livenessField:
@@ -129,7 +135,7 @@ func PodPolicyFromAnnotations(namespace, pod string, annotations map[string]stri
 	p := PodPolicy{RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: DefaultGracePeriodSecond}
 	var errs []*Error
 	fail := func(key, detail string) {
-		errs = append(errs, &Error{Source: "annotations", Namespace: namespace, Pod: pod, Field: key, Detail: detail})
+		errs = append(errs, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Field: key, Detail: detail})
 	}
 	checkKeys(annotations, "a pod sandbox config", []string{RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation}, fail)
 	if v, ok := annotations[ProbeNetworkAnnotation]; ok {

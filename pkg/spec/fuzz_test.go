@@ -3,6 +3,7 @@ package spec
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -75,24 +76,32 @@ func FuzzAnnotations(f *testing.F) {
 	})
 }
 
-// A probe port by name resolves only to a declared port of that name; by
-// number it is that number (ValidateProbe checks its range).
+// A probe port by name resolves to a declared port of that name, else (as
+// kubelet's last ditch effort) to the name read as a number; by number it
+// is that number; either way only 1–65535 is accepted.
 func FuzzResolvePort(f *testing.F) {
 	f.Add("http", 0, int32(8080), "http")
 	f.Add("", 80, int32(0), "")
 	f.Add("metrics", -1, int32(70000), "metric")
+	f.Add("8080", 0, int32(0), "web")
 	f.Fuzz(func(t *testing.T, name string, number int, declared int32, declaredName string) {
 		ports := []corev1.ContainerPort{{Name: declaredName, ContainerPort: declared}}
+		inRange := func(n int) bool { return n > 0 && n < 65536 }
 		if name == "" {
-			got, ok := ResolvePort(intstr.FromInt(number), ports)
-			if !ok || got != number {
-				t.Errorf("ResolvePort(%d) = %d, %v", number, got, ok)
+			got, err := ResolvePort(intstr.FromInt(number), ports)
+			if (err == nil) != inRange(number) || (err == nil && got != number) {
+				t.Errorf("ResolvePort(%d) = %d, %v", number, got, err)
 			}
 			return
 		}
-		got, ok := ResolvePort(intstr.FromString(name), ports)
-		if ok != (name == declaredName) || (ok && got != int(declared)) {
-			t.Errorf("ResolvePort(%q) with %q=%d declared = %d, %v", name, declaredName, declared, got, ok)
+		got, err := ResolvePort(intstr.FromString(name), ports)
+		want, parsed := int(declared), name == declaredName
+		if !parsed {
+			n, perr := strconv.Atoi(name)
+			want, parsed = n, perr == nil
+		}
+		if (err == nil) != (parsed && inRange(want)) || (err == nil && got != want) {
+			t.Errorf("ResolvePort(%q) with %q=%d declared = %d, %v", name, declaredName, declared, got, err)
 		}
 	})
 }

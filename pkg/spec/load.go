@@ -38,14 +38,22 @@ func LoadBytes(path string, data []byte) ([]*Pod, []*Error) {
 	for _, doc := range splitDocuments(data) {
 		source := fmt.Sprintf("%s:%d", path, doc.line)
 		pod, docErrs := decodePod(source, doc.data)
-		for _, e := range docErrs {
-			// Point at the field itself when the document has it.
+		// Point at the field itself when the document has it.
+		at := func(e *Error) {
 			if line := fieldLine(doc.data, errorPath(e)); line > 0 {
 				e.Source = fmt.Sprintf("%s:%d", path, doc.start+line-1)
 			}
 		}
+		for _, e := range docErrs {
+			at(e)
+		}
 		errs = append(errs, docErrs...)
 		if pod != nil {
+			for _, c := range pod.Containers {
+				for _, w := range c.Warnings {
+					at(w)
+				}
+			}
 			pods = append(pods, pod)
 		}
 	}
@@ -196,10 +204,14 @@ func decodePod(source string, doc []byte) (*Pod, []*Error) {
 		return nil, errs
 	}
 	defaultPod(&pod)
-	if errs := validatePod(source, &pod); len(errs) > 0 {
+	errs, warnings := validatePod(source, &pod)
+	if len(errs) > 0 {
 		return nil, errs
 	}
 	p := fromPod(source, &pod)
+	for i := range p.Containers {
+		p.Containers[i].Warnings = warnings[p.Containers[i].Name]
+	}
 	if raw, ok := pod.Annotations[ExtensionsAnnotation]; ok {
 		var errs []*Error
 		for _, fe := range containerExtensions(raw, p.Containers, field.NewPath("metadata", "annotations").Key(ExtensionsAnnotation)) {

@@ -16,7 +16,12 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
-// Pod is the part of a Pod that probing needs.
+// KubeletMinorVersion is the kubelet release whose behaviour is the
+// contract (v1.36.3): its probe and lifecycle User-Agents carry it.
+const KubeletMinorVersion = "1.36"
+
+// Pod is the part of a Pod that the agent honours: its probes, restart
+// policies, grace periods, init containers and lifecycle hooks.
 type Pod struct {
 	// Source says where the spec came from, for messages: "pods.yaml:12"
 	// (file and first line of the document) or "annotations".
@@ -30,18 +35,58 @@ type Pod struct {
 	// ProbeNetwork is metadata.annotations[cri-prober.io/probe-network]:
 	// "", ProbeNetworkNode or ProbeNetworkPod.
 	ProbeNetwork string
-	// Containers are the containers kubelet probes: regular containers and
-	// restartable init containers (sidecars).
+	// Containers are every container of the pod in kubelet's order: the
+	// init containers (regular ones and sidecars) as listed, then the
+	// regular containers.
 	Containers []Container
 }
 
-// Container is a probed container: its name, probes (defaulted), ports (for
-// named ports) and environment (for $(VAR) in exec commands).
+// Kind is a container's role in its pod, as kubelet tells them apart.
+type Kind int
+
+const (
+	// Regular is a container of spec.containers.
+	Regular Kind = iota
+	// Init is an init container: it runs to completion before the next.
+	Init
+	// Sidecar is an init container with restartPolicy Always: it starts
+	// before the next one and keeps running beside the regular containers.
+	Sidecar
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Init:
+		return "init"
+	case Sidecar:
+		return "sidecar"
+	default:
+		return "regular"
+	}
+}
+
+// IsInit reports whether the container is one of spec.initContainers.
+func (k Kind) IsInit() bool { return k != Regular }
+
+// Container is one container of a pod: its role, probes (defaulted), ports
+// (for named ports), environment (for $(VAR) in exec commands), its own
+// restart policy and rules, and lifecycle hooks.
 type Container struct {
-	Name    string
-	Sidecar bool // a restartable init container
-	Ports   []corev1.ContainerPort
-	Env     []corev1.EnvVar
+	Name  string
+	Kind  Kind
+	Ports []corev1.ContainerPort
+	Env   []corev1.EnvVar
+	// RestartPolicy and RestartPolicyRules are the container's own (nil
+	// and none: the pod's restartPolicy decides). A sidecar's policy is
+	// Always.
+	RestartPolicy      *corev1.ContainerRestartPolicy
+	RestartPolicyRules []corev1.ContainerRestartRule
+	// Lifecycle holds the postStart and preStop handlers (nil: none).
+	Lifecycle *corev1.Lifecycle
+	// Warnings are problems that make part of the container inert without
+	// invalidating it (a probe naming a port the container does not
+	// declare errors at every run, as under kubelet).
+	Warnings []*Error
 
 	Liveness  *corev1.Probe
 	Readiness *corev1.Probe
@@ -137,13 +182,20 @@ func DefaultProbe(p *corev1.Probe) {
 	if p.FailureThreshold == 0 {
 		p.FailureThreshold = DefaultFailureThreshold
 	}
-	if h := p.HTTPGet; h != nil {
-		if h.Path == "" {
-			h.Path = "/"
-		}
-		if h.Scheme == "" {
-			h.Scheme = corev1.URISchemeHTTP
-		}
+	defaultHTTPGet(p.HTTPGet)
+}
+
+// defaultHTTPGet applies the API server's defaults to an HTTPGetAction (of
+// a probe or a lifecycle handler): path "/" and scheme HTTP.
+func defaultHTTPGet(h *corev1.HTTPGetAction) {
+	if h == nil {
+		return
+	}
+	if h.Path == "" {
+		h.Path = "/"
+	}
+	if h.Scheme == "" {
+		h.Scheme = corev1.URISchemeHTTP
 	}
 }
 
@@ -165,6 +217,13 @@ func defaultPod(pod *corev1.Pod) {
 			DefaultProbe(c.LivenessProbe)
 			DefaultProbe(c.ReadinessProbe)
 			DefaultProbe(c.StartupProbe)
+			if l := c.Lifecycle; l != nil {
+				for _, h := range []*corev1.LifecycleHandler{l.PostStart, l.PreStop} {
+					if h != nil {
+						defaultHTTPGet(h.HTTPGet)
+					}
+				}
+			}
 			for j := range c.Ports {
 				if c.Ports[j].Protocol == "" {
 					c.Ports[j].Protocol = corev1.ProtocolTCP
@@ -179,7 +238,23 @@ func isSidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
-// fromPod keeps what probing needs of a defaulted, valid pod.
+// PreStop returns the container's preStop handler, or nil.
+func (c *Container) PreStop() *corev1.LifecycleHandler {
+	if c == nil || c.Lifecycle == nil {
+		return nil
+	}
+	return c.Lifecycle.PreStop
+}
+
+// PostStart returns the container's postStart handler, or nil.
+func (c *Container) PostStart() *corev1.LifecycleHandler {
+	if c == nil || c.Lifecycle == nil {
+		return nil
+	}
+	return c.Lifecycle.PostStart
+}
+
+// fromPod keeps what the agent honours of a defaulted, valid pod.
 func fromPod(source string, pod *corev1.Pod) *Pod {
 	p := &Pod{
 		Source:                        source,
@@ -190,19 +265,22 @@ func fromPod(source string, pod *corev1.Pod) *Pod {
 		TerminationGracePeriodSeconds: *pod.Spec.TerminationGracePeriodSeconds,
 		ProbeNetwork:                  pod.Annotations[ProbeNetworkAnnotation],
 	}
-	add := func(c *corev1.Container, sidecar bool) {
+	add := func(c *corev1.Container, kind Kind) {
 		p.Containers = append(p.Containers, Container{
-			Name: c.Name, Sidecar: sidecar, Ports: c.Ports, Env: c.Env,
+			Name: c.Name, Kind: kind, Ports: c.Ports, Env: c.Env,
+			RestartPolicy: c.RestartPolicy, RestartPolicyRules: c.RestartPolicyRules, Lifecycle: c.Lifecycle,
 			Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe,
 		})
 	}
-	for i := range pod.Spec.Containers {
-		add(&pod.Spec.Containers[i], false)
-	}
 	for i := range pod.Spec.InitContainers {
+		kind := Init
 		if isSidecar(&pod.Spec.InitContainers[i]) {
-			add(&pod.Spec.InitContainers[i], true)
+			kind = Sidecar
 		}
+		add(&pod.Spec.InitContainers[i], kind)
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i], Regular)
 	}
 	return p
 }

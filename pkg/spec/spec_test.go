@@ -16,7 +16,7 @@ import (
 // Each bad manifest gives exactly these errors, at the line of the field
 // concerned (file prefix omitted).
 func TestLoadBadManifests(t *testing.T) {
-	lines := map[string]int{"bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "named-port-missing": 13, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 1, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 1, "unknown-field": 10, "wrong-kind": 1}
+	lines := map[string]int{"restart-all-containers": 10, "rules-without-policy": 6, "readiness-gates": 5, "init-container-lifecycle": 8, "sleep-too-long": 11, "active-deadline": 5, "bad-exit-operator": 11, "bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 1, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 1, "unknown-field": 10, "wrong-kind": 1}
 	tests := map[string][]string{
 		"no-handler":                 {": pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value: must specify a handler type"},
 		"two-handlers":               {": pod shop/two-handlers: container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"},
@@ -27,7 +27,6 @@ func TestLoadBadManifests(t *testing.T) {
 		"negative-period":            {": pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0"},
 		"negative-initial-delay":     {": pod shop/negative-initial-delay: container app: spec.containers[0].readinessProbe.initialDelaySeconds: Invalid value: -5: must be greater than or equal to 0"},
 		"port-out-of-range":          {": pod shop/port-out-of-range: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: 70000: must be between 1 and 65535, inclusive"},
-		"named-port-missing":         {`: pod shop/named-port-missing: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: "http": no port named "http" among the container's ports`},
 		"grpc-port-zero":             {": pod shop/grpc-port-zero: container app: spec.containers[0].livenessProbe.grpc.port: Invalid value: 0: must be between 1 and 65535, inclusive"},
 		"bad-scheme":                 {`: pod shop/bad-scheme: container app: spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`},
 		"bad-header":                 {`: pod shop/bad-header: container app: spec.containers[0].livenessProbe.httpGet.httpHeaders: Invalid value: "bad header": a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')`},
@@ -40,6 +39,13 @@ func TestLoadBadManifests(t *testing.T) {
 		"not-yaml":                   {": not valid YAML: "},
 		"init-container-probe":       {": pod shop/init-container-probe: container setup: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"},
 		"duplicate-container":        {`: pod shop/duplicate-container: container app: spec.containers[1].name: Duplicate value: "app"`},
+		"restart-all-containers":     {`: pod shop/restart-all-containers: container app: spec.containers[0].restartPolicyRules[0].action: Forbidden: RestartAllContainers is not supported by cri-prober`},
+		"rules-without-policy":       {`: pod shop/rules-without-policy: container app: spec.containers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used`},
+		"readiness-gates":            {`: pod shop/readiness-gates: spec.readinessGates: Forbidden: not supported by cri-prober: nothing sets pod conditions without an API server`},
+		"init-container-lifecycle":   {`: pod shop/init-container-lifecycle: container setup: spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always`},
+		"sleep-too-long":             {`: pod shop/sleep-too-long: container app: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 10: must be non-negative and less than terminationGracePeriodSeconds (5)`},
+		"active-deadline":            {`: pod shop/active-deadline: spec.activeDeadlineSeconds: Forbidden: not supported by cri-prober`},
+		"bad-exit-operator":          {`: pod shop/bad-exit-operator: container app: spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "Equals": supported values: "In", "NotIn"`},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	require.Len(t, files, len(tests), "every bad file has a row")
@@ -75,11 +81,13 @@ func TestLoadGoodManifest(t *testing.T) {
 	assert.Equal(t, "6c0a3e8e-0000-4000-8000-000000000001", web.UID)
 	assert.Equal(t, corev1.RestartPolicyOnFailure, web.RestartPolicy)
 	assert.Equal(t, int64(60), web.TerminationGracePeriodSeconds)
-	require.Len(t, web.Containers, 2, "app and the sidecar; the plain init container is not probed")
+	require.Len(t, web.Containers, 3, "every container, init containers first")
+	assert.Equal(t, []string{"proxy", "setup", "app"}, []string{web.Containers[0].Name, web.Containers[1].Name, web.Containers[2].Name})
+	assert.Equal(t, []Kind{Sidecar, Init, Regular}, []Kind{web.Containers[0].Kind, web.Containers[1].Kind, web.Containers[2].Kind})
 
 	app, ok := web.Container("app")
 	require.True(t, ok)
-	assert.False(t, app.Sidecar)
+	assert.Equal(t, Regular, app.Kind)
 	live := app.Liveness
 	assert.Equal(t, int32(10), live.PeriodSeconds, "defaulted")
 	assert.Equal(t, int32(1), live.TimeoutSeconds)
@@ -87,8 +95,8 @@ func TestLoadGoodManifest(t *testing.T) {
 	assert.Equal(t, int32(5), live.FailureThreshold)
 	assert.Equal(t, corev1.URISchemeHTTP, live.HTTPGet.Scheme)
 	assert.Equal(t, int64(5), *live.TerminationGracePeriodSeconds)
-	port, ok := ResolvePort(live.HTTPGet.Port, app.Ports)
-	assert.True(t, ok)
+	port, err := ResolvePort(live.HTTPGet.Port, app.Ports)
+	assert.NoError(t, err)
 	assert.Equal(t, 8080, port)
 	assert.Equal(t, int32(10), app.Readiness.PeriodSeconds, "an explicit 0 means the default")
 	assert.Equal(t, int32(3), app.Startup.FailureThreshold)
@@ -96,7 +104,7 @@ func TestLoadGoodManifest(t *testing.T) {
 
 	proxy, ok := web.Container("proxy")
 	require.True(t, ok)
-	assert.True(t, proxy.Sidecar)
+	assert.Equal(t, Sidecar, proxy.Kind)
 	assert.NotNil(t, proxy.Readiness)
 
 	worker := pods[1]
@@ -195,9 +203,20 @@ func TestContainerFromAnnotations(t *testing.T) {
 			wantErrs:    []string{"annotations: pod ns/p: container app: cri-prober.io/liveness-probe.successThreshold: Invalid value: 2: must be 1"},
 		},
 		{
-			name:        "named port",
-			annotations: map[string]string{ReadinessAnnotation: `{"httpGet":{"port":"http"}}`},
-			wantErrs:    []string{`cri-prober.io/readiness-probe.httpGet.port: Invalid value: "http": named ports need a Pod manifest that declares them; use a port number in annotations`},
+			// kubelet accepts it and the probe errors at every run: inert,
+			// with a warning, the container's other probes unaffected.
+			name: "named port: that probe inert",
+			annotations: map[string]string{
+				ReadinessAnnotation: `{"httpGet":{"port":"http"}}`,
+				LivenessAnnotation:  `{"exec":{"command":["true"]}}`,
+			},
+			check: func(t *testing.T, c *Container) {
+				require.NotNil(t, c)
+				assert.NotNil(t, c.Readiness)
+				assert.NotNil(t, c.Liveness)
+				require.Len(t, c.Warnings, 1)
+				assert.Contains(t, c.Warnings[0].Error(), `annotations: pod ns/p: container app: cri-prober.io/readiness-probe.httpGet.port: Invalid value: "http": named ports need a Pod manifest that declares them: this probe errors at every run and never changes its result; use a port number in annotations`)
+			},
 		},
 		{
 			name:        "typo in the key",
@@ -295,4 +314,78 @@ func TestManifestDirMissing(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
 	assert.False(t, d.Reload(), "the same error is not news")
+}
+
+// A probe naming a port the container does not declare is accepted, as
+// kubelet accepts it, with a warning at the field's line: that probe is
+// inert, the pod and the container's other probes work.
+func TestNamedPortMissingIsAWarning(t *testing.T) {
+	pods, errs := LoadFile("testdata/named-port-missing.yaml")
+	require.Empty(t, errs)
+	require.Len(t, pods, 1)
+	app, ok := pods[0].Container("app")
+	require.True(t, ok)
+	require.NotNil(t, app.Liveness)
+	require.Len(t, app.Warnings, 1)
+	assert.Equal(t, `testdata/named-port-missing.yaml:13: pod shop/named-port-missing: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: "http": no port named "http" among the container's ports: this probe errors at every run and never changes its result, as under kubelet; declare the port or use its number`,
+		app.Warnings[0].Error())
+	_, err := ResolvePort(app.Liveness.HTTPGet.Port, app.Ports)
+	assert.EqualError(t, err, `strconv.Atoi: parsing "http": invalid syntax`, "kubelet's error, at every run")
+}
+
+// Container restart policies, rules and lifecycle hooks load as kubelet
+// 1.36 validation accepts them.
+func TestLoadPolicies(t *testing.T) {
+	pods, errs := LoadFile("testdata/good/policies.yaml")
+	require.Empty(t, errs)
+	require.Len(t, pods, 1)
+	p := pods[0]
+	assert.Equal(t, corev1.RestartPolicyNever, p.RestartPolicy)
+	setup, _ := p.Container("setup")
+	assert.Equal(t, Init, setup.Kind)
+	assert.Equal(t, corev1.ContainerRestartPolicyOnFailure, *setup.RestartPolicy)
+	proxy, _ := p.Container("proxy")
+	assert.Equal(t, Sidecar, proxy.Kind)
+	require.NotNil(t, proxy.PostStart())
+	assert.Equal(t, "/", proxy.PostStart().HTTPGet.Path, "defaulted as the API server defaults it")
+	assert.Equal(t, corev1.URISchemeHTTP, proxy.PostStart().HTTPGet.Scheme)
+	app, _ := p.Container("app")
+	assert.Len(t, app.RestartPolicyRules, 1)
+	assert.Equal(t, int64(3), app.PreStop().Sleep.Seconds)
+	assert.Nil(t, app.PostStart())
+}
+
+// kubelet 1.36's ContainerShouldRestart: rules by exit code, then the
+// container's policy, then the pod's (ported from pkg/api/v1/pod tests).
+func TestShouldRestart(t *testing.T) {
+	always, onFailure, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyOnFailure, corev1.ContainerRestartPolicyNever
+	rule := func(op corev1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) []corev1.ContainerRestartRule {
+		return []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}}
+	}
+	tests := []struct {
+		name       string
+		container  *Container
+		pod        corev1.RestartPolicy
+		exitCode   int32
+		want       bool
+		wantAtKill bool
+	}{
+		{name: "no spec: the pod's Always", container: nil, pod: corev1.RestartPolicyAlways, exitCode: 0, want: true, wantAtKill: true},
+		{name: "the pod's OnFailure, exit 0", container: &Container{}, pod: corev1.RestartPolicyOnFailure, exitCode: 0, want: false, wantAtKill: true},
+		{name: "the pod's OnFailure, exit 1", container: &Container{}, pod: corev1.RestartPolicyOnFailure, exitCode: 1, want: true, wantAtKill: true},
+		{name: "the pod's Never", container: &Container{}, pod: corev1.RestartPolicyNever, exitCode: 1, want: false, wantAtKill: false},
+		{name: "the container's Always beats the pod's Never", container: &Container{RestartPolicy: &always}, pod: corev1.RestartPolicyNever, exitCode: 0, want: true, wantAtKill: true},
+		{name: "the container's Never beats the pod's Always", container: &Container{RestartPolicy: &never}, pod: corev1.RestartPolicyAlways, exitCode: 1, want: false, wantAtKill: false},
+		{name: "the container's OnFailure, exit 0", container: &Container{RestartPolicy: &onFailure}, pod: corev1.RestartPolicyAlways, exitCode: 0, want: false, wantAtKill: true},
+		{name: "a rule In matches", container: &Container{RestartPolicy: &never, RestartPolicyRules: rule(corev1.ContainerRestartRuleOnExitCodesOpIn, 42)}, pod: corev1.RestartPolicyNever, exitCode: 42, want: true, wantAtKill: false},
+		{name: "a rule In does not match: the container's policy", container: &Container{RestartPolicy: &never, RestartPolicyRules: rule(corev1.ContainerRestartRuleOnExitCodesOpIn, 42)}, pod: corev1.RestartPolicyAlways, exitCode: 1, want: false, wantAtKill: false},
+		{name: "a rule NotIn matches", container: &Container{RestartPolicy: &never, RestartPolicyRules: rule(corev1.ContainerRestartRuleOnExitCodesOpNotIn, 0)}, pod: corev1.RestartPolicyNever, exitCode: 3, want: true, wantAtKill: false},
+		{name: "a rule NotIn does not match", container: &Container{RestartPolicy: &never, RestartPolicyRules: rule(corev1.ContainerRestartRuleOnExitCodesOpNotIn, 0)}, pod: corev1.RestartPolicyAlways, exitCode: 0, want: false, wantAtKill: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.container.ShouldRestart(tt.pod, tt.exitCode))
+			assert.Equal(t, tt.wantAtKill, tt.container.RestartsAfterKill(tt.pod), "after a probe kill: no exit code, no rules")
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,15 +23,25 @@ const (
 	startupField   probeField = "startupProbe"
 )
 
-// validatePod checks a defaulted pod with the API server's rules for what
-// probing uses, plus one of ours: a named probe port must be declared by the
-// container (kubelet would otherwise fail the probe forever, silently).
-// Errors carry the container name where they concern one.
-func validatePod(source string, pod *corev1.Pod) []*Error {
-	var errs []*Error
+// validatePod checks a defaulted pod with the API server's rules (kubelet
+// 1.36's, with its default feature gates) for what the agent honours, and
+// refuses what it cannot honour. Errors carry the container name where they
+// concern one. Warnings are problems that leave the pod valid but make a
+// part of it inert, as under kubelet (a probe naming a port the container
+// does not declare); they are returned per container.
+func validatePod(source string, pod *corev1.Pod) (errs []*Error, warnings map[string][]*Error) {
+	warnings = map[string][]*Error{}
 	add := func(container string, list field.ErrorList) {
 		for _, fe := range list {
 			errs = append(errs, &Error{
+				Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: container,
+				Field: fe.Field, Detail: fe.ErrorBody(),
+			})
+		}
+	}
+	warn := func(container string, list field.ErrorList) {
+		for _, fe := range list {
+			warnings[container] = append(warnings[container], &Error{
 				Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: container,
 				Field: fe.Field, Detail: fe.ErrorBody(),
 			})
@@ -67,16 +78,42 @@ func validatePod(source string, pod *corev1.Pod) []*Error {
 	if len(pod.Spec.Containers) == 0 {
 		podErrs = append(podErrs, field.Required(specPath.Child("containers"), ""))
 	}
+	podErrs = append(podErrs, unsupportedPodFields(&pod.Spec, specPath)...)
 	add("", podErrs)
 
+	grace := pod.Spec.TerminationGracePeriodSeconds
 	names := map[string]bool{}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		add(c.Name, validateContainer(c, specPath.Child("containers").Index(i), names, false))
-	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		add(c.Name, validateContainer(c, specPath.Child("initContainers").Index(i), names, true))
+		path := specPath.Child("initContainers").Index(i)
+		cerrs, cwarns := validateContainer(c, path, names, grace, true)
+		add(c.Name, cerrs)
+		warn(c.Name, cwarns)
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		path := specPath.Child("containers").Index(i)
+		cerrs, cwarns := validateContainer(c, path, names, grace, false)
+		add(c.Name, cerrs)
+		warn(c.Name, cwarns)
+	}
+	return errs, warnings
+}
+
+// unsupportedPodFields refuses what the agent cannot honour, so that a
+// manifest never means something other than what it says: readiness gates
+// (nothing sets pod conditions without an API server), an active deadline
+// and ephemeral containers.
+func unsupportedPodFields(s *corev1.PodSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(s.ReadinessGates) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("readinessGates"), "not supported by cri-prober: nothing sets pod conditions without an API server, so the pod would never be ready; remove them"))
+	}
+	if s.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Forbidden(path.Child("activeDeadlineSeconds"), "not supported by cri-prober: remove it, or run the pod under kubelet"))
+	}
+	if len(s.EphemeralContainers) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("ephemeralContainers"), "cannot be set in a Pod manifest"))
 	}
 	return errs
 }
@@ -90,8 +127,7 @@ func validateRestartPolicy(p corev1.RestartPolicy, path *field.Path) field.Error
 	}
 }
 
-func validateContainer(c *corev1.Container, path *field.Path, names map[string]bool, init bool) field.ErrorList {
-	var errs field.ErrorList
+func validateContainer(c *corev1.Container, path *field.Path, names map[string]bool, grace *int64, init bool) (errs, warnings field.ErrorList) {
 	switch {
 	case c.Name == "":
 		errs = append(errs, field.Required(path.Child("name"), ""))
@@ -120,38 +156,141 @@ func validateContainer(c *corev1.Container, path *field.Path, names map[string]b
 			portNames[p.Name] = true
 		}
 	}
+	errs = append(errs, validateContainerRestartPolicy(c, path, init)...)
 
-	if init {
-		if c.RestartPolicy != nil && *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-			errs = append(errs, field.NotSupported(path.Child("restartPolicy"), *c.RestartPolicy, []corev1.ContainerRestartPolicy{corev1.ContainerRestartPolicyAlways}))
-		}
-		if !isSidecar(c) {
-			for _, p := range []struct {
-				field probeField
-				probe *corev1.Probe
-			}{{livenessField, c.LivenessProbe}, {readinessField, c.ReadinessProbe}, {startupField, c.StartupProbe}} {
-				if p.probe != nil {
-					errs = append(errs, field.Forbidden(path.Child(string(p.field)), "may not be set for init containers without restartPolicy=Always"))
-				}
+	if init && !isSidecar(c) {
+		for _, p := range []struct {
+			field probeField
+			probe *corev1.Probe
+		}{{livenessField, c.LivenessProbe}, {readinessField, c.ReadinessProbe}, {startupField, c.StartupProbe}} {
+			if p.probe != nil {
+				errs = append(errs, field.Forbidden(path.Child(string(p.field)), "may not be set for init containers without restartPolicy=Always"))
 			}
-			return errs
+		}
+		if c.Lifecycle != nil {
+			errs = append(errs, field.Forbidden(path.Child("lifecycle"), "may not be set for init containers without restartPolicy=Always"))
+		}
+		return errs, warnings
+	}
+	if c.Lifecycle != nil {
+		lerrs, lwarns := validateLifecycle(c.Lifecycle, grace, c.Ports, path.Child("lifecycle"))
+		errs, warnings = append(errs, lerrs...), append(warnings, lwarns...)
+	}
+	for _, p := range []struct {
+		field probeField
+		probe *corev1.Probe
+	}{{livenessField, c.LivenessProbe}, {readinessField, c.ReadinessProbe}, {startupField, c.StartupProbe}} {
+		errs = append(errs, ValidateProbe(p.probe, p.field, path.Child(string(p.field)))...)
+		warnings = append(warnings, ProbePortWarnings(p.probe, c.Ports, path.Child(string(p.field)))...)
+	}
+	return errs, warnings
+}
+
+// validateContainerRestartPolicy checks a container's own restartPolicy
+// and restartPolicyRules as kubelet 1.36's API validation does (feature
+// ContainerRestartRules on): any policy for regular and init containers,
+// rules only beside a policy, at most 20 rules of at most 255 exit codes.
+// The RestartAllContainers action is refused: the agent cannot re-run a
+// pod's init containers.
+func validateContainerRestartPolicy(c *corev1.Container, path *field.Path, init bool) field.ErrorList {
+	var errs field.ErrorList
+	policyPath := path.Child("restartPolicy")
+	if c.RestartPolicy == nil {
+		if len(c.RestartPolicyRules) > 0 {
+			errs = append(errs, field.Required(policyPath, "must specify restartPolicy when restart rules are used"))
+		}
+		return errs
+	}
+	supported := []corev1.ContainerRestartPolicy{corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyNever, corev1.ContainerRestartPolicyOnFailure}
+	if !slices.Contains(supported, *c.RestartPolicy) {
+		errs = append(errs, field.NotSupported(policyPath, *c.RestartPolicy, supported))
+	}
+	if len(c.RestartPolicyRules) > 20 {
+		errs = append(errs, field.TooMany(path.Child("restartPolicyRules"), len(c.RestartPolicyRules), 20))
+	}
+	for i, rule := range c.RestartPolicyRules {
+		rulePath := path.Child("restartPolicyRules").Index(i)
+		switch rule.Action {
+		case corev1.ContainerRestartRuleActionRestart:
+		case corev1.ContainerRestartRuleActionRestartAllContainers:
+			errs = append(errs, field.Forbidden(rulePath.Child("action"), "RestartAllContainers is not supported by cri-prober (it cannot re-run the pod's init containers): use Restart, or run the pod under kubelet"))
+		default:
+			errs = append(errs, field.NotSupported(rulePath.Child("action"), rule.Action, []corev1.ContainerRestartRuleAction{corev1.ContainerRestartRuleActionRestart, corev1.ContainerRestartRuleActionRestartAllContainers}))
+		}
+		if rule.ExitCodes == nil {
+			errs = append(errs, field.Required(rulePath.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		ops := []corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn, corev1.ContainerRestartRuleOnExitCodesOpNotIn}
+		if !slices.Contains(ops, rule.ExitCodes.Operator) {
+			errs = append(errs, field.NotSupported(rulePath.Child("exitCodes", "operator"), rule.ExitCodes.Operator, ops))
+		}
+		if len(rule.ExitCodes.Values) > 255 {
+			errs = append(errs, field.TooMany(rulePath.Child("exitCodes", "values"), len(rule.ExitCodes.Values), 255))
 		}
 	}
-	errs = append(errs, ValidateProbe(c.LivenessProbe, livenessField, c.Ports, path.Child(string(livenessField)))...)
-	errs = append(errs, ValidateProbe(c.ReadinessProbe, readinessField, c.Ports, path.Child(string(readinessField)))...)
-	errs = append(errs, ValidateProbe(c.StartupProbe, startupField, c.Ports, path.Child(string(startupField)))...)
 	return errs
 }
 
-// ValidateProbe checks one defaulted probe. ports are the container's
-// declared ports; nil means none can be declared (CRI annotations), so
-// named ports are refused with a hint.
-func ValidateProbe(p *corev1.Probe, kind probeField, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+// validateLifecycle checks postStart and preStop handlers as the API server
+// does. A tcpSocket handler is accepted (the API keeps it for backward
+// compatibility) with a warning: kubelet fails it at every run, and so does
+// the agent. stopSignal is refused (kubelet 1.36's ContainerStopSignals is
+// alpha, off by default).
+func validateLifecycle(l *corev1.Lifecycle, grace *int64, ports []corev1.ContainerPort, path *field.Path) (errs, warnings field.ErrorList) {
+	for _, h := range []struct {
+		name    string
+		handler *corev1.LifecycleHandler
+	}{{"postStart", l.PostStart}, {"preStop", l.PreStop}} {
+		if h.handler == nil {
+			continue
+		}
+		hp := path.Child(h.name)
+		n := 0
+		one := func(set bool, name string) bool {
+			if !set {
+				return false
+			}
+			if n > 0 {
+				errs = append(errs, field.Forbidden(hp.Child(name), "may not specify more than 1 handler type"))
+				return false
+			}
+			n++
+			return true
+		}
+		if one(h.handler.Exec != nil, "exec") && len(h.handler.Exec.Command) == 0 {
+			errs = append(errs, field.Required(hp.Child("exec", "command"), ""))
+		}
+		if one(h.handler.HTTPGet != nil, "httpGet") {
+			errs = append(errs, validateHTTPGet(h.handler.HTTPGet, hp.Child("httpGet"))...)
+			warnings = append(warnings, portWarnings(h.handler.HTTPGet.Port, ports, hp.Child("httpGet", "port"))...)
+		}
+		if one(h.handler.TCPSocket != nil, "tcpSocket") {
+			errs = append(errs, validatePortNumOrName(h.handler.TCPSocket.Port, hp.Child("tcpSocket", "port"))...)
+			warnings = append(warnings, field.Invalid(hp.Child("tcpSocket"), h.handler.TCPSocket.Port.String(), "kubelet does not run tcpSocket lifecycle handlers: the hook fails every time; use exec, httpGet or sleep"))
+		}
+		if one(h.handler.Sleep != nil, "sleep") && grace != nil && (h.handler.Sleep.Seconds < 0 || h.handler.Sleep.Seconds > *grace) {
+			errs = append(errs, field.Invalid(hp.Child("sleep"), h.handler.Sleep.Seconds, fmt.Sprintf("must be non-negative and less than terminationGracePeriodSeconds (%d)", *grace)))
+		}
+		if n == 0 {
+			errs = append(errs, field.Required(hp, "must specify a handler type"))
+		}
+	}
+	if l.StopSignal != nil {
+		errs = append(errs, field.Forbidden(path.Child("stopSignal"), "not supported by cri-prober (kubelet 1.36 ignores it unless the alpha ContainerStopSignals feature is on): remove it"))
+	}
+	return errs, warnings
+}
+
+// ValidateProbe checks one defaulted probe with the API server's rules.
+// A named port is checked for its syntax only: whether the container
+// declares it is ProbePortWarnings' concern.
+func ValidateProbe(p *corev1.Probe, kind probeField, path *field.Path) field.ErrorList {
 	if p == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	errs = append(errs, validateHandler(&p.ProbeHandler, ports, path)...)
+	errs = append(errs, validateHandler(&p.ProbeHandler, path)...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(p.InitialDelaySeconds), path.Child("initialDelaySeconds"))...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(p.TimeoutSeconds), path.Child("timeoutSeconds"))...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(p.PeriodSeconds), path.Child("periodSeconds"))...)
@@ -171,7 +310,42 @@ func ValidateProbe(p *corev1.Probe, kind probeField, ports []corev1.ContainerPor
 	return errs
 }
 
-func validateHandler(h *corev1.ProbeHandler, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+// ValidateReadinessProbe is ValidateProbe for a readiness probe (the CLI's
+// one-off probes).
+func ValidateReadinessProbe(p *corev1.Probe) field.ErrorList {
+	return ValidateProbe(p, readinessField, field.NewPath("probe"))
+}
+
+// ProbePortWarnings says when a probe names a port the container does not
+// declare (ports nil: none can be declared, as in CRI annotations). kubelet
+// accepts such a pod and the probe errors at every run, so the probe is
+// inert: it never changes its result. The rest of the pod is unaffected.
+func ProbePortWarnings(p *corev1.Probe, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+	switch {
+	case p == nil:
+		return nil
+	case p.HTTPGet != nil:
+		return portWarnings(p.HTTPGet.Port, ports, path.Child("httpGet", "port"))
+	case p.TCPSocket != nil:
+		return portWarnings(p.TCPSocket.Port, ports, path.Child("tcpSocket", "port"))
+	}
+	return nil
+}
+
+func portWarnings(port intstr.IntOrString, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+	if port.Type != intstr.String || len(validation.IsValidPortName(port.StrVal)) > 0 {
+		return nil // a number, or a syntax error reported as such
+	}
+	if _, err := ResolvePort(port, ports); err == nil {
+		return nil
+	}
+	if ports == nil {
+		return field.ErrorList{field.Invalid(path, port.StrVal, "named ports need a Pod manifest that declares them: this probe errors at every run and never changes its result; use a port number in annotations")}
+	}
+	return field.ErrorList{field.Invalid(path, port.StrVal, fmt.Sprintf("no port named %q among the container's ports: this probe errors at every run and never changes its result, as under kubelet; declare the port or use its number", port.StrVal))}
+}
+
+func validateHandler(h *corev1.ProbeHandler, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	handlers := 0
 	check := func(set bool, name string, validate func(*field.Path) field.ErrorList) {
@@ -191,24 +365,9 @@ func validateHandler(h *corev1.ProbeHandler, ports []corev1.ContainerPort, path 
 		}
 		return nil
 	})
-	check(h.HTTPGet != nil, "httpGet", func(p *field.Path) field.ErrorList {
-		var errs field.ErrorList
-		if h.HTTPGet.Path == "" {
-			errs = append(errs, field.Required(p.Child("path"), ""))
-		}
-		errs = append(errs, validateProbePort(h.HTTPGet.Port, ports, p.Child("port"))...)
-		if s := h.HTTPGet.Scheme; s != corev1.URISchemeHTTP && s != corev1.URISchemeHTTPS {
-			errs = append(errs, field.NotSupported(p.Child("scheme"), s, []corev1.URIScheme{corev1.URISchemeHTTP, corev1.URISchemeHTTPS}))
-		}
-		for _, hdr := range h.HTTPGet.HTTPHeaders {
-			for _, msg := range validation.IsHTTPHeaderName(hdr.Name) {
-				errs = append(errs, field.Invalid(p.Child("httpHeaders"), hdr.Name, msg))
-			}
-		}
-		return errs
-	})
+	check(h.HTTPGet != nil, "httpGet", func(p *field.Path) field.ErrorList { return validateHTTPGet(h.HTTPGet, p) })
 	check(h.TCPSocket != nil, "tcpSocket", func(p *field.Path) field.ErrorList {
-		return validateProbePort(h.TCPSocket.Port, ports, p.Child("port"))
+		return validatePortNumOrName(h.TCPSocket.Port, p.Child("port"))
 	})
 	check(h.GRPC != nil, "grpc", func(p *field.Path) field.ErrorList {
 		var errs field.ErrorList
@@ -223,42 +382,67 @@ func validateHandler(h *corev1.ProbeHandler, ports []corev1.ContainerPort, path 
 	return errs
 }
 
-// validateProbePort accepts a port number 1–65535 or the name of a port the
-// container declares.
-func validateProbePort(port intstr.IntOrString, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+func validateHTTPGet(h *corev1.HTTPGetAction, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if h.Path == "" {
+		errs = append(errs, field.Required(p.Child("path"), ""))
+	}
+	errs = append(errs, validatePortNumOrName(h.Port, p.Child("port"))...)
+	if s := h.Scheme; s != corev1.URISchemeHTTP && s != corev1.URISchemeHTTPS {
+		errs = append(errs, field.NotSupported(p.Child("scheme"), s, []corev1.URIScheme{corev1.URISchemeHTTP, corev1.URISchemeHTTPS}))
+	}
+	for _, hdr := range h.HTTPHeaders {
+		for _, msg := range validation.IsHTTPHeaderName(hdr.Name) {
+			errs = append(errs, field.Invalid(p.Child("httpHeaders"), hdr.Name, msg))
+		}
+	}
+	return errs
+}
+
+// validatePortNumOrName accepts a port number 1–65535 or a port name's
+// syntax (the API server's ValidatePortNumOrName).
+func validatePortNumOrName(port intstr.IntOrString, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if port.Type == intstr.Int {
-		var errs field.ErrorList
 		for _, msg := range validation.IsValidPortNum(port.IntValue()) {
 			errs = append(errs, field.Invalid(path, port.IntValue(), msg))
 		}
 		return errs
 	}
-	if msgs := validation.IsValidPortName(port.StrVal); len(msgs) > 0 {
-		var errs field.ErrorList
-		for _, msg := range msgs {
-			errs = append(errs, field.Invalid(path, port.StrVal, msg))
-		}
-		return errs
+	for _, msg := range validation.IsValidPortName(port.StrVal) {
+		errs = append(errs, field.Invalid(path, port.StrVal, msg))
 	}
-	if ports == nil {
-		return field.ErrorList{field.Invalid(path, port.StrVal, "named ports need a Pod manifest that declares them; use a port number in annotations")}
-	}
-	if _, ok := ResolvePort(port, ports); !ok {
-		return field.ErrorList{field.Invalid(path, port.StrVal, fmt.Sprintf("no port named %q among the container's ports", port.StrVal))}
-	}
-	return nil
+	return errs
 }
 
-// ResolvePort returns the number of a probe port: the number itself, or the
-// containerPort of the declared port with that name.
-func ResolvePort(port intstr.IntOrString, ports []corev1.ContainerPort) (int, bool) {
-	if port.Type == intstr.Int {
-		return port.IntValue(), true
-	}
-	for _, p := range ports {
-		if p.Name == port.StrVal {
-			return int(p.ContainerPort), true
+// ResolvePort returns the number of a probe or hook port exactly as
+// kubelet's ResolveContainerPort does: a number; a name the container
+// declares; failing that a name that parses as a number (kubelet's "last
+// ditch effort", whose error text is then kubelet's too); and 1–65535.
+func ResolvePort(port intstr.IntOrString, ports []corev1.ContainerPort) (int, error) {
+	n := -1
+	switch port.Type {
+	case intstr.Int:
+		n = port.IntValue()
+	case intstr.String:
+		found := false
+		for _, p := range ports {
+			if p.Name == port.StrVal {
+				n, found = int(p.ContainerPort), true
+				break
+			}
 		}
+		if !found {
+			var err error
+			if n, err = strconv.Atoi(port.StrVal); err != nil {
+				return n, err
+			}
+		}
+	default:
+		return n, fmt.Errorf("intOrString had no kind: %+v", port)
 	}
-	return 0, false
+	if n > 0 && n < 65536 {
+		return n, nil
+	}
+	return n, fmt.Errorf("invalid port number: %v", n)
 }

@@ -14,20 +14,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
-	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // agent is the probe engine running in-process against the real
-// containerd: poller, containerd events, manifests and manager, as
-// `cri-prober run` wires them, with its report and events in reach.
+// containerd, wired as `cri-prober run` wires it (pkg/agent), with its
+// report and events in reach.
 type agent struct {
-	manager      *prober.Manager
+	engine       *engine.Agent
 	restarter    *restart.Restarter
 	events       *eventLog
 	manifestsDir string
@@ -44,35 +44,21 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 func startAgentWith(t *testing.T, c *cri.Client, opts ...prober.Option) *agent {
 	t.Helper()
 	a := &agent{events: &eventLog{}, manifestsDir: t.TempDir()}
-	poller, err := cri.NewPoller(c)
-	require.NoError(t, err)
-	watcher, err := cri.NewEventWatcher(c.Socket(), poller)
-	require.NoError(t, err)
 	manifests := spec.NewManifestDir(a.manifestsDir, nil)
 	manifests.Reload()
-	store := results.NewStore()
-	runner, err := exec.NewRunner(c, exec.WithConcurrency(exec.DefaultConcurrency()))
+	var err error
+	a.engine, err = engine.New(engine.Config{
+		Client: c, EventsAddress: c.Socket(), Manifests: manifests, ManifestInterval: 100 * time.Millisecond,
+		Restart: restart.Recreate, Recorder: a.events, ProberOptions: opts,
+	})
 	require.NoError(t, err)
-	a.manager, err = prober.NewManager(runner, store,
-		append([]prober.Option{prober.WithManifests(manifests), prober.WithRecorder(a.events)}, opts...)...)
-	require.NoError(t, err)
-	a.restarter, err = restart.New(c, a.manager, store, restart.WithRecorder(a.events))
-	require.NoError(t, err)
-
-	changes := poller.Subscribe()
-	restarterChanges := poller.Subscribe()
+	a.restarter = a.engine.Restarter
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { poller.Run(ctx) })
-	wg.Go(func() { watcher.Run(ctx) })
-	wg.Go(func() { manifests.Run(ctx, 100*time.Millisecond) })
-	wg.Go(func() { a.manager.Run(ctx, changes) })
-	wg.Go(func() { a.restarter.Run(ctx, restarterChanges) })
+	wg.Go(func() { a.engine.Run(ctx) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		changes.Close()
-		restarterChanges.Close()
 		if t.Failed() {
 			t.Logf("events:\n%s", a.events)
 		}
@@ -102,31 +88,26 @@ func (a *agent) writeManifest(t *testing.T, file, name, containers string) {
 	require.NoError(t, os.WriteFile(filepath.Join(a.manifestsDir, file), []byte(podManifest(name, containers)), 0o644))
 }
 
-func (a *agent) pod(name string) (prober.PodReport, bool) {
-	for _, p := range a.manager.Report() {
-		if p.Name == name && p.Namespace == testNamespace {
-			return p, true
-		}
-	}
-	return prober.PodReport{}, false
+func (a *agent) pod(name string) (pods.PodReport, bool) {
+	return a.engine.ReportPod(testNamespace, name)
 }
 
-func (a *agent) container(podName, name string) (prober.ContainerReport, bool) {
+func (a *agent) container(podName, name string) (pods.ContainerReport, bool) {
 	p, ok := a.pod(podName)
 	if !ok {
-		return prober.ContainerReport{}, false
+		return pods.ContainerReport{}, false
 	}
 	for _, c := range p.Containers {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return prober.ContainerReport{}, false
+	return pods.ContainerReport{}, false
 }
 
 // waitFor polls a container's report until cond holds or timeout passes,
 // and returns when it first held.
-func (a *agent) waitFor(t *testing.T, podName, name, what string, timeout time.Duration, cond func(prober.ContainerReport) bool) time.Time {
+func (a *agent) waitFor(t *testing.T, podName, name, what string, timeout time.Duration, cond func(pods.ContainerReport) bool) time.Time {
 	t.Helper()
 	var at time.Time
 	eventually(t, timeout, podName+"/"+name+": "+what, func() bool {
@@ -142,7 +123,7 @@ func (a *agent) waitFor(t *testing.T, podName, name, what string, timeout time.D
 
 func (a *agent) waitReady(t *testing.T, podName, name string, want bool, timeout time.Duration) time.Time {
 	t.Helper()
-	return a.waitFor(t, podName, name, fmt.Sprintf("ready=%v", want), timeout, func(c prober.ContainerReport) bool {
+	return a.waitFor(t, podName, name, fmt.Sprintf("ready=%v", want), timeout, func(c pods.ContainerReport) bool {
 		return c.State == cri.StateRunning && c.Ready == want
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -47,7 +48,7 @@ func TestProbeExtensions(t *testing.T) {
 	head := start(uniqueName("head"), nil, readiness("/ready"), `{"readinessProbe":{"httpGet":{"method":"HEAD","validStatusCodes":[200]}}}`)
 	picky := start(uniqueName("picky"), nil, readiness("/ready"), `{"readinessProbe":{"httpGet":{"failIfBodyNotMatchesRegexp":"^ok$"}}}`)
 
-	ready := func(c prober.ContainerReport) bool { return c.Ready }
+	ready := func(c pods.ContainerReport) bool { return c.Ready }
 	at := a.waitFor(t, fast, "app", "ready with a 500 ms start interval", 8*time.Second, ready)
 	t.Logf("start interval: ready %v after the container was started (it listens after 2 s)", at.Sub(started).Round(10*time.Millisecond))
 	ctr, ok := a.container(slow, "app")
@@ -55,7 +56,7 @@ func TestProbeExtensions(t *testing.T) {
 	assert.False(t, ctr.Ready, "periodSeconds alone: the second probe is 10 s after the first")
 	a.waitFor(t, teapot, "app", "418 is valid here", 10*time.Second, ready)
 	a.waitFor(t, head, "app", "HEAD answered 200", 10*time.Second, ready)
-	a.waitFor(t, picky, "app", "the body does not match", 10*time.Second, func(c prober.ContainerReport) bool {
+	a.waitFor(t, picky, "app", "the body does not match", 10*time.Second, func(c pods.ContainerReport) bool {
 		for _, p := range c.Probes {
 			if p.Type == results.Readiness && p.Last != nil {
 				return p.Last.Output == `HTTP probe failed: the body does not match "^ok$"`

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -34,7 +35,7 @@ func TestProbeExecReadinessFlipsBothWays(t *testing.T) {
 	id := pod.startContainer(container{name: "app", image: busyboxImage, command: []string{"sleep", sleeper},
 		annotations: map[string]string{spec.ReadinessAnnotation: `{"exec":{"command":["cat","/tmp/ready"]},"periodSeconds":1,"failureThreshold":1}`}})
 
-	a.waitFor(t, name, "app", "probed and not ready", 10*time.Second, func(c prober.ContainerReport) bool {
+	a.waitFor(t, name, "app", "probed and not ready", 10*time.Second, func(c pods.ContainerReport) bool {
 		return len(c.Probes) == 1 && c.Probes[0].Last != nil && !c.Ready
 	})
 	a.waitEvent(t, name, "app", prober.ReasonUnhealthy, "Readiness probe failed: cat: can't open '/tmp/ready': No such file or directory", 5*time.Second)
@@ -127,7 +128,7 @@ func TestProbeGRPC(t *testing.T) {
 	name := pod.config.GetMetadata().GetName()
 	pod.startContainer(container{name: "server", image: targetImage,
 		annotations: map[string]string{spec.LivenessAnnotation: `{"grpc":{"port":5000},"periodSeconds":1,"failureThreshold":1}`}})
-	a.waitFor(t, name, "server", "liveness succeeded", 10*time.Second, func(c prober.ContainerReport) bool {
+	a.waitFor(t, name, "server", "liveness succeeded", 10*time.Second, func(c pods.ContainerReport) bool {
 		return len(c.Probes) == 1 && c.Probes[0].Last != nil && c.Probes[0].Last.Outcome == results.OutcomeSuccess
 	})
 	p, _ := a.pod(name)
@@ -253,7 +254,7 @@ func TestProbeReadyRightAfterStartup(t *testing.T) {
 			len(a.events.matching(name, "app", prober.ReasonUnhealthy, "Startup probe failed")) > 0
 	})
 	pod.exec(id, "touch", "/tmp/started")
-	started := a.waitFor(t, name, "app", "started", 5*time.Second, func(c prober.ContainerReport) bool { return c.Started })
+	started := a.waitFor(t, name, "app", "started", 5*time.Second, func(c pods.ContainerReport) bool { return c.Started })
 	ready := a.waitReady(t, name, "app", true, readinessPeriod)
 	assert.Less(t, ready.Sub(started), readinessPeriod/2, "readiness ran on the startup's trigger, not at its next tick")
 }
@@ -280,7 +281,7 @@ func TestProbeBadManifestBesideGood(t *testing.T) {
 		runPodNamed(t, c, name, nil).start("app", "sleep", sleeper)
 	}
 	a.waitReady(t, good, "app", true, 10*time.Second)
-	a.waitFor(t, bad, "app", "running", 10*time.Second, func(c prober.ContainerReport) bool { return c.ID != "" })
+	a.waitFor(t, bad, "app", "running", 10*time.Second, func(c pods.ContainerReport) bool { return c.ID != "" })
 	p, _ := a.pod(bad)
 	require.Len(t, p.Problems, 1)
 	assert.Contains(t, p.Problems[0], "bad.yaml:12: pod "+testNamespace+"/"+bad+": container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type")

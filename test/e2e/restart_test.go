@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -55,7 +56,7 @@ func TestRestartOnLivenessFailure(t *testing.T) {
 	name := pod.config.GetMetadata().GetName()
 	id := pod.startContainer(container{name: "web", image: targetImage,
 		annotations: map[string]string{spec.LivenessAnnotation: `{"httpGet":{"port":8080,"path":"/healthz"},"periodSeconds":1,"failureThreshold":1}`}})
-	a.waitFor(t, name, "web", "probed", 10*time.Second, func(c prober.ContainerReport) bool {
+	a.waitFor(t, name, "web", "probed", 10*time.Second, func(c pods.ContainerReport) bool {
 		return len(c.Probes) == 1 && c.Probes[0].Last != nil
 	})
 
@@ -67,7 +68,7 @@ func TestRestartOnLivenessFailure(t *testing.T) {
 		})
 		eventually(t, 10*time.Second, "attempt running", func() bool { return runningAttempt(t, pod, "web") == attempt })
 		eventually(t, 5*time.Second, "started event", func() bool {
-			return len(a.events.matching(name, "web", restart.ReasonStarted, "Started container web")) == attempt
+			return len(a.events.matching(name, "web", restart.ReasonStarted, "Container started")) == attempt
 		})
 		failed := a.events.matching(name, "web", prober.ReasonLivenessFailed, "")[attempt-1]
 		eventually(t, 5*time.Second, "older exited instances removed, the last kept", func() bool { return len(instances(t, pod, "web")) <= 2 })
@@ -81,7 +82,7 @@ func TestRestartOnLivenessFailure(t *testing.T) {
 	}
 	assert.Len(t, a.events.matching(name, "web", restart.ReasonKilling, "Container web failed liveness probe, will be restarted"), 2)
 	assert.Empty(t, a.events.matching(name, "web", restart.ReasonBackOff, ""), "the first liveness kills restart at once")
-	a.waitFor(t, name, "web", "attempt 2 reported", 5*time.Second, func(c prober.ContainerReport) bool { return c.Attempt == 2 })
+	a.waitFor(t, name, "web", "attempt 2 reported", 5*time.Second, func(c pods.ContainerReport) bool { return c.Attempt == 2 })
 	t.Logf("liveness failure (threshold reached) to replacement running (its StartedAt): %v", latencies)
 }
 
@@ -143,7 +144,7 @@ func TestOnFailurePolicy(t *testing.T) {
 	ok.start("job", "sh", "-c", "sleep 1; exit 0")
 	bad.start("job", "sh", "-c", "sleep 1; exit 1")
 	eventually(t, 20*time.Second, "the failing job restarted", func() bool { return len(instances(t, bad, "job")) >= 2 })
-	a.waitEvent(t, bad.config.GetMetadata().GetName(), "job", restart.ReasonStarted, "Started container job", 5*time.Second)
+	a.waitEvent(t, bad.config.GetMetadata().GetName(), "job", restart.ReasonStarted, "Container started", 5*time.Second)
 	assert.Len(t, instances(t, ok, "job"), 1, "a job that succeeded is left exited")
 }
 

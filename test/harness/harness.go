@@ -1,6 +1,6 @@
 // Package harness runs cri-prober's engine in-process, wired as `cri-prober
-// run` wires it (poller, exec runner, probe manager, restarter), against a
-// CRI endpoint: the load and soak harnesses drive it at node scale.
+// run` wires it (pkg/agent), against a CRI endpoint: the load and soak
+// harnesses drive it at node scale.
 package harness
 
 import (
@@ -15,25 +15,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
-	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
 // Agent is the running engine.
 type Agent struct {
+	*agent.Agent
 	Client        *cri.Client
-	Manager       *prober.Manager
-	Store         *results.Store
 	ProbeRegistry *prometheus.Registry // kubelet's per-probe series
 	AgentRegistry *prometheus.Registry // the agent's own
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	subs   []*cri.Subscription
 }
 
 // Options adjusts the engine.
@@ -48,55 +45,30 @@ func Start(endpoint string, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{Client: client, Store: results.NewStore(), ProbeRegistry: prometheus.NewRegistry(), AgentRegistry: prometheus.NewRegistry()}
-	if err := a.start(o); err != nil {
-		client.Close()
-		return nil, err
-	}
-	return a, nil
-}
-
-func (a *Agent) start(o Options) error {
+	a := &Agent{Client: client, ProbeRegistry: prometheus.NewRegistry(), AgentRegistry: prometheus.NewRegistry()}
 	recorder := o.Recorder
 	if recorder == nil {
 		recorder = events.NewRing(16)
 	}
-	poller, err := cri.NewPoller(a.Client)
-	if err != nil {
-		return err
-	}
-	runner, err := exec.NewRunner(a.Client, exec.WithConcurrency(exec.DefaultConcurrency()), exec.WithRegisterer(a.AgentRegistry))
-	if err != nil {
-		return err
-	}
-	opts := []prober.Option{prober.WithRegisterers(a.ProbeRegistry, a.AgentRegistry), prober.WithRecorder(recorder)}
+	cfg := agent.Config{Client: client, Recorder: recorder, Restart: restart.Recreate,
+		ProbeRegisterer: a.ProbeRegistry, AgentRegisterer: a.AgentRegistry}
 	if o.Lateness != nil {
-		opts = append(opts, prober.WithLatenessObserver(o.Lateness))
+		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithLatenessObserver(o.Lateness))
 	}
-	if a.Manager, err = prober.NewManager(runner, a.Store, opts...); err != nil {
-		return err
-	}
-	restarter, err := restart.New(a.Client, a.Manager, a.Store, restart.WithRecorder(recorder), restart.WithRegisterer(a.AgentRegistry))
-	if err != nil {
-		return fmt.Errorf("restarter: %w", err)
+	if a.Agent, err = agent.New(cfg); err != nil {
+		client.Close()
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	managerChanges, restarterChanges := poller.Subscribe(), poller.Subscribe()
-	a.subs = []*cri.Subscription{managerChanges, restarterChanges}
-	a.wg.Go(func() { poller.Run(ctx) })
-	a.wg.Go(func() { a.Manager.Run(ctx, managerChanges) })
-	a.wg.Go(func() { restarter.Run(ctx, restarterChanges) })
-	return nil
+	a.wg.Go(func() { a.Agent.Run(ctx) })
+	return a, nil
 }
 
 // Stop stops the engine and waits for every goroutine it started.
 func (a *Agent) Stop() {
 	a.cancel()
 	a.wg.Wait()
-	for _, s := range a.subs {
-		s.Close()
-	}
 	a.Client.Close()
 }
 

@@ -443,7 +443,7 @@ func TestSoak(t *testing.T) {
 // whose attempt is the number of restarts expected, and ready.
 func check(w *world, rt *fakeruntime.Runtime, sandboxes []string, agent *harness.Agent) []string {
 	ready := map[string]bool{}
-	for _, p := range agent.Manager.Report() {
+	for _, p := range agent.Report() {
 		ready[p.Name] = p.Ready
 	}
 	var problems []string

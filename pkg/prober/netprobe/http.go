@@ -100,7 +100,7 @@ const BodyMismatch = "HTTP probe failed: the body does not match "
 
 // ProbeChecked is Probe with check's rules.
 func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Result, string, error) {
-	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: sameHostRedirects}
+	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: SameHostRedirects}
 	resp, err := client.Do(req.WithContext(ctx))
 	switch {
 	case errors.Is(err, ErrNetNS):
@@ -133,10 +133,10 @@ func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout t
 	}
 }
 
-// sameHostRedirects follows a redirect only if it stays on the original
+// SameHostRedirects follows a redirect only if it stays on the original
 // host name (any port or scheme), as kubelet does with
 // followNonLocalRedirects off.
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
+func SameHostRedirects(req *http.Request, via []*http.Request) error {
 	if req.URL.Hostname() != via[0].URL.Hostname() {
 		return http.ErrUseLastResponse
 	}

@@ -1,0 +1,205 @@
+// Package agent wires the engine once, for `cri-prober run`, `wait` and
+// the test harnesses: the poller (and containerd's event stream) feeds the
+// resolver, whose views drive the prober's manager and the restarter.
+//
+//	cri.Poller ──► pods.Resolver ──► prober.Manager (workers) ──► results.Store
+//	                     │                                             │
+//	                     └──────────► restart.Restarter ◄──────────────┘
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// Config is what the engine is made of. Zero values are the defaults.
+type Config struct {
+	// Client reaches the runtime; the caller closes it after Run.
+	Client *cri.Client
+	// RelistPeriod is how often the runtime is listed.
+	RelistPeriod time.Duration
+	// EventsAddress is containerd's socket for its event stream ("":
+	// exits are seen at the next relist).
+	EventsAddress string
+	// Manifests is a Pod manifest source (nil: annotations only).
+	Manifests *spec.ManifestDir
+	// ManifestInterval is how often Manifests is re-read (0: it is not).
+	ManifestInterval time.Duration
+	// HostIP is probed for host-network pods; ProbeNetwork is where
+	// network probes are dialled from for pods that do not say.
+	HostIP       string
+	ProbeNetwork string
+	// MaxExec bounds the exec probes run at once (0: the default).
+	MaxExec int
+	// Restart is what the restarter does; "" runs none (wait).
+	Restart restart.Mode
+	// Ledger records restarts (nil: none kept).
+	Ledger *restart.Ledger
+	// Recorder receives every event (nil: logged).
+	Recorder interface{ Record(events.Event) }
+	// ProbeRegisterer gets kubelet's probe series, AgentRegisterer the
+	// agent's own (nil: not exported).
+	ProbeRegisterer, AgentRegisterer prometheus.Registerer
+	// ProberOptions are more options for the manager (state dir, pod
+	// filter, jitter, lateness observer).
+	ProberOptions []prober.Option
+	// RestartOptions are more options for the restarter (back-off, clock).
+	RestartOptions []restart.Option
+	// PollerOptions are more options for the poller.
+	PollerOptions []cri.PollerOption
+}
+
+// Agent is the running engine.
+type Agent struct {
+	Poller    *cri.Poller
+	Resolver  *pods.Resolver
+	Manager   *prober.Manager
+	Restarter *restart.Restarter // nil without Config.Restart
+	Store     *results.Store
+	Histories *results.Histories
+
+	cfg      Config
+	watcher  *cri.EventWatcher
+	criSub   *cri.Subscription
+	subs     []*pods.Subscription
+	runFuncs []func(context.Context)
+}
+
+// New builds the engine. Its subscriptions are made here, before anything
+// runs, so that every part sees the first relist.
+func New(cfg Config) (*Agent, error) {
+	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories()}
+	popts := append([]cri.PollerOption(nil), cfg.PollerOptions...)
+	if cfg.RelistPeriod > 0 {
+		popts = append(popts, cri.WithRelistPeriod(cfg.RelistPeriod))
+	}
+	var err error
+	if a.Poller, err = cri.NewPoller(cfg.Client, popts...); err != nil {
+		return nil, err
+	}
+	if cfg.EventsAddress != "" {
+		if a.watcher, err = cri.NewEventWatcher(cfg.EventsAddress, a.Poller); err != nil {
+			return nil, err
+		}
+	}
+	ropts := []pods.Option{pods.WithProbeNetwork(cfg.ProbeNetwork)}
+	if cfg.HostIP != "" {
+		ropts = append(ropts, pods.WithHostIP(cfg.HostIP))
+	}
+	if cfg.Manifests != nil {
+		ropts = append(ropts, pods.WithManifests(cfg.Manifests))
+	}
+	if cfg.Recorder != nil {
+		ropts = append(ropts, pods.WithRecorder(cfg.Recorder))
+	}
+	a.Resolver = pods.NewResolver(ropts...)
+
+	maxExec := cfg.MaxExec
+	if maxExec == 0 {
+		maxExec = exec.DefaultConcurrency()
+	}
+	eopts := []exec.Option{exec.WithConcurrency(maxExec)}
+	if cfg.AgentRegisterer != nil {
+		eopts = append(eopts, exec.WithRegisterer(cfg.AgentRegisterer))
+	}
+	runner, err := exec.NewRunner(cfg.Client, eopts...)
+	if err != nil {
+		return nil, fmt.Errorf("exec runner: %w", err)
+	}
+	mopts := []prober.Option{prober.WithHistories(a.Histories)}
+	if cfg.Recorder != nil {
+		mopts = append(mopts, prober.WithRecorder(cfg.Recorder))
+	}
+	if cfg.ProbeRegisterer != nil && cfg.AgentRegisterer != nil {
+		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegisterer, cfg.AgentRegisterer))
+	}
+	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.ProberOptions...)...); err != nil {
+		return nil, err
+	}
+	if cfg.Restart != "" {
+		ropts := []restart.Option{restart.WithMode(cfg.Restart), restart.WithHistories(a.Histories), restart.WithStarting(a.Resolver),
+			restart.WithLedger(cfg.Ledger)}
+		if cfg.Recorder != nil {
+			ropts = append(ropts, restart.WithRecorder(cfg.Recorder))
+		}
+		if cfg.AgentRegisterer != nil {
+			ropts = append(ropts, restart.WithRegisterer(cfg.AgentRegisterer))
+		}
+		if a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, append(ropts, cfg.RestartOptions...)...); err != nil {
+			return nil, err
+		}
+	}
+
+	a.criSub = a.Poller.Subscribe()
+	managerSub := a.Resolver.Subscribe()
+	a.subs = append(a.subs, managerSub)
+	a.runFuncs = append(a.runFuncs, a.Poller.Run, func(ctx context.Context) { a.Resolver.Run(ctx, a.criSub) },
+		func(ctx context.Context) { a.Manager.Run(ctx, managerSub) })
+	if a.watcher != nil {
+		a.runFuncs = append(a.runFuncs, a.watcher.Run)
+	}
+	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
+		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
+	}
+	if a.Restarter != nil {
+		restarterSub := a.Resolver.Subscribe()
+		a.subs = append(a.subs, restarterSub)
+		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Restarter.Run(ctx, restarterSub) })
+	}
+	return a, nil
+}
+
+// Run runs the engine until ctx is done, then stops every part and waits
+// for it.
+func (a *Agent) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, run := range a.runFuncs {
+		wg.Go(func() { run(ctx) })
+	}
+	wg.Wait()
+	a.criSub.Close()
+	for _, s := range a.subs {
+		s.Close()
+	}
+}
+
+// View returns the latest view of the pods.
+func (a *Agent) View() *pods.View { return a.Resolver.View() }
+
+// Report describes every pod with its probes' results.
+func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store) }
+
+// ReportPod describes the pod a namespace and name stand for
+// (pods.View.ByName).
+func (a *Agent) ReportPod(namespace, name string) (pods.PodReport, bool) {
+	p, ok := a.View().ByName(namespace, name)
+	if !ok {
+		return pods.PodReport{}, false
+	}
+	return pods.ReportPod(p, a.Store), true
+}
+
+// Health returns nil while the runtime answers, else why not.
+func (a *Agent) Health() error {
+	if at, err := a.Poller.LastError(); err != nil {
+		return fmt.Errorf("runtime unreachable since %s: %v", at.Format(time.RFC3339), err)
+	}
+	if a.Poller.Snapshot() == nil {
+		return fmt.Errorf("no relist has succeeded yet")
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package pods
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// PodReport is a pod as the agent sees it: runtime state, where its specs
+// come from, its phase and readiness, and each container's flags.
+type PodReport struct {
+	// Key identifies the pod across its sandboxes (Pod.Key).
+	Key       string
+	Namespace string
+	Name      string
+	UID       string
+	SandboxID string
+	IP        string
+	CreatedAt time.Time // the current sandbox's creation
+	// Source is the manifest (file:line) or "annotations" the specs come
+	// from; empty for a pod nothing covers.
+	Source string
+	Phase  corev1.PodPhase
+	// Ready is kubelet's ContainersReady: every regular container and
+	// every sidecar exists and is ready (init containers do not count),
+	// and the pod has not completed.
+	Ready      bool
+	Problems   []string // invalid pod-level configuration
+	Containers []ContainerReport
+}
+
+// ContainerReport is one container's current instance.
+type ContainerReport struct {
+	Name      string
+	Kind      spec.Kind
+	ID        string // empty until the container exists
+	Attempt   uint32
+	State     cri.ContainerState
+	StartedAt time.Time
+	ExitCode  int32
+	Probed    bool
+	Started   bool
+	Ready     bool
+	// Problems list what is wrong with the container's spec: such a
+	// container is not probed and never reported ready.
+	Problems []string
+	// Warnings list what makes part of its spec inert (a probe naming an
+	// undeclared port).
+	Warnings []string
+	Probes   []ProbeReport
+}
+
+// Completed reports whether the container ran to completion: an init
+// container that exited 0 (kubectl's "Completed").
+func (c ContainerReport) Completed() bool {
+	return c.State == cri.StateExited && c.ExitCode == 0
+}
+
+// ProbeReport is one probe of a container.
+type ProbeReport struct {
+	Type results.ProbeType
+	// Result is the stable result (Unknown until there is one).
+	Result results.Result
+	Last   *results.Observation
+}
+
+// Report describes every pod of v, probed or not, with the results in
+// store.
+func Report(v *View, store *results.Store) []PodReport {
+	out := make([]PodReport, 0, len(v.Pods()))
+	for _, p := range v.Pods() {
+		out = append(out, ReportPod(p, store))
+	}
+	return out
+}
+
+// ReportPod describes one pod.
+func ReportPod(p *Pod, store *results.Store) PodReport {
+	pr := PodReport{
+		Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+		SandboxID: p.Sandbox.ID, IP: p.IP(), CreatedAt: p.Sandbox.CreatedAt, Source: p.Source,
+	}
+	for _, e := range p.Problems {
+		pr.Problems = append(pr.Problems, e.Error())
+	}
+	started := map[*Container]bool{}
+	pr.Ready = true
+	for _, c := range p.Containers {
+		cr := containerReport(c, store)
+		if p.ManifestInvalid {
+			cr.Ready = false // its manifest is invalid: nothing is checked
+		}
+		started[c] = cr.Started
+		if c.Kind != spec.Init && inSpec(p, c) && !cr.Ready {
+			pr.Ready = false
+		}
+		pr.Containers = append(pr.Containers, cr)
+	}
+	pr.Phase = phase(p, func(c *Container) bool { return started[c] })
+	if pr.Phase == corev1.PodSucceeded || pr.Phase == corev1.PodFailed {
+		pr.Ready = false // kubelet's PodCompleted / PodFailed
+	}
+	return pr
+}
+
+func containerReport(c *Container, store *results.Store) ContainerReport {
+	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed()}
+	for _, e := range c.Problems {
+		cr.Problems = append(cr.Problems, e.Error())
+	}
+	if c.Spec != nil {
+		for _, w := range c.Spec.Warnings {
+			cr.Warnings = append(cr.Warnings, w.Error())
+		}
+	}
+	cur := c.Current
+	if cur == nil {
+		return cr
+	}
+	cr.ID, cr.Attempt, cr.State, cr.StartedAt, cr.ExitCode = cur.ID, cur.Attempt, cur.State, cur.StartedAt, cur.ExitCode
+	running := cur.State == cri.StateRunning
+	switch {
+	case c.Kind == spec.Init:
+		// kubelet: a regular init container is ready once it completed.
+		cr.Ready = cur.State == cri.StateExited && cur.ExitCode == 0
+	case len(c.Problems) > 0:
+		// Fail closed: what the user asked to be checked is not checked.
+		cr.Started = running
+	case !c.Probed():
+		cr.Started, cr.Ready = running, running
+	default:
+		cr.Started = store.Started(cur.ID, running, c.Spec.Startup != nil)
+		cr.Ready = store.Ready(cur.ID, running, cr.Started, c.Spec.Readiness != nil)
+		for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
+			if c.Spec.Probe(t) == nil {
+				continue
+			}
+			key := results.Key{ContainerID: cur.ID, Type: t}
+			pr := ProbeReport{Type: t, Result: results.Unknown}
+			if r, ok := store.Get(key); ok {
+				pr.Result = r
+			}
+			if o, ok := store.LastObservation(key); ok {
+				pr.Last = &o
+			}
+			cr.Probes = append(cr.Probes, pr)
+		}
+	}
+	return cr
+}

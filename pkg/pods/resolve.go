@@ -1,0 +1,238 @@
+package pods
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// AnnotationReader reads a container's specs from its CRI annotations.
+type AnnotationReader func(namespace, pod string, c *cri.Container) (*spec.Container, []*spec.Error)
+
+// ReadAnnotations is the AnnotationReader that parses every time.
+func ReadAnnotations(namespace, pod string, c *cri.Container) (*spec.Container, []*spec.Error) {
+	return spec.ContainerFromAnnotations(namespace, pod, c.Name, c.Annotations)
+}
+
+// Inputs are what a view is resolved from besides the snapshot.
+type Inputs struct {
+	Manifests      []*spec.Pod
+	ManifestErrors []*spec.Error
+	// Annotations reads containers' annotations (default ReadAnnotations).
+	Annotations AnnotationReader
+	// Starting reports an instance the agent is still bringing up.
+	Starting func(*cri.Container) bool
+	// HostIP is probed for host-network pods, which have no IP of their
+	// own (kubelet probes the node's address).
+	HostIP string
+	// ProbeNetwork is where network probes are dialled from for pods that
+	// do not say (spec.ProbeNetworkNode, the default, or ProbeNetworkPod).
+	ProbeNetwork string
+}
+
+// Resolve builds the view of snap under the specs. A manifest applies to
+// the pods with its namespace and name (and UID, when it sets one); CRI
+// annotations apply to containers no manifest lists. A pod named by an
+// invalid manifest gets that manifest's errors and nothing else: it is
+// never reported ready, rather than treated as unprobed.
+func Resolve(snap *cri.Snapshot, in Inputs) *View {
+	v := &View{byKey: map[string]*Pod{}, byName: map[nsName]*Pod{}, ManifestErrors: in.ManifestErrors}
+	if snap == nil {
+		return v
+	}
+	v.Time = snap.Time
+	if in.Annotations == nil {
+		in.Annotations = ReadAnnotations
+	}
+	if in.Starting == nil {
+		in.Starting = func(*cri.Container) bool { return false }
+	}
+	instances := map[string]map[string][]*cri.Container{} // pod key → name → instances
+	for _, sb := range snap.Pods() {
+		key := sb.Key()
+		p, ok := v.byKey[key]
+		if !ok {
+			p = &Pod{Key: key, Namespace: sb.Namespace, Name: sb.Name, UID: sb.UID}
+			v.byKey[key] = p
+			v.pods = append(v.pods, p)
+			instances[key] = map[string][]*cri.Container{}
+		}
+		p.Sandboxes = append(p.Sandboxes, sb)
+		for _, c := range snap.PodContainers(sb.ID) {
+			instances[key][c.Name] = append(instances[key][c.Name], c)
+		}
+	}
+	slices.SortFunc(v.pods, func(a, b *Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Key, b.Key))
+	})
+	for _, p := range v.pods {
+		slices.SortStableFunc(p.Sandboxes, currentSandboxFirst)
+		p.Sandbox = p.Sandboxes[0]
+		v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], in)...)
+		for _, c := range p.Containers {
+			setInstances(c, instances[p.Key][c.Name], in.Starting)
+		}
+		p.Phase = phase(p, func(c *Container) bool { return c.Running() })
+		p.Terminating = !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running)
+		setProbeAddress(p, in)
+		if other, ok := v.byName[nsName{p.Namespace, p.Name}]; !ok || currentSandboxFirst(p.Sandbox, other.Sandbox) < 0 {
+			v.byName[nsName{p.Namespace, p.Name}] = p
+		}
+	}
+	return v
+}
+
+// currentSandboxFirst orders a pod's sandboxes: ready ones first, then the
+// newest (then the highest attempt, then by ID, so the order is total).
+func currentSandboxFirst(a, b *cri.Pod) int {
+	if ar, br := a.State == cri.SandboxReady, b.State == cri.SandboxReady; ar != br {
+		if ar {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), cmp.Compare(a.ID, b.ID))
+}
+
+// NewestFirst orders a container's instances as kubelet orders container
+// statuses: newest creation first (then the highest attempt, then by ID).
+func NewestFirst(a, b *cri.Container) int {
+	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), cmp.Compare(a.ID, b.ID))
+}
+
+// setInstances sorts a container's instances and picks the current one:
+// the newest that the agent is not still starting.
+func setInstances(c *Container, list []*cri.Container, starting func(*cri.Container) bool) {
+	c.Instances = slices.SortedStableFunc(slices.Values(list), NewestFirst)
+	for _, i := range c.Instances {
+		if starting(i) {
+			if c.Starting == nil {
+				c.Starting = i
+			}
+			continue
+		}
+		c.Current = i
+		break
+	}
+}
+
+// resolveSpecs gives the pod its source, policy and containers from the
+// matching manifest or else the annotations. It returns warnings.
+func resolveSpecs(p *Pod, observed map[string][]*cri.Container, in Inputs) []string {
+	var warnings []string
+	add := func(name string, kind spec.Kind) *Container {
+		c, ok := p.Container(name)
+		if !ok {
+			c = &Container{Name: name, Kind: kind}
+			p.Containers = append(p.Containers, c)
+		}
+		return c
+	}
+	observedNames := make([]string, 0, len(observed))
+	for name := range observed {
+		observedNames = append(observedNames, name)
+	}
+	sort.Strings(observedNames)
+	defaults := spec.PodPolicy{RestartPolicy: "Always", TerminationGracePeriodSeconds: spec.DefaultGracePeriodSecond}
+
+	manifest := matchManifest(p, in.Manifests)
+	switch {
+	case manifest != nil:
+		p.Source, p.Manifest = manifest.Source, manifest
+		p.Policy = spec.PodPolicy{RestartPolicy: manifest.RestartPolicy, TerminationGracePeriodSeconds: manifest.TerminationGracePeriodSeconds,
+			ProbeNetwork: manifest.ProbeNetwork}
+		for i := range manifest.Containers {
+			sc := &manifest.Containers[i]
+			c := add(sc.Name, sc.Kind)
+			c.Spec, c.Managed = sc, true
+		}
+	default:
+		if errs := errorsFor(p, in.ManifestErrors); len(errs) > 0 {
+			p.Problems, p.Source, p.ManifestInvalid, p.Policy = errs, errs[0].Source, true, defaults
+			for _, name := range observedNames {
+				add(name, spec.Regular)
+			}
+			return nil
+		}
+		p.Policy, p.Problems = spec.PodPolicyFromAnnotations(p.Namespace, p.Name, p.Sandbox.Annotations)
+	}
+	for _, name := range observedNames {
+		add(name, spec.Regular)
+	}
+	_, hasPolicy := p.Sandbox.Annotations[spec.RestartPolicyAnnotation]
+	hasPolicy = hasPolicy && manifest == nil && len(p.Problems) == 0
+	for _, name := range observedNames {
+		c, _ := p.Container(name)
+		// A container's configuration never changes: any instance's
+		// annotations will do; the newest is read.
+		newest := slices.MinFunc(observed[name], NewestFirst)
+		annotated, errs := in.Annotations(p.Namespace, p.Name, newest)
+		inManifest := manifest != nil && c.Spec != nil
+		switch {
+		case inManifest && (annotated != nil || errs != nil):
+			warnings = append(warnings, fmt.Sprintf("pod %s/%s container %s: the manifest %s wins over the container's %s annotations", p.Namespace, p.Name, name, manifest.Source, spec.AnnotationPrefix))
+		case inManifest:
+		case errs != nil:
+			c.Problems = errs
+		case annotated != nil:
+			c.Spec, c.Managed = annotated, true
+			if p.Source == "" {
+				p.Source = spec.SourceAnnotations
+			}
+		case hasPolicy:
+			c.Managed = true
+		}
+	}
+	return warnings
+}
+
+func matchManifest(p *Pod, manifests []*spec.Pod) *spec.Pod {
+	for _, m := range manifests {
+		if m.Namespace == p.Namespace && m.Name == p.Name && (m.UID == "" || m.UID == p.UID) {
+			return m
+		}
+	}
+	return nil
+}
+
+// errorsFor returns the manifest errors about pod p.
+func errorsFor(p *Pod, errs []*spec.Error) []*spec.Error {
+	var out []*spec.Error
+	for _, e := range errs {
+		if e.Pod == p.Name && e.Namespace == p.Namespace {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// setProbeAddress says where the pod's network probes go.
+func setProbeAddress(p *Pod, in Inputs) {
+	network := p.Policy.ProbeNetwork
+	if network == "" {
+		network = in.ProbeNetwork
+	}
+	p.ProbeHost, p.InPodNetwork = ProbeAddress(p.Sandbox, network, in.HostIP)
+}
+
+// ProbeAddress returns where network probes of a pod whose sandbox is sb
+// go when they name no host, given where they are dialled from (network)
+// and the node's address: the pod IP, or 127.0.0.1 inside the pod's
+// network namespace (inPodNetwork). A host-network pod has no address or
+// namespace of its own: it is probed at the node's address, as kubelet
+// does, whatever its probe network.
+func ProbeAddress(sb *cri.Pod, network, hostIP string) (host string, inPodNetwork bool) {
+	switch {
+	case network == spec.ProbeNetworkPod && !sb.HostNetwork:
+		return "127.0.0.1", true // the pod's own loopback, inside its namespace
+	case sb.IP() != "":
+		return sb.IP(), false
+	case sb.HostNetwork:
+		return hostIP, false
+	}
+	return "", false
+}

@@ -1,0 +1,205 @@
+// Package pods joins each relist of the runtime with the specs (Pod
+// manifests and CRI annotations) and publishes one immutable View per
+// relist: every pod with its current sandbox, each container's current
+// instance and older ones, its spec, its role and its policies, resolved
+// under one set of rules. Every reader — the prober's workers, the
+// restarter, the state API, the CLI and the hooks — reads the same View,
+// so that no two of them can disagree about which instance is current or
+// what a pod's policy is.
+package pods
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// View is the agent's picture of the runtime after one relist. It is
+// immutable: its slices and the values they point to must not be modified.
+type View struct {
+	// Time is when the relist the view comes from started.
+	Time   time.Time
+	pods   []*Pod
+	byKey  map[string]*Pod
+	byName map[nsName]*Pod
+	// ManifestErrors are the problems of the manifests (whether or not a
+	// running pod matches them); Warnings are resolution notes (a manifest
+	// winning over a container's annotations).
+	ManifestErrors []*spec.Error
+	Warnings       []string
+}
+
+type nsName struct{ namespace, name string }
+
+// Pods returns every pod, ordered by namespace, name and key.
+func (v *View) Pods() []*Pod {
+	if v == nil {
+		return nil
+	}
+	return v.pods
+}
+
+// Pod returns the pod with the given key (Pod.Key).
+func (v *View) Pod(key string) (*Pod, bool) {
+	if v == nil {
+		return nil, false
+	}
+	p, ok := v.byKey[key]
+	return p, ok
+}
+
+// ByName returns the pod a namespace and name stand for. When a pod was
+// re-created with a new UID while its old sandbox lingers, two pods share
+// the name: the one with a ready sandbox wins, then the one whose current
+// sandbox is newest. The state API, the CLI, the hooks and /ready all ask
+// this, so they all mean the same pod.
+func (v *View) ByName(namespace, name string) (*Pod, bool) {
+	if v == nil {
+		return nil, false
+	}
+	p, ok := v.byName[nsName{namespace, name}]
+	return p, ok
+}
+
+// Pod is one pod: a UID, or a sandbox created without one.
+type Pod struct {
+	// Key identifies the pod across its sandboxes (cri.Pod.Key): its UID,
+	// or "sandbox:<id>".
+	Key       string
+	Namespace string
+	Name      string
+	UID       string
+	// Sandbox is the current sandbox: a ready one if any, else the newest.
+	Sandbox *cri.Pod
+	// Sandboxes are all of the pod's sandboxes, the current one first,
+	// then newest first.
+	Sandboxes []*cri.Pod
+	// Source is the manifest (file:line) or "annotations" the pod's specs
+	// come from; "" when nothing covers it.
+	Source string
+	// Manifest is the manifest that applies to the pod (nil: none).
+	Manifest *spec.Pod
+	// Policy is the pod's restart policy, grace period and probe network
+	// (defaulted: Always, 30 s).
+	Policy spec.PodPolicy
+	// Problems are pod-level configuration errors. With an invalid
+	// manifest (ManifestInvalid) nothing of the pod is probed or restarted
+	// and no container is ready: what was asked to be checked is not.
+	Problems        []*spec.Error
+	ManifestInvalid bool
+	// Containers are in kubelet's order: the spec's init containers, then
+	// its regular containers, then containers the runtime has that no
+	// spec lists, by name.
+	Containers []*Container
+	// Phase is kubelet's pod phase, computed as if every running sidecar
+	// had started (Report refines it with the startup results).
+	Phase corev1.PodPhase
+	// Terminating is set while the pod is being torn down (no sandbox
+	// ready, some container still running): kubelet's deletion timestamp.
+	Terminating bool
+	// ProbeHost is the address network probes go to (the pod IP, or the
+	// node's address for a host-network pod; 127.0.0.1 with InPodNetwork)
+	// and InPodNetwork says they are dialled from inside the pod's network
+	// namespace (Sandbox.NetNS).
+	ProbeHost    string
+	InPodNetwork bool
+}
+
+// SandboxReady reports whether the pod's current sandbox is ready: when it
+// is not, nothing of the pod is started again.
+func (p *Pod) SandboxReady() bool { return p.Sandbox.State == cri.SandboxReady }
+
+// IP is the pod's primary IP ("" for a host-network pod).
+func (p *Pod) IP() string { return p.Sandbox.IP() }
+
+// Container returns the container with the given name.
+func (p *Pod) Container(name string) (*Container, bool) {
+	for _, c := range p.Containers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// Managed reports whether the agent may stop and restart some container of
+// the pod.
+func (p *Pod) Managed() bool {
+	for _, c := range p.Containers {
+		if c.Managed {
+			return true
+		}
+	}
+	return false
+}
+
+// Probed reports whether some container of the pod is probed.
+func (p *Pod) Probed() bool {
+	for _, c := range p.Containers {
+		if c.Probed() {
+			return true
+		}
+	}
+	return false
+}
+
+// Container is one container of a pod, by name, across its instances.
+type Container struct {
+	Name string
+	// Kind is its role: regular, init container or sidecar.
+	Kind spec.Kind
+	// Spec is what the manifest or the container's annotations say (nil:
+	// nothing covers it; it is only observed).
+	Spec *spec.Container
+	// Managed: the agent may stop and restart it (a manifest lists it, it
+	// has probe annotations, or its sandbox has a restart-policy
+	// annotation). Others are never touched.
+	Managed bool
+	// Problems make its spec invalid: it is not probed and never ready.
+	Problems []*spec.Error
+	// Current is the instance kubelet's status would show: the newest,
+	// unless the agent is still starting that one (Starting). Nil before
+	// any instance exists.
+	Current *cri.Container
+	// Starting is an instance the agent created and is still bringing up
+	// (created, started, postStart running): not probed or reported until
+	// it is done, as kubelet shows a container only after its start.
+	Starting *cri.Container
+	// Instances are all of its instances, newest first (Starting, if any,
+	// among them).
+	Instances []*cri.Container
+}
+
+// Probed reports whether the container is probed.
+func (c *Container) Probed() bool {
+	return c.Spec != nil && c.Spec.HasProbes() && len(c.Problems) == 0
+}
+
+// Probe returns the container's probe of type t, or nil when it is not
+// probed that way.
+func (c *Container) Probe(t results.ProbeType) *corev1.Probe {
+	if !c.Probed() {
+		return nil
+	}
+	return c.Spec.Probe(t)
+}
+
+// Running reports whether the current instance runs.
+func (c *Container) Running() bool {
+	return c.Current != nil && c.Current.State == cri.StateRunning
+}
+
+// LastExited returns the newest instance that has exited (the current one,
+// or the one before a running replacement), or nil.
+func (c *Container) LastExited() *cri.Container {
+	for _, i := range c.Instances {
+		if i.State == cri.StateExited && i != c.Starting {
+			return i
+		}
+	}
+	return nil
+}

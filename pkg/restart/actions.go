@@ -1,0 +1,267 @@
+package restart
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// Cause is why a container is killed or restarted.
+type Cause string
+
+const (
+	// CauseLiveness and CauseStartup: the probe reached its failure
+	// threshold.
+	CauseLiveness Cause = "liveness"
+	CauseStartup  Cause = "startup"
+	// CauseExit: the container exited by itself.
+	CauseExit Cause = "exit"
+	// CausePostStart: its postStart hook failed.
+	CausePostStart Cause = "postStart"
+	// CauseUnknown: the runtime cannot say what state it is in.
+	CauseUnknown Cause = "unknown"
+	// CausePodKill: the whole pod is being stopped (its grace period
+	// applies, not a probe's).
+	CausePodKill Cause = "pod"
+)
+
+// containerToKill is a container instance to stop, and why.
+type containerToKill struct {
+	container *pods.Container
+	instance  *cri.Container
+	// message is kubelet's Killing event text.
+	message string
+	cause   Cause
+}
+
+// podActions is what one pass over a pod does, as kubelet's podActions:
+// kill the whole pod, or kill some containers and then start init
+// containers and containers (in that order).
+type podActions struct {
+	killPod   bool
+	kill      []containerToKill
+	startInit []*pods.Container
+	start     []*pods.Container
+}
+
+// resultReader gives stable probe results.
+type resultReader interface {
+	Get(results.Key) (results.Result, bool)
+}
+
+// computePodActions decides what to do with pod p given the probes'
+// results: kubelet 1.36's computePodActions and computeInitContainerActions
+// for a pod whose sandbox is ready (the agent never creates sandboxes),
+// with its default feature gates (sidecars, ContainerRestartRules). It is
+// pure: the same view and results always give the same actions.
+//
+// What differs from kubelet, because the agent does not own the pod:
+// containers it does not manage are never killed or started, and a running
+// one keeps the pod alive; a container in the list to start that has no
+// instance yet, or whose newest instance is one its creator has not started
+// yet, is left to its creator (see startContainer).
+func computePodActions(p *pods.Pod, res resultReader) podActions {
+	var a podActions
+	if initialized := computeInitContainerActions(p, res, &a); a.killPod || !initialized {
+		return a
+	}
+	keep := 0
+	for _, c := range p.Containers {
+		if c.Kind != spec.Regular {
+			continue
+		}
+		if !c.Managed {
+			if c.Running() {
+				keep++ // not ours to judge: alive, it keeps the pod
+			}
+			continue
+		}
+		cur := c.Current
+		if cur == nil || cur.State != cri.StateRunning {
+			if shouldBeRestarted(p, c) {
+				a.start = append(a.start, c)
+				if cur != nil && cur.State == cri.StateUnknown {
+					// Killed first so that two instances never run.
+					a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseUnknown,
+						message: fmt.Sprintf("Container is in %q state, try killing it before restart", cur.State)})
+				}
+			}
+			continue
+		}
+		var message string
+		var cause Cause
+		switch {
+		case failed(res, cur, results.Liveness):
+			message, cause = fmt.Sprintf("Container %s failed liveness probe", c.Name), CauseLiveness
+		case failed(res, cur, results.Startup):
+			message, cause = fmt.Sprintf("Container %s failed startup probe", c.Name), CauseStartup
+		default:
+			keep++
+			continue
+		}
+		// For a probe kill only the container's own policy counts, else the
+		// pod's: there is no exit code for the rules yet.
+		if c.Spec.RestartsAfterKill(p.Policy.RestartPolicy) {
+			message += ", will be restarted"
+			a.start = append(a.start, c)
+		}
+		a.kill = append(a.kill, containerToKill{container: c, instance: cur, message: message, cause: cause})
+	}
+	if keep == 0 && len(a.start) == 0 {
+		// Nothing left to run: the pod is over. Sidecars must not keep it
+		// alive, so they are not restarted either.
+		a.killPod, a.startInit = true, nil
+	}
+	return a
+}
+
+// failed reports whether the container's probe of type t has failed.
+func failed(res resultReader, c *cri.Container, t results.ProbeType) bool {
+	r, ok := res.Get(results.Key{ContainerID: c.ID, Type: t})
+	return ok && r == results.Failure
+}
+
+// shouldBeRestarted is kubelet's ShouldContainerBeRestarted for a
+// container that is not running.
+func shouldBeRestarted(p *pods.Pod, c *pods.Container) bool {
+	cur := c.Current
+	switch {
+	case cur == nil:
+		return true // never started (or every instance removed)
+	case cur.State == cri.StateRunning:
+		return false
+	case cur.State == cri.StateUnknown || cur.State == cri.StateCreated:
+		return true
+	}
+	return c.Spec.ShouldRestart(p.Policy.RestartPolicy, cur.ExitCode)
+}
+
+// computeInitContainerActions is kubelet's: start the first init container
+// not yet run, restart sidecars that exited or failed their liveness or
+// startup probe (whatever the pod's policy), restart a failed init
+// container per its policy or else kill the pod. It reports whether the
+// pod has initialized, i.e. whether the regular containers are to be
+// looked at.
+func computeInitContainerActions(p *pods.Pod, res resultReader, a *podActions) bool {
+	var inits []*pods.Container
+	for _, c := range p.Containers {
+		if c.Kind.IsInit() {
+			inits = append(inits, c)
+		}
+	}
+	if len(inits) == 0 {
+		return true
+	}
+	// Once a regular container was created or runs, every init container
+	// has run at some point, even if the runtime has since removed it. (An
+	// exited regular container does not count: kubelet cannot tell it from
+	// one of an earlier sandbox.)
+	initialized := false
+	for _, c := range p.Containers {
+		if c.Kind == spec.Regular && c.Current != nil && (c.Current.State == cri.StateCreated || c.Current.State == cri.StateRunning) {
+			initialized = true
+			break
+		}
+	}
+	previouslyInitialized := initialized
+	restartOnFailure := p.Policy.RestartPolicy != corev1.RestartPolicyNever
+	var start []*pods.Container // in reverse order, reversed below
+
+	// From the last init container backwards: completed ones may have been
+	// removed from the runtime, so the last one known tells how far the
+	// pod got.
+	for i := len(inits) - 1; i >= 0; i-- {
+		c := inits[i]
+		sidecar := c.Kind == spec.Sidecar
+		cur := c.Current
+		if cur == nil {
+			if previouslyInitialized && sidecar {
+				start = append(start, c)
+			}
+			continue
+		}
+		if previouslyInitialized && !sidecar {
+			continue // once initialized, only sidecars are kept running
+		}
+		switch cur.State {
+		case cri.StateCreated:
+			// Created but never started: start it.
+			start = append(start, c)
+		case cri.StateRunning:
+			if !sidecar {
+				break
+			}
+			if c.Spec != nil && c.Spec.Startup != nil {
+				r, found := res.Get(results.Key{ContainerID: cur.ID, Type: results.Startup})
+				if !found {
+					break // not probed yet: wait
+				}
+				if r != results.Success {
+					if r == results.Failure {
+						a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseStartup,
+							message: fmt.Sprintf("Init container %s failed startup probe", c.Name)})
+						start = append(start, c)
+					}
+					break
+				}
+			}
+			if i == len(inits)-1 {
+				initialized = true
+			} else if !previouslyInitialized {
+				start = append(start, inits[i+1]) // started once: on to the next
+			}
+			// A sidecar's liveness probe does not hold up the next one.
+			if c.Spec != nil && c.Spec.Liveness != nil {
+				r, found := res.Get(results.Key{ContainerID: cur.ID, Type: results.Liveness})
+				if found && r == results.Failure {
+					a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseLiveness,
+						message: fmt.Sprintf("Init container %s failed liveness probe", c.Name)})
+					start = append(start, c)
+				}
+			}
+		case cri.StateExited:
+			if sidecar {
+				start = append(start, c) // sidecars restart on any exit
+				break
+			}
+			if cur.ExitCode != 0 || cur.Reason == "OOMKilled" {
+				if !c.Spec.ShouldRestart(p.Policy.RestartPolicy, cur.ExitCode) {
+					a.killPod, a.startInit = true, nil
+					return false
+				}
+				start = append(start, c)
+				break
+			}
+			if i == len(inits)-1 {
+				initialized = true
+			} else {
+				start = append(start, inits[i+1])
+			}
+		default: // unknown state
+			restart := restartOnFailure
+			if !sidecar && c.Spec != nil && c.Spec.RestartPolicy != nil {
+				restart = *c.Spec.RestartPolicy != corev1.ContainerRestartPolicyNever
+			}
+			if !sidecar && !restart {
+				a.killPod, a.startInit = true, nil
+				return false
+			}
+			a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseUnknown,
+				message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cur.State)})
+			start = append(start, c)
+		}
+		previouslyInitialized = true
+	}
+	if !previouslyInitialized {
+		start = append(start, inits[0]) // none has run: the first one
+	}
+	for i := len(start) - 1; i >= 0; i-- {
+		a.startInit = append(a.startInit, start[i])
+	}
+	return initialized
+}

@@ -1,0 +1,267 @@
+package restart
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// killForCause kills one container that computePodActions marked, and
+// notes it in the ledger: at once if it will not be restarted, else when
+// its replacement starts.
+func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod, k containerToKill) error {
+	w.acted[k.instance.ID] = true
+	grace, err := r.killContainer(ctx, p, k.container, k.instance, k.message, k.cause, nil)
+	if err != nil {
+		delete(w.acted, k.instance.ID)
+		return err
+	}
+	if t, ok := probeOf(k.cause); ok {
+		r.metrics.kills.WithLabelValues(t.String()).Inc()
+	}
+	e := r.entry(ctx, p, k.instance, k.cause)
+	e.GracePeriodSeconds = grace
+	if t, ok := probeOf(k.cause); ok {
+		e.Failures = failures(r.histories.FailuresBehind(results.HistoryKey{Pod: p.Key, Container: k.container.Name, Type: t}, k.instance.ID))
+	}
+	if r.mode == StopOnly || !restartsAfter(p, k.container, k.cause) {
+		e.Action = ActionStopped
+		r.record(ctx, e)
+		return nil
+	}
+	w.pending[k.instance.ID] = e // recorded when the replacement starts
+	return nil
+}
+
+// restartsAfter reports whether a container killed for cause is started
+// again (decided with the kill, as kubelet does).
+func restartsAfter(p *pods.Pod, c *pods.Container, cause Cause) bool {
+	if c.Kind == spec.Sidecar {
+		return true
+	}
+	return c.Spec.RestartsAfterKill(p.Policy.RestartPolicy)
+}
+
+// probeOf returns the probe behind a kill's cause.
+func probeOf(cause Cause) (results.ProbeType, bool) {
+	switch cause {
+	case CauseLiveness:
+		return results.Liveness, true
+	case CauseStartup:
+		return results.Startup, true
+	}
+	return 0, false
+}
+
+// killContainer is kubelet's killContainer: the Killing event, the preStop
+// hook (its time taken from the grace period), the wait for its turn when
+// the whole pod stops (ordering), then StopContainer with what is left of
+// the grace period, never below kubelet's 2 s. It returns the grace period
+// the stop was given.
+func (r *Restarter) killContainer(ctx context.Context, p *pods.Pod, c *pods.Container, inst *cri.Container, message string, cause Cause, ordering *terminationOrdering) (int64, error) {
+	grace := gracePeriod(p, c, cause)
+	if message == "" {
+		message = fmt.Sprintf("Stopping container %s", c.Name)
+	}
+	r.eventf(p, c.Name, events.Normal, ReasonKilling, "%s", message)
+	if h := c.Spec.PreStop(); h != nil && grace > 0 {
+		grace -= r.runPreStop(ctx, p, c, inst, h, grace)
+	}
+	if ordering != nil && grace > 0 {
+		grace -= ordering.waitForTurn(r.clock, c.Name, grace)
+	}
+	grace = max(grace, minimumGracePeriod)
+	klog.FromContext(ctx).V(2).Info("Killing container with a grace period", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID, "gracePeriod", grace)
+	if err := r.runtime.StopContainer(ctx, inst.ID, grace); err != nil {
+		return grace, err
+	}
+	if ordering != nil {
+		ordering.terminated(c.Name)
+	}
+	return grace, nil
+}
+
+// gracePeriod is kubelet's setTerminationGracePeriod: for a liveness or
+// startup kill the probe's terminationGracePeriodSeconds if it sets one,
+// else the pod's.
+func gracePeriod(p *pods.Pod, c *pods.Container, cause Cause) int64 {
+	if t, ok := probeOf(cause); ok && c.Spec != nil {
+		if probe := c.Spec.Probe(t); probe != nil && probe.TerminationGracePeriodSeconds != nil {
+			return *probe.TerminationGracePeriodSeconds
+		}
+	}
+	return p.Policy.TerminationGracePeriodSeconds
+}
+
+// runPreStop runs the preStop hook for at most grace seconds (kubelet's
+// executePreStopHook) and returns the whole seconds it took. A hook still
+// running then is cancelled: the stop goes on.
+func (r *Restarter) runPreStop(ctx context.Context, p *pods.Pod, c *pods.Container, inst *cri.Container, h *corev1.LifecycleHandler, grace int64) int64 {
+	start := r.clock.Now()
+	hookCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if msg, err := r.hooks.Run(hookCtx, h, r.hookTarget(p, c, inst.ID)); err != nil && hookCtx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "PreStop hook failed", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID, "message", msg)
+			// Not the hook's output: it may hold secrets (kubelet's rule).
+			r.eventf(p, c.Name, events.Warning, ReasonFailedPreStopHook, "PreStopHook failed")
+		}
+	}()
+	select {
+	case <-done:
+	case <-r.clock.After(time.Duration(grace) * time.Second):
+		klog.FromContext(ctx).V(2).Info("PreStop hook not completed in grace period", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "gracePeriod", grace)
+		cancel()
+		<-done
+	case <-ctx.Done():
+		cancel()
+		<-done
+	}
+	return int64(r.clock.Since(start).Seconds())
+}
+
+func (r *Restarter) hookTarget(p *pods.Pod, c *pods.Container, id string) lifecycle.Target {
+	return lifecycle.Target{ContainerID: id, Container: c.Spec, PodIP: p.IP(), OnHTTPFallback: func(host string) {
+		r.eventf(p, c.Name, events.Warning, ReasonHTTPFallback, "request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", host)
+	}}
+}
+
+// killPod stops every running container of the pod with the pod's grace
+// period — regular containers first, sidecars after them in reverse order,
+// as kubelet orders a pod's termination — and then its sandboxes.
+func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) {
+	var running []*pods.Container
+	for _, c := range p.Containers {
+		if c.Running() {
+			running = append(running, c)
+		}
+	}
+	r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: no container is left running or to be restarted (restartPolicy %s)", p.Namespace, p.Name, p.Policy.RestartPolicy)
+	ordering := newTerminationOrdering(p, running)
+	var wg sync.WaitGroup
+	failed := make(chan error, len(running))
+	for _, c := range running {
+		wg.Go(func() {
+			if _, err := r.killContainer(ctx, p, c, c.Current, "", CausePodKill, ordering); err != nil {
+				failed <- fmt.Errorf("container %s: %w", c.Name, err)
+				ordering.terminated(c.Name) // do not hold up the others
+			}
+		})
+	}
+	wg.Wait()
+	close(failed)
+	for err := range failed {
+		r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod %s/%s: %v", p.Namespace, p.Name, err)
+	}
+	for _, sb := range p.Sandboxes {
+		if sb.State != cri.SandboxReady {
+			continue
+		}
+		if err := r.runtime.StopPodSandbox(ctx, sb.ID); err != nil {
+			r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod sandbox %s failed: %v", sb.ID, err)
+		}
+	}
+}
+
+// terminationOrdering is kubelet's: when a pod stops, each sidecar waits
+// until every regular container and every later sidecar has stopped.
+type terminationOrdering struct {
+	mu      sync.Mutex
+	stopped map[string]chan struct{}
+	prereqs map[string][]chan struct{}
+}
+
+func newTerminationOrdering(p *pods.Pod, running []*pods.Container) *terminationOrdering {
+	o := &terminationOrdering{stopped: map[string]chan struct{}{}, prereqs: map[string][]chan struct{}{}}
+	isRunning := map[string]bool{}
+	for _, c := range running {
+		isRunning[c.Name] = true
+	}
+	channel := func(name string) chan struct{} {
+		ch := make(chan struct{})
+		if !isRunning[name] {
+			close(ch)
+		}
+		o.stopped[name] = ch
+		return ch
+	}
+	var regular []chan struct{}
+	var inits []*pods.Container
+	for _, c := range p.Containers {
+		switch {
+		case c.Kind == spec.Regular:
+			regular = append(regular, channel(c.Name))
+		default:
+			inits = append(inits, c)
+		}
+	}
+	previousSidecar := ""
+	for i := len(inits) - 1; i >= 0; i-- {
+		c := inits[i]
+		channel(c.Name)
+		if c.Kind != spec.Sidecar {
+			continue
+		}
+		o.prereqs[c.Name] = append(o.prereqs[c.Name], regular...)
+		if previousSidecar != "" {
+			o.prereqs[c.Name] = append(o.prereqs[c.Name], o.stopped[previousSidecar])
+		}
+		previousSidecar = c.Name
+	}
+	return o
+}
+
+// waitForTurn waits until the container's prerequisites have stopped or
+// grace seconds passed, and returns the whole seconds waited.
+func (o *terminationOrdering) waitForTurn(clk interface {
+	Now() time.Time
+	After(time.Duration) <-chan time.Time
+}, name string, grace int64) int64 {
+	start := clk.Now()
+	deadline := clk.After(time.Duration(grace) * time.Second)
+	o.mu.Lock()
+	prereqs := o.prereqs[name]
+	o.mu.Unlock()
+	for _, ch := range prereqs {
+		select {
+		case <-ch:
+		case <-deadline:
+			return int64(clk.Now().Sub(start).Seconds())
+		}
+	}
+	return int64(clk.Now().Sub(start).Seconds())
+}
+
+// terminated says that the container has stopped.
+func (o *terminationOrdering) terminated(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ch, ok := o.stopped[name]; ok {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+}
+
+func failures(list []results.Observation) []Failure {
+	out := make([]Failure, 0, len(list))
+	for _, o := range list {
+		out = append(out, Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
+	}
+	return out
+}
