@@ -86,10 +86,10 @@ func printExplanation(w io.Writer, pod *spec.Pod) {
 			fmt.Fprintf(w, "      not ready:           %s after the app stops answering\n", e.Detect)
 		case results.Liveness:
 			fmt.Fprintf(w, "      failure detected:    %s after the app breaks\n", e.Detect)
-			fmt.Fprintf(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod), e.Act, e.GracePeriod, prober.CrashLoopWorst())
+			fmt.Fprintf(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod, c), e.Act, e.GracePeriod, prober.CrashLoopWorst())
 		case results.Startup:
 			fmt.Fprintf(w, "      gives up:            %s after the container starts, if it never passes\n", e.Detect)
-			fmt.Fprintf(w, "      %s %s (grace %ds)\n", restartVerb(pod), e.Act, e.GracePeriod)
+			fmt.Fprintf(w, "      %s %s (grace %ds)\n", restartVerb(pod, c), e.Act, e.GracePeriod)
 		}
 		for _, warning := range e.Warnings {
 			fmt.Fprintf(w, "      warning: %s\n", warning)
@@ -98,8 +98,10 @@ func printExplanation(w io.Writer, pod *spec.Pod) {
 	fmt.Fprintln(w)
 }
 
-func restartVerb(pod *spec.Pod) string {
-	if pod.RestartPolicy == "Never" {
+// restartVerb says what a probe kill leads to: a restart, unless the
+// container's policy (else the pod's) is Never; sidecars always restart.
+func restartVerb(pod *spec.Pod, c *spec.Container) string {
+	if c.Kind != spec.Sidecar && !c.RestartsAfterKill(pod.RestartPolicy) {
 		return "stopped (not restarted):"
 	}
 	return "restarted:          "

@@ -195,9 +195,13 @@ func TestValidateCommand(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ok: 2 valid pod(s)\n", out)
 
+	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/named-port-missing.yaml")
+	assert.ErrorIs(t, err, errProblemsFound, "an inert probe is said loudly")
+	assert.Equal(t, `warning: ../../pkg/spec/testdata/named-port-missing.yaml:13: pod shop/named-port-missing: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: "http": no port named "http" among the container's ports: this probe errors at every run and never changes its result, as under kubelet; declare the port or use its number`+"\n0 problem(s), 1 warning(s); 1 valid pod(s)\n", out)
+
 	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", "../../pkg/spec/testdata/good")
 	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
-	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n1 problem(s); 2 valid pod(s)\n", out)
+	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n1 problem(s), 0 warning(s); 3 valid pod(s)\n", out)
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
 	assert.ErrorIs(t, err, errProblemsFound)

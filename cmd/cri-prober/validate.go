@@ -14,10 +14,12 @@ const validateHelp = `Usage: cri-prober validate FILE|DIR...
 
 Checks Pod manifests as the agent reads them: strict decoding (unknown and
 duplicate fields are errors), the API server's defaults and validation
-rules, and named probe ports declared by their container. Prints every
-problem with its file and line, pod, container and field; exits 1 if there
-is any, 0 if all is well. Directories are read as --pod-manifests reads
-them (*.yaml, *.yml, *.json).
+rules (kubelet 1.36's), and what cri-prober cannot honour. Prints every
+problem with its file and line, pod, container and field, and every
+warning: a probe naming a port its container does not declare is accepted
+(as kubelet accepts it) but errors at every run and never changes its
+result. Exits 1 if there is any problem or warning, 0 if all is well.
+Directories are read as --pod-manifests reads them (*.yaml, *.yml, *.json).
 
 Examples:
   cri-prober validate pod.yaml
@@ -41,7 +43,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return errUsage
 	}
-	var pods, problems int
+	var pods, problems, warnings int
 	for _, path := range fs.Args() {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -61,9 +63,17 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintln(stdout, e.Error())
 		}
 		problems += len(errs)
+		for _, p := range found {
+			for _, c := range p.Containers {
+				for _, w := range c.Warnings {
+					fmt.Fprintf(stdout, "warning: %s\n", w.Error())
+					warnings++
+				}
+			}
+		}
 	}
-	if problems > 0 {
-		fmt.Fprintf(stdout, "%d problem(s); %d valid pod(s)\n", problems, pods)
+	if problems > 0 || warnings > 0 {
+		fmt.Fprintf(stdout, "%d problem(s), %d warning(s); %d valid pod(s)\n", problems, warnings, pods)
 		return errProblemsFound
 	}
 	fmt.Fprintf(stdout, "ok: %d valid pod(s)\n", pods)

@@ -17,14 +17,25 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
-type fakePods []prober.PodReport
+type fakePods []pods.PodReport
 
-func (f fakePods) Report() []prober.PodReport { return f }
+func (f fakePods) Report() []pods.PodReport { return f }
+
+// ReportPod answers the last pod of that name: as pods.View.ByName, one
+// rule for every per-name endpoint.
+func (f fakePods) ReportPod(namespace, name string) (pods.PodReport, bool) {
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i].Namespace == namespace && f[i].Name == name {
+			return f[i], true
+		}
+	}
+	return pods.PodReport{}, false
+}
 
 type fakeWaiting map[string]restart.Waiting
 
@@ -41,29 +52,29 @@ var (
 func testPods() fakePods {
 	return fakePods{
 		{Key: "uid-web", Namespace: "shop", Name: "web", UID: "uid-web", SandboxID: "sb1", IP: "10.0.0.5", CreatedAt: t0, Ready: false,
-			Source: "pods.yaml:1", Containers: []prober.ContainerReport{
+			Source: "pods.yaml:1", Containers: []pods.ContainerReport{
 				{Name: "app", ID: "c1", Attempt: 2, State: cri.StateRunning, StartedAt: t0.Add(time.Minute), Probed: true, Started: true, Ready: false,
-					Probes: []prober.ProbeReport{
+					Probes: []pods.ProbeReport{
 						{Type: results.Liveness, Result: results.Success, Last: &results.Observation{Time: t0.Add(2 * time.Minute), Outcome: results.OutcomeSuccess, Output: "ok", Consecutive: 4, Threshold: 1}},
 						{Type: results.Readiness, Result: results.Failure},
 					}},
 				{Name: "worker", ID: "c2", State: cri.StateExited},
 			}},
-		{Key: "uid-db", Namespace: "shop", Name: "db", Ready: true, Containers: []prober.ContainerReport{{Name: "db", ID: "c3", State: cri.StateRunning, Started: true, Ready: true}}},
+		{Key: "uid-db", Namespace: "shop", Name: "db", Ready: true, Containers: []pods.ContainerReport{{Name: "db", ID: "c3", State: cri.StateRunning, Started: true, Ready: true}}},
 	}
 }
 
 // fakeHistory answers for uid-web.
 type fakeHistory struct{}
 
-func (fakeHistory) History(podKey string) []prober.ProbeHistory {
+func (fakeHistory) For(podKey string) []results.ProbeHistory {
 	if podKey != "uid-web" {
 		return nil
 	}
 	fail := results.Observation{Time: t0, Duration: 1500 * time.Microsecond, Outcome: results.OutcomeFailure, Output: "HTTP probe failed with statuscode: 500",
 		Consecutive: 3, Threshold: 3, Changed: true, ContainerID: "c0"}
 	ok := results.Observation{Time: t0.Add(time.Minute), Outcome: results.OutcomeSuccess, Consecutive: 1, Threshold: 1, ContainerID: "c1"}
-	return []prober.ProbeHistory{{Container: "app", Type: results.Liveness, Recent: []results.Observation{ok}, Failures: []results.Observation{fail}}}
+	return []results.ProbeHistory{{Container: "app", Type: results.Liveness, Recent: []results.Observation{ok}, Failures: []results.Observation{fail}}}
 }
 
 type fakeLedger []restart.Entry
@@ -80,7 +91,7 @@ func (l fakeLedger) For(ns, pod string) []restart.Entry {
 
 func newServer(health func() error) (*Server, *events.Ring) {
 	ring := events.NewRing(10)
-	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",
+	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: restart.CauseLiveness,
 		Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 2000), Consecutive: 1, Threshold: 1}}, ExitCode: 137,
 		GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "c1", Attempt: 1}}
 	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: ledger, Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
@@ -254,7 +265,7 @@ func TestRestartsEndpoint(t *testing.T) {
 	var r Restarts
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	require.Len(t, r.Restarts, 1)
-	assert.Equal(t, "liveness", r.Restarts[0].Cause)
+	assert.Equal(t, restart.CauseLiveness, r.Restarts[0].Cause)
 	assert.Len(t, r.Restarts[0].Failures[0].Output, maxOutput+len("… (truncated)"), "output shown, not trusted")
 	code, body = get(t, s.Handler(), "/api/v1/pods/shop/gone/restarts")
 	assert.Equal(t, http.StatusOK, code, "a pod that is gone may still have restarts to explain")

@@ -32,7 +32,7 @@ type Event struct {
 // same lifecycle whenever it joined.
 func diff(prev, next *Snapshot) []Event {
 	if prev == nil {
-		prev = newSnapshot(next.Time, nil, nil)
+		prev = NewSnapshot(next.Time, nil, nil)
 	}
 	var added, lifecycle, removedContainers, stopped, removedPods []Event
 

@@ -54,7 +54,7 @@ func TestClassifyRejectsGarbage(t *testing.T) {
 var testTime = time.Unix(1000, 0)
 
 func TestChangeSeenIn(t *testing.T) {
-	snap := newSnapshot(
+	snap := NewSnapshot(
 		testTime,
 		[]*Pod{{ID: "sb-ready", State: SandboxReady}, {ID: "sb-stopped", State: SandboxNotReady}},
 		[]*Container{

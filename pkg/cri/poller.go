@@ -256,7 +256,7 @@ func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
 	for _, e := range containers {
 		containerList = append(containerList, e.container)
 	}
-	return newSnapshot(now, podList, containerList), nil
+	return NewSnapshot(now, podList, containerList), nil
 }
 
 // podEntry builds the entry for a listed sandbox, calling PodSandboxStatus

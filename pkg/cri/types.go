@@ -107,7 +107,10 @@ type Snapshot struct {
 	contByID   map[string]*Container
 }
 
-func newSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
+// NewSnapshot returns the snapshot of these sandboxes and containers taken
+// at a time (the poller makes them; tests and tools may too). It takes
+// ownership of the slices.
+func NewSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
 	sort.Slice(pods, func(i, j int) bool {
 		a, b := pods[i], pods[j]
 		if a.Namespace != b.Namespace {
@@ -199,7 +202,7 @@ func (s *Snapshot) Select(keep func(*Pod) bool) *Snapshot {
 			containers = append(containers, s.byPod[p.ID]...)
 		}
 	}
-	return newSnapshot(s.Time, pods, containers)
+	return NewSnapshot(s.Time, pods, containers)
 }
 
 // Key identifies the pod a sandbox belongs to: its UID, so that a re-created

@@ -30,8 +30,13 @@ func run(t *testing.T, h *Hooks) {
 
 var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 
+// event is an event as the prober and the restarter record it: the ones
+// that are transitions say so (events.Event.Transition); the hooks never
+// look at reasons.
 func event(reason, message string) events.Event {
-	return events.Event{Time: t0, Type: events.Normal, Reason: reason, Namespace: "shop", Pod: "web", Container: "app", Message: message}
+	transitions := map[string]events.Transition{"ContainerReady": events.TransitionReady, "ContainerNotReady": events.TransitionNotReady, "Started": events.TransitionRestarted}
+	return events.Event{Time: t0, Type: events.Normal, Reason: reason, Namespace: "shop", Pod: "web", Container: "app", Message: message,
+		Transition: transitions[reason]}
 }
 
 func TestNoHookNoHooks(t *testing.T) {
@@ -63,12 +68,12 @@ func TestWebhook(t *testing.T) {
 	h.Record(event("ContainerReady", "Container app is ready"))
 	h.Record(event("Unhealthy", "Liveness probe failed: boom")) // not a transition
 	h.Record(event("ContainerNotReady", "Container app is not ready: readiness probe failed 3 times in a row"))
-	h.Record(event("Started", "Started container app"))
+	h.Record(event("Started", "Container started"))
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, []Transition{
 		{Transition: Ready, Time: t0, Namespace: "shop", Pod: "web", Container: "app", PodIP: "10.0.0.5", Reason: "ContainerReady", Message: "Container app is ready"},
 		{Transition: NotReady, Time: t0, Namespace: "shop", Pod: "web", Container: "app", PodIP: "10.0.0.5", Reason: "ContainerNotReady", Message: "Container app is not ready: readiness probe failed 3 times in a row"},
-		{Transition: Restarted, Time: t0, Namespace: "shop", Pod: "web", Container: "app", PodIP: "10.0.0.5", Reason: "Started", Message: "Started container app"},
+		{Transition: Restarted, Time: t0, Namespace: "shop", Pod: "web", Container: "app", PodIP: "10.0.0.5", Reason: "Started", Message: "Container started"},
 	}, got)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "ok")) == 3 }, 5*time.Second, time.Millisecond)
 }
@@ -95,7 +100,7 @@ func TestCommand(t *testing.T) {
 	h := New(WithCommand([]string{"sh", "-c", `{ echo "$CRI_PROBER_TRANSITION $CRI_PROBER_NAMESPACE/$CRI_PROBER_POD/$CRI_PROBER_CONTAINER"; cat; echo; } >>` + out}))
 	run(t, h)
 	h.Record(event("ContainerReady", "Container app is ready"))
-	h.Record(event("Started", "Started container app"))
+	h.Record(event("Started", "Container started"))
 	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("command", "ok")) == 2 }, 5*time.Second, time.Millisecond)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)

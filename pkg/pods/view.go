@@ -192,14 +192,3 @@ func (c *Container) Probe(t results.ProbeType) *corev1.Probe {
 func (c *Container) Running() bool {
 	return c.Current != nil && c.Current.State == cri.StateRunning
 }
-
-// LastExited returns the newest instance that has exited (the current one,
-// or the one before a running replacement), or nil.
-func (c *Container) LastExited() *cri.Container {
-	for _, i := range c.Instances {
-		if i.State == cri.StateExited && i != c.Starting {
-			return i
-		}
-	}
-	return nil
-}

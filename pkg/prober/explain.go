@@ -3,9 +3,11 @@ package prober
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -111,6 +113,9 @@ func handlerName(p *corev1.Probe) string {
 // warnings points out the usual mistakes, each with what to do instead.
 func warnings(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Probe) []string {
 	var w []string
+	for _, inert := range spec.ProbePortWarnings(p, c.Ports, field.NewPath(strings.ToLower(t.String())+"Probe")) {
+		w = append(w, "INERT: "+inert.ErrorBody())
+	}
 	if p.TimeoutSeconds >= p.PeriodSeconds {
 		w = append(w, fmt.Sprintf("timeoutSeconds (%d) ≥ periodSeconds (%d): a probe that times out delays the next one, so detection is slower than the period suggests; keep the timeout below the period", p.TimeoutSeconds, p.PeriodSeconds))
 	}

@@ -254,7 +254,6 @@ func TestManagerHistory(t *testing.T) {
 	mt.eventually(t, "gone with the pod", func() bool { return len(mt.m.Histories().For("uid-web")) == 0 })
 }
 
-
 func TestManagerReadinessFlips(t *testing.T) {
 	mt := newManagerTest(t)
 	sb := mt.rt.AddSandbox("ns", "web", "uid-web")
@@ -366,7 +365,6 @@ func TestManagerManifestForOtherUIDDoesNotApply(t *testing.T) {
 	mt.eventually(t, "reported", func() bool { _, ok := mt.report("web"); return ok })
 	assert.False(t, mt.container(t, "web", "app").Probed)
 }
-
 
 func TestManagerSpecChangeReplacesTheWorker(t *testing.T) {
 	mt := newManagerTest(t)
@@ -532,7 +530,6 @@ func TestManagerProbesSidecars(t *testing.T) {
 func TestRestartOfAnnotationIsTheOneCRIUses(t *testing.T) {
 	assert.Equal(t, cri.AnnotationRestartOf, spec.RestartOfAnnotation)
 }
-
 
 // samples records what a lateness observer is given.
 type samples struct {

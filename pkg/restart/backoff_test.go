@@ -6,9 +6,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-var t0 = time.Unix(1_000_000, 0)
+var (
+	t0     = time.Unix(1_000_000, 0)
+	appKey = containerKey{pod: "pod", container: "app"}
+	kKey   = containerKey{pod: "pod", container: "k"}
+)
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
@@ -20,11 +27,11 @@ func TestBackoffCrashLoop(t *testing.T) {
 	var waits []time.Duration
 	for range 8 {
 		finished := now // it crashed just now
-		wait := b.Wait("pod/app", finished, now)
+		wait := b.Wait(appKey, finished, now)
 		waits = append(waits, wait)
 		now = now.Add(wait)
-		assert.Zero(t, b.Wait("pod/app", finished, now), "may restart once the wait is over")
-		b.Next("pod/app", finished, now)
+		assert.Zero(t, b.Wait(appKey, finished, now), "may restart once the wait is over")
+		b.Next(appKey, finished, now)
 	}
 	assert.Equal(t, []time.Duration{0, 10, 20, 40, 80, 160, 300, 300}, seconds(waits))
 }
@@ -54,14 +61,14 @@ func TestBackoffLivenessKills(t *testing.T) {
 		if prevExit != nil {
 			// Decided with the killed instance still running: measured from
 			// the previous exit.
-			if d := b.Wait("pod/app", *prevExit, now); d > 0 {
+			if d := b.Wait(appKey, *prevExit, now); d > 0 {
 				// In back-off: the killed instance is now the newest exited
 				// one, and the start waits for the back-off from its exit.
-				wait = b.Wait("pod/app", killedAt, now).Seconds()
+				wait = b.Wait(appKey, killedAt, now).Seconds()
 				now = now.Add(time.Duration(wait * float64(time.Second)))
-				b.Next("pod/app", killedAt, now)
+				b.Next(appKey, killedAt, now)
 			} else {
-				b.Next("pod/app", *prevExit, now)
+				b.Next(appKey, *prevExit, now)
 			}
 		}
 		waits = append(waits, wait)
@@ -75,44 +82,30 @@ func TestBackoffLivenessKills(t *testing.T) {
 func TestBackoffResetsAfterTenMinutes(t *testing.T) {
 	b := NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
 	for _, s := range []float64{0, 10, 30, 70} {
-		b.Next("k", at(s), at(s))
+		b.Next(kKey, at(s), at(s))
 	}
-	assert.Equal(t, 80*time.Second, b.Delay("k"))
-	assert.Equal(t, 80*time.Second, b.Wait("k", at(70+599), at(70+599)), "just under ten minutes: still backing off")
-	assert.Zero(t, b.Wait("k", at(70+601), at(70+601)), "over ten minutes: expired")
-	b.Next("k", at(70+601), at(70+601))
-	assert.Equal(t, 10*time.Second, b.Delay("k"))
-	b.Forget("k")
-	assert.Zero(t, b.Delay("k"))
+	assert.Equal(t, 80*time.Second, b.Delay(kKey))
+	assert.Equal(t, 80*time.Second, b.Wait(kKey, at(70+599), at(70+599)), "just under ten minutes: still backing off")
+	assert.Zero(t, b.Wait(kKey, at(70+601), at(70+601)), "over ten minutes: expired")
+	b.Next(kKey, at(70+601), at(70+601))
+	assert.Equal(t, 10*time.Second, b.Delay(kKey))
+	b.ForgetPod("pod")
+	assert.Zero(t, b.Delay(kKey))
 }
 
-func TestRestartPolicy(t *testing.T) {
-	tests := []struct {
-		policy   corev1.RestartPolicy
-		exitCode int32
-		onExit   bool
-		onKill   bool
-	}{
-		{corev1.RestartPolicyAlways, 0, true, true},
-		{corev1.RestartPolicyAlways, 1, true, true},
-		{corev1.RestartPolicyOnFailure, 0, false, true}, // kubelet restarts a killed container even if it exits 0
-		{corev1.RestartPolicyOnFailure, 137, true, true},
-		{corev1.RestartPolicyNever, 0, false, false},
-		{corev1.RestartPolicyNever, 1, false, false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.onExit, restartOnExit(tt.policy, tt.exitCode), "%s exit %d", tt.policy, tt.exitCode)
-		assert.Equal(t, tt.onKill, restartAfterKill(tt.policy), "%s kill", tt.policy)
-	}
-}
-
+// kubelet's setTerminationGracePeriod: a probe kill takes the probe's
+// terminationGracePeriodSeconds when it sets one, smaller or larger than
+// the pod's; every other kill the pod's. (The 2 s floor is applied after
+// the preStop hook's time is taken off, in killContainer.)
 func TestGracePeriod(t *testing.T) {
-	five, one := int64(5), int64(1)
-	assert.Equal(t, int64(30), gracePeriod(30, nil), "the pod's")
-	assert.Equal(t, int64(5), gracePeriod(500, &five), "the probe's wins, even when smaller")
-	assert.Equal(t, int64(500), gracePeriod(30, ptr(int64(500))), "and when larger")
-	assert.Equal(t, int64(2), gracePeriod(0, nil), "never below 2 s")
-	assert.Equal(t, int64(2), gracePeriod(30, &one))
+	five, big := int64(5), int64(500)
+	p := testPod(corev1.RestartPolicyAlways)
+	probed := &pods.Container{Name: "app", Spec: &spec.Container{Liveness: &corev1.Probe{TerminationGracePeriodSeconds: &five}, Startup: &corev1.Probe{TerminationGracePeriodSeconds: &big}}}
+	plain := &pods.Container{Name: "app", Spec: &spec.Container{Liveness: &corev1.Probe{}}}
+	assert.Equal(t, int64(5), gracePeriod(p, probed, CauseLiveness), "the probe's wins, even when smaller")
+	assert.Equal(t, int64(500), gracePeriod(p, probed, CauseStartup), "and when larger")
+	assert.Equal(t, int64(30), gracePeriod(p, plain, CauseLiveness), "the pod's")
+	assert.Equal(t, int64(30), gracePeriod(p, probed, CausePodKill), "a pod kill: the pod's, whatever the probe says")
+	assert.Equal(t, int64(30), gracePeriod(p, probed, CausePostStart))
+	assert.Equal(t, int64(30), gracePeriod(p, &pods.Container{Name: "x"}, CauseLiveness), "no spec: the pod's")
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -141,8 +141,9 @@ func (r *Restarter) hookTarget(p *pods.Pod, c *pods.Container, id string) lifecy
 
 // killPod stops every running container of the pod with the pod's grace
 // period — regular containers first, sidecars after them in reverse order,
-// as kubelet orders a pod's termination — and then its sandboxes.
-func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) {
+// as kubelet orders a pod's termination — and then its sandboxes. It
+// reports whether everything stopped.
+func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) bool {
 	var running []*pods.Container
 	for _, c := range p.Containers {
 		if c.Running() {
@@ -163,7 +164,9 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) {
 	}
 	wg.Wait()
 	close(failed)
+	ok := true
 	for err := range failed {
+		ok = false
 		r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod %s/%s: %v", p.Namespace, p.Name, err)
 	}
 	for _, sb := range p.Sandboxes {
@@ -171,9 +174,11 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) {
 			continue
 		}
 		if err := r.runtime.StopPodSandbox(ctx, sb.ID); err != nil {
+			ok = false
 			r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod sandbox %s failed: %v", sb.ID, err)
 		}
 	}
+	return ok
 }
 
 // terminationOrdering is kubelet's: when a pod stops, each sidecar waits

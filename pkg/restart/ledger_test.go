@@ -13,6 +13,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // Each restart is recorded with why: the failures that reached the
@@ -24,12 +25,15 @@ func TestLedgerRecordsWhy(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyAlways, WithLedger(ledger))
 	id := rt.rt.AddContainer(rt.sandbox, "app", running)
 	rt.relist(t)
+	h := rt.histories.Get(results.HistoryKey{Pod: "uid-web", Container: "app", Type: results.Liveness})
+	h.Add(results.Observation{Time: time.Unix(1_000_000, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 1, Threshold: 2, ContainerID: id})
+	h.Add(results.Observation{Time: time.Unix(1_000_001, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 2, Threshold: 2, Changed: true, ContainerID: id})
 	rt.fail(id, results.Liveness)
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
 	replacement := rt.containers()[1]
 	assert.Equal(t, Entry{Time: rt.clock.Now(), Namespace: "ns", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: id,
-		Cause: "liveness", Failures: []Failure{
+		Cause: CauseLiveness, Failures: []Failure{
 			{Time: time.Unix(1_000_000, 0), Output: "sick", Consecutive: 1, Threshold: 2},
 			{Time: time.Unix(1_000_001, 0), Output: "sick", Consecutive: 2, Threshold: 2},
 		}, ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: ActionRestarted, ReplacementID: replacement.ID, Attempt: 1}, e)
@@ -42,7 +46,7 @@ func TestLedgerRecordsWhy(t *testing.T) {
 	rt.clock.Step(11 * time.Second) // past the settle time and the 10 s back-off of a second restart
 	rt.eventually(t, "the exit recorded", func() bool { return len(ledger.For("ns", "web")) == 2 })
 	e = ledger.For("ns", "web")[1]
-	assert.Equal(t, "exit", e.Cause)
+	assert.Equal(t, CauseExit, e.Cause)
 	assert.Equal(t, int32(3), e.ExitCode)
 	assert.Empty(t, e.Failures)
 	assert.Equal(t, uint32(2), e.Attempt)
@@ -57,13 +61,23 @@ func TestLedgerRecordsStops(t *testing.T) {
 	ledger, err := OpenLedger("")
 	require.NoError(t, err)
 	rt := newRestartTest(t, corev1.RestartPolicyNever, WithLedger(ledger))
+	rt.setSpec(func(p *spec.Pod) { p.Containers = append(p.Containers, spec.Container{Name: "keep"}) })
 	id := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.rt.AddContainer(rt.sandbox, "keep", running)
 	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool {
+		p, ok := rt.resolver.View().Pod("uid-web")
+		if !ok {
+			return false
+		}
+		c, ok := p.Container("keep")
+		return ok && c.Managed
+	})
 	rt.fail(id, results.Startup)
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
 	assert.Equal(t, ActionStopped, e.Action)
-	assert.Equal(t, "startup", e.Cause)
+	assert.Equal(t, CauseStartup, e.Cause)
 	assert.Empty(t, e.ReplacementID)
 }
 
@@ -73,7 +87,7 @@ func TestLedgerPersists(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	l, err := OpenLedger(dir)
 	require.NoError(t, err)
-	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
+	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: CauseExit, Action: ActionRestarted}))
 	again, err := OpenLedger(dir)
 	require.NoError(t, err)
 	assert.Len(t, again.For("ns", "web"), 1)
@@ -109,7 +123,7 @@ func TestLedgerRecordsAFinishedInterruptedRestart(t *testing.T) {
 	rt.relist(t)
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
-	assert.Equal(t, "startup", e.Cause)
+	assert.Equal(t, CauseStartup, e.Cause)
 	assert.Equal(t, old, e.ContainerID)
 	assert.Equal(t, replacement, e.ReplacementID)
 	assert.Equal(t, uint32(1), e.Attempt)

@@ -141,8 +141,9 @@ type Restarter struct {
 	metrics   *metrics
 	ledger    *Ledger // nil: none kept
 
-	view    atomic.Pointer[pods.View]
-	configs sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
+	view     atomic.Pointer[pods.View]
+	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
+	syncDone func()
 
 	waitingMu sync.Mutex
 	waiting   map[containerKey]Waiting
@@ -205,6 +206,12 @@ func WithStarting(s Starting) Option { return func(r *Restarter) error { r.start
 // withJitter replaces the random source (tests).
 func withJitter(f func() float64) Option {
 	return func(r *Restarter) error { r.jitter = f; return nil }
+}
+
+// withSyncDone is told after each pass over a pod (tests wait on it to
+// assert that a pass did nothing).
+func withSyncDone(f func()) Option {
+	return func(r *Restarter) error { r.syncDone = f; return nil }
 }
 
 // New returns a restarter acting through runtime, running lifecycle hooks
@@ -377,6 +384,9 @@ func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
 		retry = nil
 		if d := r.syncPod(ctx, w); d > 0 {
 			retry = r.clock.After(d)
+		}
+		if r.syncDone != nil {
+			r.syncDone()
 		}
 	}
 }

@@ -2,7 +2,11 @@ package restart
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +21,10 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 const (
@@ -26,62 +33,29 @@ const (
 	created = runtimeapi.ContainerState_CONTAINER_CREATED
 )
 
-// fakeSpecs is a SpecSource for one pod.
-type fakeSpecs struct {
-	mu         sync.Mutex
-	podKey     string
-	policy     corev1.RestartPolicy
-	grace      int64
-	managed    map[string]bool
-	probeGrace *int64
-	changes    chan struct{}
-	changed    []string
+// fakeManifests is a ManifestSource the test sets.
+type fakeManifests struct {
+	mu      sync.Mutex
+	pods    []*spec.Pod
+	changed chan struct{}
 }
 
-// manage makes the pod managed from now on, as the manager does when it
-// first resolves the pod's spec, and says so.
-func (f *fakeSpecs) manage(key string) {
+func (f *fakeManifests) Pods() ([]*spec.Pod, []*spec.Error) {
 	f.mu.Lock()
-	f.podKey = key
-	f.changed = append(f.changed, key)
+	defer f.mu.Unlock()
+	return f.pods, nil
+}
+
+func (f *fakeManifests) Changed() <-chan struct{} { return f.changed }
+
+func (f *fakeManifests) set(p ...*spec.Pod) {
+	f.mu.Lock()
+	f.pods = p
 	f.mu.Unlock()
-	f.changes <- struct{}{}
-}
-
-func (f *fakeSpecs) PolicyChanges() <-chan struct{} { return f.changes }
-
-// ProbeFailures answers two failures of any container's probe.
-func (f *fakeSpecs) ProbeFailures(_, _, containerID string, t results.ProbeType) []results.Observation {
-	return []results.Observation{
-		{Time: time.Unix(1_000_000, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 1, Threshold: 2, ContainerID: containerID},
-		{Time: time.Unix(1_000_001, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 2, Threshold: 2, Changed: true, ContainerID: containerID},
+	select {
+	case f.changed <- struct{}{}:
+	default:
 	}
-}
-
-func (f *fakeSpecs) ChangedPolicies() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := f.changed
-	f.changed = nil
-	return out
-}
-
-func (f *fakeSpecs) RestartPolicy(key string) (corev1.RestartPolicy, int64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.policy, f.grace, key == f.podKey
-}
-
-func (f *fakeSpecs) Manages(key, name string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return key == f.podKey && f.managed[name]
-}
-
-func (f *fakeSpecs) ProbeGracePeriod(string, string, results.ProbeType) *int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.probeGrace
 }
 
 type recorded struct {
@@ -105,26 +79,118 @@ func (r *recorded) messages() []string {
 	return out
 }
 
-type restartTest struct {
-	rt      *fakeruntime.Runtime
-	poller  *cri.Poller
-	store   *results.Store
-	specs   *fakeSpecs
-	clock   *testingclock.FakeClock
-	events  *recorded
-	r       *Restarter
-	sandbox string
+// hookCall is one lifecycle hook the restarter ran.
+type hookCall struct {
+	kind        string // postStart or preStop
+	containerID string
 }
 
+// fakeHooks runs lifecycle handlers by their exec command: "fail" fails,
+// "block" waits until released or cancelled; anything else succeeds.
+type fakeHooks struct {
+	mu      sync.Mutex
+	calls   []hookCall
+	release chan struct{}
+}
+
+func (f *fakeHooks) Run(ctx context.Context, h *corev1.LifecycleHandler, t lifecycle.Target) (string, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, hookCall{kind: h.Exec.Command[0], containerID: t.ContainerID})
+	f.mu.Unlock()
+	switch h.Exec.Command[1] {
+	case "fail":
+		return "secret output", errors.New("exit 3")
+	case "block":
+		select {
+		case <-f.release:
+			return "", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return "", nil
+}
+
+func (f *fakeHooks) called() []hookCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// hook is a handler fakeHooks understands.
+func hook(kind, behaviour string) *corev1.LifecycleHandler {
+	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{kind, behaviour}}}
+}
+
+// callLog is the Runtime the restarter is given: the real client, with
+// every mutating call noted in order.
+type callLog struct {
+	Runtime
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) note(call string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call)
+}
+
+func (l *callLog) StopContainer(ctx context.Context, id string, grace int64) error {
+	l.note("stop " + id)
+	return l.Runtime.StopContainer(ctx, id, grace)
+}
+
+func (l *callLog) CreateContainer(ctx context.Context, sandbox string, cfg *runtimeapi.ContainerConfig, sbc *runtimeapi.PodSandboxConfig) (string, error) {
+	l.note("create " + cfg.GetMetadata().GetName())
+	return l.Runtime.CreateContainer(ctx, sandbox, cfg, sbc)
+}
+
+func (l *callLog) StopPodSandbox(ctx context.Context, id string) error {
+	l.note("stopp")
+	return l.Runtime.StopPodSandbox(ctx, id)
+}
+
+func (l *callLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+type restartTest struct {
+	rt        *fakeruntime.Runtime
+	poller    *cri.Poller
+	resolver  *pods.Resolver
+	manifests *fakeManifests
+	manifest  *spec.Pod
+	store     *results.Store
+	histories *results.Histories
+	clock     *testingclock.FakeClock
+	events    *recorded
+	hooks     *fakeHooks
+	calls     *callLog
+	r         *Restarter
+	sandbox   string
+	syncs     atomic.Int64
+}
+
+// newRestartTest runs a restarter over pod ns/web (uid-web), whose
+// manifest lists container app with the given restart policy and a 30 s
+// grace period; change it with setSpec.
 func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *restartTest {
 	t.Helper()
 	rt := &restartTest{
-		rt:     fakeruntime.NewForTest(t),
-		store:  results.NewStore(),
-		specs:  &fakeSpecs{podKey: "uid-web", policy: policy, grace: 30, managed: map[string]bool{"app": true}, changes: make(chan struct{}, 1)},
-		clock:  testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
-		events: &recorded{},
+		rt:        fakeruntime.NewForTest(t),
+		store:     results.NewStore(),
+		histories: results.NewHistories(),
+		clock:     testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
+		events:    &recorded{},
+		hooks:     &fakeHooks{release: make(chan struct{})},
+		manifests: &fakeManifests{changed: make(chan struct{}, 1)},
+		manifest: &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: policy, TerminationGracePeriodSeconds: 30,
+			Containers: []spec.Container{{Name: "app"}}},
 	}
+	rt.manifests.set(rt.manifest)
 	rt.rt.SetClock(rt.clock.Now)
 	rt.sandbox = rt.rt.AddSandbox("ns", "web", "uid-web")
 	client, err := cri.Dial(context.Background(), rt.rt.Endpoint())
@@ -132,16 +198,29 @@ func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *
 	t.Cleanup(func() { client.Close() })
 	rt.poller, err = cri.NewPoller(client)
 	require.NoError(t, err)
-	opts = append([]Option{WithClock(rt.clock), WithRecorder(rt.events), withJitter(func() float64 { return 0 })}, opts...)
-	rt.r, err = New(client, rt.specs, rt.store, opts...)
+	rt.resolver = pods.NewResolver(pods.WithManifests(rt.manifests), pods.WithRecorder(rt.events), pods.WithClock(rt.clock))
+	rt.calls = &callLog{Runtime: client}
+	opts = append([]Option{WithClock(rt.clock), WithRecorder(rt.events), WithHistories(rt.histories), WithStarting(rt.resolver),
+		withJitter(func() float64 { return 0 }), withSyncDone(func() { rt.syncs.Add(1) })}, opts...)
+	rt.r, err = New(rt.calls, rt.hooks, rt.store, opts...)
 	require.NoError(t, err)
 
-	sub := rt.poller.Subscribe()
+	criSub, sub := rt.poller.Subscribe(), rt.resolver.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.r.Run(ctx, sub) }()
-	t.Cleanup(func() { cancel(); <-done; sub.Close() })
+	var wg sync.WaitGroup
+	wg.Go(func() { rt.resolver.Run(ctx, criSub) })
+	wg.Go(func() { rt.r.Run(ctx, sub) })
+	t.Cleanup(func() { cancel(); wg.Wait(); sub.Close(); criSub.Close() })
 	return rt
+}
+
+// setSpec changes the pod's manifest.
+func (rt *restartTest) setSpec(change func(*spec.Pod)) {
+	p := *rt.manifest
+	p.Containers = slices.Clone(p.Containers)
+	change(&p)
+	rt.manifest = &p
+	rt.manifests.set(&p)
 }
 
 func (rt *restartTest) relist(t *testing.T) {
@@ -160,13 +239,9 @@ func (rt *restartTest) containers() []fakeruntime.ContainerInfo { return rt.rt.C
 func (rt *restartTest) states() []string {
 	var out []string
 	for _, c := range rt.containers() {
-		out = append(out, c.Name+"#"+itoa(c.Attempt)+":"+c.State.String())
+		out = append(out, c.Name+"#"+strconv.Itoa(int(c.Attempt))+":"+c.State.String())
 	}
 	return out
-}
-
-func itoa(u uint32) string {
-	return string(rune('0' + u)) // attempts stay below 10 in these tests
 }
 
 // passSettle lets the settle time after an exit pass, once the pod's
@@ -181,9 +256,9 @@ func (rt *restartTest) passSettle(t *testing.T) {
 // made its pass over the pod: for asserting that nothing was done.
 func (rt *restartTest) relistAndSettle(t *testing.T) {
 	t.Helper()
-	before := rt.r.syncs.Load()
+	before := rt.syncs.Load()
 	rt.relist(t)
-	rt.eventually(t, "a pass over the pod", func() bool { return rt.r.syncs.Load() > before })
+	rt.eventually(t, "a pass over the pod", func() bool { return rt.syncs.Load() > before })
 }
 
 func (rt *restartTest) eventually(t *testing.T, what string, cond func() bool) {
@@ -192,14 +267,34 @@ func (rt *restartTest) eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func (rt *restartTest) hasEvent(msg string) func() bool {
-	return func() bool {
-		for _, m := range rt.events.messages() {
-			if m == msg {
-				return true
-			}
-		}
-		return false
+	return func() bool { return slices.Contains(rt.events.messages(), msg) }
+}
+
+// instances returns the container's instances as the resolver sees them.
+func (rt *restartTest) instances(name string) []*cri.Container {
+	p, ok := rt.resolver.View().Pod("uid-web")
+	if !ok {
+		return nil
 	}
+	c, ok := p.Container(name)
+	if !ok {
+		return nil
+	}
+	return c.Instances
+}
+
+// current returns the container's current instance as the resolver sees
+// it.
+func (rt *restartTest) current(name string) *cri.Container {
+	p, ok := rt.resolver.View().Pod("uid-web")
+	if !ok {
+		return nil
+	}
+	c, ok := p.Container(name)
+	if !ok {
+		return nil
+	}
+	return c.Current
 }
 
 func TestLivenessFailureRestartsTheContainer(t *testing.T) {
@@ -208,7 +303,7 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 	rt.relist(t)
 	rt.fail(id, results.Liveness)
 
-	rt.eventually(t, "replacement started", rt.hasEvent("Started: Started container app"))
+	rt.eventually(t, "replacement started", rt.hasEvent("Started: Container started"))
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, rt.states())
 	grace, ok := rt.rt.StopTimeout(id)
 	assert.True(t, ok)
@@ -216,17 +311,23 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 	assert.Equal(t, id, rt.containers()[1].Annotations[cri.AnnotationRestartOf])
 	assert.Equal(t, []string{
 		"Killing: Container app failed liveness probe, will be restarted",
-		"Created: Created container app",
-		"Started: Started container app",
+		"Created: Container created",
+		"Started: Container started",
 	}, rt.events.messages())
+	// Kill, then create (kubelet's order): no replacement exists while the
+	// old instance stops.
+	assert.Equal(t, []string{"stop " + id, "create app"}, rt.calls.list())
 }
 
 func TestStartupFailureUsesTheProbeGracePeriod(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyAlways)
 	five := int64(5)
-	rt.specs.probeGrace = &five
+	rt.setSpec(func(p *spec.Pod) {
+		p.Containers[0].Startup = &corev1.Probe{TerminationGracePeriodSeconds: &five}
+	})
 	id := rt.rt.AddContainer(rt.sandbox, "app", running)
 	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Probed() })
 	rt.fail(id, results.Startup)
 	rt.eventually(t, "killed", rt.hasEvent("Killing: Container app failed startup probe, will be restarted"))
 	rt.eventually(t, "stopped with the probe's grace period", func() bool { g, _ := rt.rt.StopTimeout(id); return g == 5 })
@@ -242,7 +343,7 @@ func TestOneFailureOneRestart(t *testing.T) {
 		rt.fail(id, results.Liveness)
 		rt.store.Set(results.Key{ContainerID: id, Type: results.Startup}, results.Failure, "uid-web")
 	}
-	rt.eventually(t, "restarted", rt.hasEvent("Started: Started container app"))
+	rt.eventually(t, "restarted", rt.hasEvent("Started: Container started"))
 	for range 3 {
 		rt.relist(t)
 	}
@@ -250,24 +351,36 @@ func TestOneFailureOneRestart(t *testing.T) {
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, rt.states())
 }
 
-func TestNeverPolicyStopsAndStopsTheSandbox(t *testing.T) {
+// restartPolicy Never, and the failed container is the last one running:
+// kubelet kills the whole pod, with the pod's grace period (not the
+// probe's) and "Stopping container", then its sandbox.
+func TestNeverPolicyKillsThePod(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyNever)
+	rt.setSpec(func(p *spec.Pod) {
+		p.TerminationGracePeriodSeconds = 4
+		p.Containers[0].Liveness = &corev1.Probe{TerminationGracePeriodSeconds: new(int64(1))}
+	})
 	id := rt.rt.AddContainer(rt.sandbox, "app", running)
 	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Probed() })
 	rt.fail(id, results.Liveness)
 	rt.eventually(t, "sandbox stopped", func() bool {
 		s, _ := rt.rt.SandboxState(rt.sandbox)
 		return s == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 	})
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
+	grace, _ := rt.rt.StopTimeout(id)
+	assert.Equal(t, int64(4), grace, "the pod's grace period, not the probe's")
 	assert.Equal(t, []string{
-		"Killing: Container app failed liveness probe",
-		"StoppingPod: Stopping pod sandbox: no container left running (restartPolicy Never)",
+		"StoppingPod: Stopping pod ns/web: no container is left running or to be restarted (restartPolicy Never)",
+		"Killing: Stopping container app",
 	}, rt.events.messages())
+	assert.Equal(t, []string{"stop " + id, "stopp"}, rt.calls.list())
 }
 
 func TestNeverPolicyKeepsTheSandboxWhileOthersRun(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyNever)
+	rt.setSpec(func(p *spec.Pod) { p.Containers = append(p.Containers, spec.Container{Name: "other"}) })
 	id := rt.rt.AddContainer(rt.sandbox, "app", running)
 	rt.rt.AddContainer(rt.sandbox, "other", running)
 	rt.relist(t)
@@ -278,31 +391,46 @@ func TestNeverPolicyKeepsTheSandboxWhileOthersRun(t *testing.T) {
 }
 
 func TestExitsRestartPerPolicy(t *testing.T) {
+	always, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyNever
+	rule42 := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
 	tests := []struct {
-		policy   corev1.RestartPolicy
-		exitCode int32
-		restart  bool
+		name      string
+		policy    corev1.RestartPolicy
+		container spec.Container
+		exitCode  int32
+		restart   bool
 	}{
-		{corev1.RestartPolicyAlways, 0, true},
-		{corev1.RestartPolicyAlways, 2, true},
-		{corev1.RestartPolicyOnFailure, 0, false},
-		{corev1.RestartPolicyOnFailure, 2, true},
-		{corev1.RestartPolicyNever, 2, false},
+		{name: "Always, exit 0", policy: corev1.RestartPolicyAlways, exitCode: 0, restart: true},
+		{name: "Always, exit 2", policy: corev1.RestartPolicyAlways, exitCode: 2, restart: true},
+		{name: "OnFailure, exit 0", policy: corev1.RestartPolicyOnFailure, exitCode: 0, restart: false},
+		{name: "OnFailure, exit 2", policy: corev1.RestartPolicyOnFailure, exitCode: 2, restart: true},
+		{name: "Never, exit 2", policy: corev1.RestartPolicyNever, exitCode: 2, restart: false},
+		{name: "the container's Always under Never", policy: corev1.RestartPolicyNever, container: spec.Container{RestartPolicy: &always}, exitCode: 0, restart: true},
+		{name: "the container's Never under Always", policy: corev1.RestartPolicyAlways, container: spec.Container{RestartPolicy: &never}, exitCode: 1, restart: false},
+		{name: "a rule for 42 under Never, exit 42", policy: corev1.RestartPolicyNever, container: spec.Container{RestartPolicy: &never, RestartPolicyRules: rule42}, exitCode: 42, restart: true},
+		{name: "a rule for 42 under Never, exit 1", policy: corev1.RestartPolicyNever, container: spec.Container{RestartPolicy: &never, RestartPolicyRules: rule42}, exitCode: 1, restart: false},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.policy)+"/"+itoa(uint32(tt.exitCode)), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			rt := newRestartTest(t, tt.policy)
+			rt.setSpec(func(p *spec.Pod) {
+				c := tt.container
+				c.Name = "app"
+				p.Containers = []spec.Container{c, {Name: "keep"}} // keep: the pod is not over
+			})
 			id := rt.rt.AddContainer(rt.sandbox, "app", running)
+			rt.rt.AddContainer(rt.sandbox, "keep", running)
 			rt.relist(t)
 			require.NoError(t, rt.rt.SetContainerState(id, exited, tt.exitCode))
 			if tt.restart {
 				rt.relist(t)
 				rt.passSettle(t)
-				rt.eventually(t, "restarted", func() bool { return len(rt.states()) == 2 })
+				rt.eventually(t, "restarted", func() bool { return slices.Contains(rt.states(), "app#1:CONTAINER_RUNNING") })
 				return
 			}
 			rt.relistAndSettle(t)
-			assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
+			assert.NotContains(t, rt.states(), "app#1:CONTAINER_RUNNING")
 		})
 	}
 }
@@ -330,6 +458,7 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	crash(0)
 	rt.eventually(t, "first restart at once", func() bool { return len(rt.states()) == 2 })
 	require.Equal(t, id, rt.containers()[0].ID)
+	rt.relist(t)
 
 	crashed := crash(1)
 	rt.eventually(t, "back-off reported", rt.hasEvent("BackOff: Back-off restarting failed container app in pod web_ns(uid-web)"))
@@ -349,6 +478,7 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	assert.Equal(t, "app#1:CONTAINER_EXITED", rt.states()[0], "the older exited instance is removed, the last kept")
 	_, ok = rt.r.Waiting("uid-web", "app")
 	assert.False(t, ok)
+	rt.relist(t)
 
 	crashed = crash(2)
 	rt.eventually(t, "backing off again, 20 s", func() bool {
@@ -368,9 +498,9 @@ func TestExitOfAPodBeingStoppedIsNotRestarted(t *testing.T) {
 	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
 	_, err := rt.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: rt.sandbox})
 	require.NoError(t, err)
-	before := rt.r.syncs.Load()
+	before := rt.syncs.Load()
 	rt.clock.Step(exitSettle)
-	rt.eventually(t, "a pass after the settle", func() bool { return rt.r.syncs.Load() > before })
+	rt.eventually(t, "a pass after the settle", func() bool { return rt.syncs.Load() > before })
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
 }
 
@@ -384,14 +514,14 @@ func TestExitRestartSurvivesARuntimeError(t *testing.T) {
 	rt.relist(t)
 	rt.rt.SetError("PodSandboxStatus", status.Error(codes.Unavailable, "runtime down"))
 	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
-	before := rt.r.syncs.Load()
+	before := rt.syncs.Load()
 	rt.clock.Step(exitSettle)
-	rt.eventually(t, "a pass that met the error", func() bool { return rt.r.syncs.Load() > before })
+	rt.eventually(t, "a pass that met the error", func() bool { return rt.syncs.Load() > before })
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
 	rt.rt.SetError("PodSandboxStatus", nil)
 	rt.eventually(t, "a retry is due", rt.clock.HasWaiters)
 	rt.clock.Step(failedActionBackoff)
-	rt.eventually(t, "restarted once the runtime answers", rt.hasEvent("Started: Started container app"))
+	rt.eventually(t, "restarted once the runtime answers", rt.hasEvent("Started: Container started"))
 }
 
 // The liveness kill sequence observed on kubelet (§11): kills 1–3 restart
@@ -417,6 +547,7 @@ func TestRepeatedLivenessKillsBackOffLikeKubelet(t *testing.T) {
 		rt.fail(id, results.Liveness)
 		rt.eventually(t, "restarted at once", func() bool { _, a := current(); return a == attempt+1 })
 		rt.relist(t)
+		rt.eventually(t, "the restart seen", func() bool { c := rt.current("app"); return c != nil && c.Attempt == attempt+1 })
 	}
 	rt.clock.Step(12 * time.Second)
 	id, attempt := current()
@@ -441,14 +572,14 @@ func TestModes(t *testing.T) {
 		rt.eventually(t, "stopped", func() bool { return rt.states()[0] == "app#0:CONTAINER_EXITED" })
 		rt.relistAndSettle(t)
 		assert.Len(t, rt.states(), 1, "never re-created")
-		assert.Equal(t, "Killing: Container app failed liveness probe", rt.events.messages()[0])
+		assert.Equal(t, "Killing: Container app failed liveness probe, will be restarted", rt.events.messages()[0])
 	})
 	t.Run("none observes", func(t *testing.T) {
 		rt := newRestartTest(t, corev1.RestartPolicyAlways, WithMode(Observe))
 		id := rt.rt.AddContainer(rt.sandbox, "app", running)
 		rt.relist(t)
 		rt.fail(id, results.Liveness)
-		rt.eventually(t, "reported", rt.hasEvent("WouldKill: Container app failed liveness probe and would be stopped and restarted (--restart=none: nothing done)"))
+		rt.eventually(t, "reported", rt.hasEvent("WouldKill: Container app failed liveness probe, will be restarted (--restart=none: nothing done)"))
 		assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, rt.states())
 		_, stopped := rt.rt.StopTimeout(id)
 		assert.False(t, stopped)
@@ -457,12 +588,13 @@ func TestModes(t *testing.T) {
 
 func TestUnmanagedContainersAreNeverTouched(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	rt.rt.AddContainer(rt.sandbox, "app", running)
 	other := rt.rt.AddContainer(rt.sandbox, "other", running)
 	rt.relist(t)
 	rt.fail(other, results.Liveness)
 	require.NoError(t, rt.rt.SetContainerState(other, exited, 1))
 	rt.relistAndSettle(t)
-	assert.Equal(t, []string{"other#0:CONTAINER_EXITED"}, rt.states())
+	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING", "other#0:CONTAINER_EXITED"}, rt.states())
 	assert.Empty(t, rt.events.messages())
 }
 
@@ -478,7 +610,7 @@ func TestResumesAfterAgentRestart(t *testing.T) {
 		s := rt.states()
 		return len(s) == 2 && s[1] == "app#1:CONTAINER_RUNNING"
 	})
-	rt.eventually(t, "and told", rt.hasEvent("Started: Started container app"))
+	rt.eventually(t, "and told", rt.hasEvent("Started: Container started"))
 	assert.Len(t, rt.events.messages(), 1)
 }
 
@@ -497,24 +629,24 @@ func TestInterruptedRestartWithTheOldInstanceRunning(t *testing.T) {
 
 	// If it fails its probe again, it is restarted once, as attempt 1.
 	rt.relist(t)
+	rt.eventually(t, "the removal seen", func() bool { return len(rt.instances("app")) == 1 })
 	rt.fail(old, results.Liveness)
-	rt.eventually(t, "restarted", rt.hasEvent("Started: Started container app"))
+	rt.eventually(t, "restarted", rt.hasEvent("Started: Container started"))
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, rt.states())
 }
 
-// The restarter and the manager read the same relist; at the agent's
-// start the restarter can look at a pod before the manager has resolved
-// its spec. The manager's policy change brings it back.
+// A pod that becomes managed (its manifest appears) after the restarter
+// first saw it is looked at again: the resolver says it changed.
 func TestPodManagedAfterTheRestarterSawIt(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyAlways)
-	rt.specs.podKey = "" // not known yet
+	rt.manifests.set() // not known yet
 	id := rt.rt.AddContainer(rt.sandbox, "app", exited)
 	rt.relistAndSettle(t)
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states(), "unknown: left alone")
 
-	rt.specs.manage("uid-web")
+	rt.manifests.set(rt.manifest)
 	rt.clock.Step(time.Minute) // past the exit settle time
-	rt.eventually(t, "restarted once known", rt.hasEvent("Started: Started container app"))
+	rt.eventually(t, "restarted once known", rt.hasEvent("Started: Container started"))
 	assert.Equal(t, id, rt.containers()[1].Annotations[cri.AnnotationRestartOf])
 }
 
@@ -523,6 +655,130 @@ func TestSomeoneElsesCreatedContainerIsNotStarted(t *testing.T) {
 	rt.rt.AddContainer(rt.sandbox, "app", created) // a harness between create and start
 	rt.relistAndSettle(t)
 	assert.Equal(t, []string{"app#0:CONTAINER_CREATED"}, rt.states())
+}
+
+// preStop runs before the stop, and its time comes off the grace period;
+// postStart runs after the replacement starts, and until it is over the
+// old instance stays the container's current one (nothing probes the new
+// one before its hook is done, as under kubelet).
+func TestLifecycleHooks(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	rt.setSpec(func(p *spec.Pod) {
+		p.TerminationGracePeriodSeconds = 10
+		p.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: hook("preStop", "block"), PostStart: hook("postStart", "block")}
+	})
+	id := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
+	rt.fail(id, results.Liveness)
+	rt.eventually(t, "preStop running", func() bool { return len(rt.hooks.called()) == 1 })
+	assert.Equal(t, hookCall{kind: "preStop", containerID: id}, rt.hooks.called()[0])
+	assert.Empty(t, rt.calls.list(), "no stop while preStop runs")
+	rt.eventually(t, "the grace timer set", rt.clock.HasWaiters)
+	rt.clock.Step(3 * time.Second)
+	rt.hooks.release <- struct{}{} // preStop done after 3 s
+	rt.eventually(t, "stopped", func() bool { _, ok := rt.rt.StopTimeout(id); return ok })
+	grace, _ := rt.rt.StopTimeout(id)
+	assert.Equal(t, int64(7), grace, "10 s less the 3 s the hook took")
+
+	rt.eventually(t, "postStart running", func() bool { return len(rt.hooks.called()) == 2 })
+	replacement := rt.hooks.called()[1].containerID
+	assert.Equal(t, "postStart", rt.hooks.called()[1].kind)
+	assert.NotEqual(t, id, replacement)
+	rt.relist(t)
+	rt.eventually(t, "the replacement listed", func() bool { return len(rt.containers()) == 2 })
+	rt.relist(t)
+	assert.Equal(t, id, rt.current("app").ID, "the old instance stays current while postStart runs")
+	rt.hooks.release <- struct{}{}
+	rt.eventually(t, "the replacement current once started", func() bool { c := rt.current("app"); return c != nil && c.ID == replacement })
+}
+
+// A failed postStart kills the container (event FailedPostStartHook, kill
+// message FailedPostStartHook, the pod's grace period) and it is restarted
+// with back-off.
+func TestFailedPostStartHook(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	rt.setSpec(func(p *spec.Pod) {
+		p.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: hook("postStart", "fail")}
+	})
+	id := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
+	require.NoError(t, rt.rt.SetContainerState(id, exited, 1))
+	rt.relist(t)
+	rt.passSettle(t)
+	rt.eventually(t, "the hook failed and the container was killed", rt.hasEvent("Killing: FailedPostStartHook"))
+	assert.Equal(t, []string{
+		"Created: Container created",
+		"Started: Container started",
+		"FailedPostStartHook: PostStartHook failed",
+		"Killing: FailedPostStartHook",
+	}, rt.events.messages(), "the hook's output stays out of events")
+	replacement := rt.hooks.called()[0].containerID
+	rt.eventually(t, "stopped with the pod's grace period", func() bool { g, ok := rt.rt.StopTimeout(replacement); return ok && g == 30 })
+	rt.relist(t)
+	rt.eventually(t, "restarted with back-off", func() bool { w, ok := rt.r.Waiting("uid-web", "app"); return ok && w.Reason == WaitingCrashLoop })
+}
+
+// A sidecar is restarted on any exit and on a failed liveness probe,
+// whatever the pod's policy, with kubelet's message.
+func TestSidecarRestarts(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyNever)
+	rt.setSpec(func(p *spec.Pod) {
+		p.Containers = []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Liveness: &corev1.Probe{}}, {Name: "app"}}
+	})
+	proxy := rt.rt.AddContainer(rt.sandbox, "proxy", running)
+	rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Probed() })
+	rt.fail(proxy, results.Liveness)
+	rt.eventually(t, "restarted", rt.hasEvent("Started: Container started"))
+	assert.Equal(t, "Killing: Init container proxy failed liveness probe", rt.events.messages()[0])
+	assert.Contains(t, rt.states(), "proxy#1:CONTAINER_RUNNING")
+
+	rt.relist(t)
+	second := rt.containers()
+	var cur string
+	for _, c := range second {
+		if c.Name == "proxy" && c.Attempt == 1 {
+			cur = c.ID
+		}
+	}
+	require.NoError(t, rt.rt.SetContainerState(cur, exited, 0))
+	rt.relist(t)
+	rt.passSettle(t)
+	rt.eventually(t, "an exit 0 restarted too", func() bool { return slices.Contains(rt.states(), "proxy#2:CONTAINER_RUNNING") })
+}
+
+// A Job-style pod (Never): once its main container is done, its sidecars
+// are stopped — after the regular containers, later sidecars first — and
+// the sandbox with them: a sidecar never outlives the job.
+func TestJobSidecarsStopWithThePod(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyNever)
+	rt.setSpec(func(p *spec.Pod) {
+		p.TerminationGracePeriodSeconds = 5
+		p.Containers = []spec.Container{{Name: "first", Kind: spec.Sidecar}, {Name: "second", Kind: spec.Sidecar,
+			Lifecycle: &corev1.Lifecycle{PreStop: hook("preStop", "ok")}}, {Name: "main"}}
+	})
+	first := rt.rt.AddContainer(rt.sandbox, "first", running)
+	second := rt.rt.AddContainer(rt.sandbox, "second", running)
+	main := rt.rt.AddContainer(rt.sandbox, "main", running)
+	rt.relist(t)
+	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
+	require.NoError(t, rt.rt.SetContainerState(main, exited, 0))
+	rt.relist(t)
+	rt.eventually(t, "sandbox stopped", func() bool {
+		s, _ := rt.rt.SandboxState(rt.sandbox)
+		return s == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	})
+	assert.Equal(t, []string{"stop " + second, "stop " + first, "stopp"}, rt.calls.list(), "later sidecars first")
+	assert.Equal(t, []hookCall{{kind: "preStop", containerID: second}}, rt.hooks.called())
+	for _, id := range []string{first, second} {
+		g, _ := rt.rt.StopTimeout(id)
+		assert.Equal(t, int64(5), g, "the pod's grace period")
+	}
+	assert.Contains(t, rt.events.messages(), "Killing: Stopping container first")
+	assert.NotContains(t, rt.events.messages(), "Started: Container started", "sidecars are not restarted")
 }
 
 func TestNextLogPath(t *testing.T) {

@@ -24,8 +24,8 @@ import (
 // from an earlier instance: a container with no instance yet, or whose
 // newest instance its creator has created but not started, is left to its
 // creator.
-func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, fresh instances) time.Duration {
-	list := fresh[c.Name]
+func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, fresh *listing) time.Duration {
+	list := fresh.byName[c.Name]
 	if len(list) == 0 {
 		return 0 // never created: its creator's to create
 	}
@@ -46,7 +46,10 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	if !w.acted[newest.ID] {
 		// An exit the restarter did not cause: not while the pod is being
 		// stopped by someone else.
-		finished := finishedAt(c, newest)
+		finished, err := r.finishedAt(ctx, c, newest)
+		if err != nil {
+			return failedActionBackoff
+		}
 		if settle := exitSettle - now.Sub(finished); settle > 0 {
 			return settle
 		}
@@ -58,11 +61,11 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 			return 0
 		}
 	}
-	// The back-off looks at the newest exit the view shows: for a
-	// container killed in this pass, the exit before (so the first kills
-	// restart at once, as observed on kubelet).
-	if prev := c.LastExited(); prev != nil {
-		finished := finishedAt(c, prev)
+	if prev := fresh.lastExit(c.Name); prev != nil {
+		finished, err := r.finishedAt(ctx, c, prev)
+		if err != nil {
+			return failedActionBackoff
+		}
 		if wait := r.backoff.Wait(key, finished, now); wait > 0 {
 			if !w.reported[prev.ID] {
 				w.reported[prev.ID] = true
@@ -118,8 +121,10 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	}
 	delete(w.pending, newest.ID)
 	entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, id, attempt, r.clock.Now()
-	if f := finishedAt(c, newest); !f.IsZero() { // not killed in this very pass
-		entry.BackOffSeconds = now.Sub(f).Seconds()
+	if !fresh.killedNow[newest.ID] {
+		if f, err := r.finishedAt(ctx, c, newest); err == nil {
+			entry.BackOffSeconds = now.Sub(f).Seconds()
+		}
 	}
 	r.record(ctx, entry)
 	r.removeOlderExited(ctx, c, list, newest)
@@ -221,15 +226,20 @@ func (r *Restarter) removeOlderExited(ctx context.Context, c *pods.Container, li
 	}
 }
 
-// finishedAt is when an instance exited, as the view knows it (the poller
-// reads each exit's status); a fresh listing does not say.
-func finishedAt(c *pods.Container, inst *cri.Container) time.Time {
+// finishedAt is when an instance exited: as the view knows it (the poller
+// reads each exit's status), else asked of the runtime (a listing does not
+// say).
+func (r *Restarter) finishedAt(ctx context.Context, c *pods.Container, inst *cri.Container) (time.Time, error) {
 	for _, i := range c.Instances {
 		if i.ID == inst.ID && !i.FinishedAt.IsZero() {
-			return i.FinishedAt
+			return i.FinishedAt, nil
 		}
 	}
-	return inst.FinishedAt
+	st, err := r.runtime.ContainerStatus(ctx, inst.ID, false)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, st.GetStatus().GetFinishedAt()), nil
 }
 
 // sandboxConfig returns a sandbox's CRI config, read once per sandbox.

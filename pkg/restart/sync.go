@@ -32,7 +32,15 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		return 0
 	}
 	if a.killPod {
-		r.killPod(ctx, p)
+		// Once: the view may still show the pod running while it stops.
+		if w.acted[p.Sandbox.ID] {
+			return 0
+		}
+		w.acted[p.Sandbox.ID] = true
+		if !r.killPod(ctx, p) {
+			delete(w.acted, p.Sandbox.ID)
+			return failedActionBackoff
+		}
 		return 0
 	}
 	if len(a.kill) == 0 && len(a.startInit) == 0 && len(a.start) == 0 {
@@ -54,7 +62,7 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 			r.eventf(p, k.container.Name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", k.container.Name, err)
 			return failedActionBackoff
 		}
-		fresh.markExited(k.instance.ID)
+		fresh.killed(k.instance.ID)
 	}
 	if r.mode == StopOnly {
 		return 0
@@ -77,6 +85,9 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 // has.
 func (w *podWorker) prune(p *pods.Pod) {
 	live := map[string]bool{}
+	for _, sb := range p.Sandboxes {
+		live[sb.ID] = true
+	}
 	for _, c := range p.Containers {
 		for _, i := range c.Instances {
 			live[i.ID] = true
@@ -112,14 +123,17 @@ func (r *Restarter) tellWhatWouldBeDone(w *podWorker, p *pods.Pod, a podActions)
 	}
 }
 
-// instances is a fresh listing of a pod's containers, by name, newest
-// first.
-type instances map[string][]*cri.Container
+// listing is a fresh listing of a pod's containers, by name, newest first,
+// and the instances the current pass killed.
+type listing struct {
+	byName    map[string][]*cri.Container
+	killedNow map[string]bool
+}
 
 // listInstances lists the pod's containers from the runtime, in every
 // sandbox of the pod.
-func (r *Restarter) listInstances(ctx context.Context, p *pods.Pod) (instances, error) {
-	out := instances{}
+func (r *Restarter) listInstances(ctx context.Context, p *pods.Pod) (*listing, error) {
+	out := &listing{byName: map[string][]*cri.Container{}, killedNow: map[string]bool{}}
 	for _, sb := range p.Sandboxes {
 		list, err := r.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb.ID})
 		if err != nil {
@@ -127,40 +141,54 @@ func (r *Restarter) listInstances(ctx context.Context, p *pods.Pod) (instances, 
 		}
 		for _, c := range list {
 			name := c.GetMetadata().GetName()
-			out[name] = append(out[name], cri.ContainerFromList(c))
+			out.byName[name] = append(out.byName[name], cri.ContainerFromList(c))
 		}
 	}
-	for name := range out {
-		slices.SortFunc(out[name], pods.NewestFirst)
+	for name := range out.byName {
+		slices.SortFunc(out.byName[name], pods.NewestFirst)
 	}
 	return out, nil
 }
 
 // newestIs reports whether the newest instance of name is id in one of the
 // states.
-func (in instances) newestIs(name, id string, states ...cri.ContainerState) bool {
-	list := in[name]
+func (l *listing) newestIs(name, id string, states ...cri.ContainerState) bool {
+	list := l.byName[name]
 	return len(list) > 0 && list[0].ID == id && slices.Contains(states, list[0].State)
 }
 
-// markExited records that the restarter stopped an instance.
-func (in instances) markExited(id string) {
-	for name, list := range in {
+// killed records that this pass stopped an instance.
+func (l *listing) killed(id string) {
+	l.killedNow[id] = true
+	for name, list := range l.byName {
 		for i, c := range list {
 			if c.ID == id {
 				cp := *c
 				cp.State = cri.StateExited
-				in[name][i] = &cp
+				l.byName[name][i] = &cp
 			}
 		}
 	}
 }
 
+// lastExit returns the instance of name whose exit the back-off is
+// measured from: the newest that has exited, as kubelet's doBackOff reads
+// it from the status the pass began with — so not one this very pass
+// killed (the first kills restart at once, as on kubelet).
+func (l *listing) lastExit(name string) *cri.Container {
+	for _, c := range l.byName[name] {
+		if c.State == cri.StateExited && !l.killedNow[c.ID] {
+			return c
+		}
+	}
+	return nil
+}
+
 // maxAttempt is the highest attempt among the instances of name in sandbox
 // (attempts name containers: the next one must be new).
-func (in instances) maxAttempt(name, sandbox string) uint32 {
+func (l *listing) maxAttempt(name, sandbox string) uint32 {
 	var n uint32
-	for _, c := range in[name] {
+	for _, c := range l.byName[name] {
 		if c.SandboxID == sandbox {
 			n = max(n, c.Attempt)
 		}

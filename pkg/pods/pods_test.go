@@ -1,0 +1,251 @@
+package pods
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+var t0 = time.Unix(1_000_000, 0)
+
+func sandbox(id, name, uid string, ready bool, created int) *cri.Pod {
+	state := cri.SandboxNotReady
+	if ready {
+		state = cri.SandboxReady
+	}
+	return &cri.Pod{ID: id, Namespace: "ns", Name: name, UID: uid, State: state, CreatedAt: t0.Add(time.Duration(created) * time.Second),
+		IPs: []string{"10.0.0." + id[len(id)-1:]}}
+}
+
+func ctr(id, sandbox, name string, attempt uint32, state cri.ContainerState, created int) *cri.Container {
+	return &cri.Container{ID: id, SandboxID: sandbox, Name: name, Attempt: attempt, State: state, CreatedAt: t0.Add(time.Duration(created) * time.Second)}
+}
+
+func mustPod(t *testing.T, v *View, key string) *Pod {
+	t.Helper()
+	p, ok := v.Pod(key)
+	require.True(t, ok, "pod %s", key)
+	return p
+}
+
+func mustContainer(t *testing.T, p *Pod, name string) *Container {
+	t.Helper()
+	c, ok := p.Container(name)
+	require.True(t, ok, "container %s", name)
+	return c
+}
+
+// One rule for "current", read by every part of the agent: the current
+// sandbox is a ready one, else the newest; the current instance of a
+// container is the newest by creation (kubelet's order), then attempt.
+func TestOneRuleForCurrent(t *testing.T) {
+	tests := []struct {
+		name        string
+		sandboxes   []*cri.Pod
+		containers  []*cri.Container
+		wantSandbox string
+		wantCurrent string
+	}{
+		{
+			name:        "a newer, stopped sandbox does not beat a ready one",
+			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "web", "u", false, 10)},
+			wantSandbox: "sb1",
+		},
+		{
+			name:        "the newest of two ready sandboxes",
+			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "web", "u", true, 10)},
+			wantSandbox: "sb2",
+		},
+		{
+			name:        "no sandbox ready: the newest",
+			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", false, 10)},
+			wantSandbox: "sb2",
+		},
+		{
+			name:        "the newest instance by creation, whatever its attempt",
+			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
+			containers:  []*cri.Container{ctr("a2", "sb1", "app", 2, cri.StateExited, 5), ctr("a0", "sb1", "app", 0, cri.StateRunning, 9)},
+			wantSandbox: "sb1", wantCurrent: "a0",
+		},
+		{
+			name:        "created at the same time: the higher attempt",
+			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
+			containers:  []*cri.Container{ctr("a1", "sb1", "app", 1, cri.StateRunning, 5), ctr("a0", "sb1", "app", 0, cri.StateExited, 5)},
+			wantSandbox: "sb1", wantCurrent: "a1",
+		},
+		{
+			name:        "instances across the pod's sandboxes",
+			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", true, 10)},
+			containers:  []*cri.Container{ctr("old", "sb1", "app", 0, cri.StateExited, 1), ctr("new", "sb2", "app", 0, cri.StateRunning, 11)},
+			wantSandbox: "sb2", wantCurrent: "new",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Resolve(cri.NewSnapshot(t0, tt.sandboxes, tt.containers), Inputs{})
+			p := mustPod(t, v, "u")
+			assert.Equal(t, tt.wantSandbox, p.Sandbox.ID)
+			assert.Equal(t, tt.wantSandbox, p.Sandboxes[0].ID, "the current sandbox first")
+			if tt.wantCurrent != "" {
+				assert.Equal(t, tt.wantCurrent, mustContainer(t, p, "app").Current.ID)
+			}
+		})
+	}
+}
+
+// The same namespace/name twice (a pod re-created with a new UID while
+// the old sandbox lingers): two pods, and one rule for which one the name
+// stands for — the one with a ready sandbox, then the newest.
+func TestSameNameTwice(t *testing.T) {
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "old", false, 0), sandbox("sb2", "web", "new", true, 10)}, nil)
+	v := Resolve(snap, Inputs{})
+	require.Len(t, v.Pods(), 2)
+	p, ok := v.ByName("ns", "web")
+	require.True(t, ok)
+	assert.Equal(t, "new", p.UID)
+
+	snap = cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "old", true, 0), sandbox("sb2", "web", "new", true, 10)}, nil)
+	p, _ = Resolve(snap, Inputs{}).ByName("ns", "web")
+	assert.Equal(t, "new", p.UID, "both ready: the newest")
+
+	snap = cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "old", true, 0), sandbox("sb2", "web", "new", false, 10)}, nil)
+	p, _ = Resolve(snap, Inputs{}).ByName("ns", "web")
+	assert.Equal(t, "old", p.UID, "a ready sandbox wins over a newer stopped one")
+}
+
+// An instance the agent is still starting is not current: its predecessor
+// is, until the start (postStart included) is over.
+func TestStartingInstanceIsNotCurrent(t *testing.T) {
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
+		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateExited, 1), ctr("a1", "sb1", "app", 1, cri.StateRunning, 5)})
+	starting := func(c *cri.Container) bool {
+		return InstanceOf(c) == Instance{SandboxID: "sb1", Name: "app", Attempt: 1}
+	}
+	c := mustContainer(t, mustPod(t, Resolve(snap, Inputs{Starting: starting}), "u"), "app")
+	assert.Equal(t, "a0", c.Current.ID)
+	assert.Equal(t, "a1", c.Starting.ID)
+	assert.Len(t, c.Instances, 2)
+
+	c = mustContainer(t, mustPod(t, Resolve(snap, Inputs{}), "u"), "app")
+	assert.Equal(t, "a1", c.Current.ID, "once started")
+	assert.Nil(t, c.Starting)
+}
+
+// Specs: a manifest lists every container (init containers first) and
+// makes them managed; an annotated container outside it keeps its own
+// spec; a sandbox restart-policy annotation manages all of an
+// annotation-only pod's containers.
+func TestResolveSpecs(t *testing.T) {
+	manifest := &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: 60,
+		Containers: []spec.Container{{Name: "setup", Kind: spec.Init}, {Name: "proxy", Kind: spec.Sidecar}, {Name: "app"}}}
+	job := sandbox("sb2", "job", "uid-job", true, 0)
+	job.Annotations = map[string]string{spec.RestartPolicyAnnotation: "OnFailure", spec.GracePeriodAnnotation: "7"}
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0), job},
+		[]*cri.Container{ctr("s", "sb1", "setup", 0, cri.StateExited, 1), ctr("a", "sb1", "app", 0, cri.StateRunning, 2), ctr("x", "sb1", "extra", 0, cri.StateRunning, 2),
+			ctr("m", "sb2", "main", 0, cri.StateRunning, 1)})
+	v := Resolve(snap, Inputs{Manifests: []*spec.Pod{manifest}})
+
+	web := mustPod(t, v, "uid-web")
+	assert.Equal(t, "pods.yaml:1", web.Source)
+	assert.Equal(t, spec.PodPolicy{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: 60}, web.Policy)
+	var names []string
+	for _, c := range web.Containers {
+		names = append(names, c.Name+"/"+c.Kind.String())
+	}
+	assert.Equal(t, []string{"setup/init", "proxy/sidecar", "app/regular", "extra/regular"}, names, "the spec's order, then the others")
+	assert.True(t, mustContainer(t, web, "proxy").Managed, "listed, not created yet")
+	assert.Nil(t, mustContainer(t, web, "proxy").Current)
+	assert.False(t, mustContainer(t, web, "extra").Managed, "not in the manifest: only observed")
+
+	jobPod := mustPod(t, v, "uid-job")
+	assert.Equal(t, spec.PodPolicy{RestartPolicy: corev1.RestartPolicyOnFailure, TerminationGracePeriodSeconds: 7}, jobPod.Policy)
+	assert.True(t, mustContainer(t, jobPod, "main").Managed)
+}
+
+// kubelet 1.36's getPhase, with sidecars and init containers.
+func TestPhase(t *testing.T) {
+	never, onFailure, always := corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure, corev1.RestartPolicyAlways
+	c := func(name string, kind spec.Kind, state cri.ContainerState, exit int32) *Container {
+		pc := &Container{Name: name, Kind: kind, Spec: &spec.Container{Name: name, Kind: kind}, Managed: true}
+		if state != "" {
+			pc.Current = &cri.Container{ID: name, Name: name, State: state, ExitCode: exit}
+			pc.Instances = []*cri.Container{pc.Current}
+		}
+		return pc
+	}
+	tests := []struct {
+		name         string
+		policy       corev1.RestartPolicy
+		sandboxReady bool
+		containers   []*Container
+		want         corev1.PodPhase
+	}{
+		{name: "running", policy: always, sandboxReady: true, containers: []*Container{c("app", spec.Regular, cri.StateRunning, 0)}, want: corev1.PodRunning},
+		{name: "created only", policy: always, sandboxReady: true, containers: []*Container{c("app", spec.Regular, cri.StateCreated, 0)}, want: corev1.PodPending},
+		{name: "not created yet", policy: always, sandboxReady: true, containers: []*Container{c("app", spec.Regular, "", 0)}, want: corev1.PodPending},
+		{name: "Always: exited containers restart", policy: always, sandboxReady: true, containers: []*Container{c("app", spec.Regular, cri.StateExited, 1)}, want: corev1.PodRunning},
+		{name: "OnFailure: a failure restarts", policy: onFailure, sandboxReady: true, containers: []*Container{c("app", spec.Regular, cri.StateExited, 1)}, want: corev1.PodRunning},
+		{name: "OnFailure: all succeeded", policy: onFailure, sandboxReady: true, containers: []*Container{c("a", spec.Regular, cri.StateExited, 0), c("b", spec.Regular, cri.StateExited, 0)}, want: corev1.PodSucceeded},
+		{name: "Never: one still running", policy: never, sandboxReady: true, containers: []*Container{c("a", spec.Regular, cri.StateRunning, 0), c("b", spec.Regular, cri.StateExited, 1)}, want: corev1.PodRunning},
+		{name: "Never: all exited, one failed", policy: never, sandboxReady: true, containers: []*Container{c("a", spec.Regular, cri.StateExited, 0), c("b", spec.Regular, cri.StateExited, 1)}, want: corev1.PodFailed},
+		{name: "Never: all succeeded", policy: never, sandboxReady: true, containers: []*Container{c("a", spec.Regular, cri.StateExited, 0)}, want: corev1.PodSucceeded},
+		{name: "sandbox stopped, nothing running, a failure", policy: always, sandboxReady: false, containers: []*Container{c("a", spec.Regular, cri.StateExited, 1)}, want: corev1.PodFailed},
+		{name: "sandbox stopped, all succeeded", policy: always, sandboxReady: false, containers: []*Container{c("a", spec.Regular, cri.StateExited, 0)}, want: corev1.PodSucceeded},
+		{name: "sandbox stopped, still running (terminating)", policy: always, sandboxReady: false, containers: []*Container{c("a", spec.Regular, cri.StateRunning, 0)}, want: corev1.PodRunning},
+		{name: "init container running: pending", policy: always, sandboxReady: true, containers: []*Container{c("init", spec.Init, cri.StateRunning, 0), c("app", spec.Regular, "", 0)}, want: corev1.PodPending},
+		{name: "init container done, app not created yet: pending, not over", policy: never, sandboxReady: true, containers: []*Container{c("init", spec.Init, cri.StateExited, 0), c("app", spec.Regular, "", 0)}, want: corev1.PodPending},
+		{name: "init container done, app running", policy: never, sandboxReady: true, containers: []*Container{c("init", spec.Init, cri.StateExited, 0), c("app", spec.Regular, cri.StateRunning, 0)}, want: corev1.PodRunning},
+		{name: "init container failed under Never: failed", policy: never, sandboxReady: true, containers: []*Container{c("init", spec.Init, cri.StateExited, 1), c("app", spec.Regular, "", 0)}, want: corev1.PodFailed},
+		{name: "init container failed under Always: pending", policy: always, sandboxReady: true, containers: []*Container{c("init", spec.Init, cri.StateExited, 1), c("app", spec.Regular, "", 0)}, want: corev1.PodPending},
+		{name: "a running sidecar keeps a finished Never pod running", policy: never, sandboxReady: true, containers: []*Container{c("proxy", spec.Sidecar, cri.StateRunning, 0), c("app", spec.Regular, cri.StateExited, 0)}, want: corev1.PodRunning},
+		{name: "sidecar stopped with the pod: succeeded", policy: never, sandboxReady: false, containers: []*Container{c("proxy", spec.Sidecar, cri.StateExited, 137), c("app", spec.Regular, cri.StateExited, 0)}, want: corev1.PodSucceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := sandbox("sb1", "web", "u", tt.sandboxReady, 0)
+			p := &Pod{Key: "u", Sandbox: sb, Sandboxes: []*cri.Pod{sb}, Policy: spec.PodPolicy{RestartPolicy: tt.policy}, Containers: tt.containers}
+			assert.Equal(t, tt.want, phase(p, func(c *Container) bool { return c.Running() }))
+		})
+	}
+}
+
+// kubelet's ContainersReady: every regular container and sidecar is ready;
+// regular init containers never count (a completed one shows ready, as in
+// kubelet's status); a pod that completed is not ready.
+func TestReportReadiness(t *testing.T) {
+	manifest := &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "setup", Kind: spec.Init}, {Name: "proxy", Kind: spec.Sidecar}, {Name: "app"}}}
+	snap := func(proxy cri.ContainerState) *cri.Snapshot {
+		return cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{
+			ctr("s", "sb1", "setup", 0, cri.StateExited, 1), ctr("p", "sb1", "proxy", 0, proxy, 2), ctr("a", "sb1", "app", 0, cri.StateRunning, 3)})
+	}
+	store := results.NewStore()
+	r := ReportPod(mustPod(t, Resolve(snap(cri.StateRunning), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store)
+	assert.True(t, r.Ready, "the completed init container does not hold readiness back")
+	assert.Equal(t, corev1.PodRunning, r.Phase)
+	assert.True(t, r.Containers[0].Ready, "a completed init container shows ready")
+	assert.True(t, r.Containers[0].Completed())
+
+	r = ReportPod(mustPod(t, Resolve(snap(cri.StateExited), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store)
+	assert.False(t, r.Ready, "a sidecar that is down does")
+}
+
+// What changed between two views: pods that appeared, went or changed in
+// anything a reader acts on; nothing for an identical view.
+func TestChangedPods(t *testing.T) {
+	one := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "a", true, 0), sandbox("sb2", "db", "b", true, 0)},
+		[]*cri.Container{ctr("c1", "sb1", "app", 0, cri.StateRunning, 1)})
+	two := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "a", true, 0), sandbox("sb3", "cache", "c", true, 0)},
+		[]*cri.Container{ctr("c1", "sb1", "app", 0, cri.StateExited, 1)})
+	v1, v2 := Resolve(one, Inputs{}), Resolve(two, Inputs{})
+	assert.ElementsMatch(t, []string{"a", "b"}, changedPods(nil, v1))
+	assert.Empty(t, changedPods(v1, Resolve(one, Inputs{})))
+	assert.ElementsMatch(t, []string{"a", "c", "b"}, changedPods(v1, v2), "a changed, c came, b went")
+}
