@@ -83,9 +83,11 @@ func printWhy(w io.Writer, e restart.Entry) {
 		fmt.Fprintf(w, " as attempt %d", e.Attempt)
 	}
 	fmt.Fprintln(w)
-	switch e.Cause {
-	case "exit":
+	switch restart.Cause(e.Cause) {
+	case restart.CauseExit:
 		fmt.Fprintf(w, "  why: it exited with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
+	case restart.CausePostStart:
+		fmt.Fprintf(w, "  why: its postStart hook failed; it was killed and ended with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
 	default:
 		threshold := 0
 		if n := len(e.Failures); n > 0 {

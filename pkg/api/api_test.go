@@ -91,7 +91,7 @@ func (l fakeLedger) For(ns, pod string) []restart.Entry {
 
 func newServer(health func() error) (*Server, *events.Ring) {
 	ring := events.NewRing(10)
-	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: restart.CauseLiveness,
+	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",
 		Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 2000), Consecutive: 1, Threshold: 1}}, ExitCode: 137,
 		GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "c1", Attempt: 1}}
 	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: ledger, Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
@@ -265,7 +265,7 @@ func TestRestartsEndpoint(t *testing.T) {
 	var r Restarts
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	require.Len(t, r.Restarts, 1)
-	assert.Equal(t, restart.CauseLiveness, r.Restarts[0].Cause)
+	assert.Equal(t, "liveness", r.Restarts[0].Cause)
 	assert.Len(t, r.Restarts[0].Failures[0].Output, maxOutput+len("… (truncated)"), "output shown, not trusted")
 	code, body = get(t, s.Handler(), "/api/v1/pods/shop/gone/restarts")
 	assert.Equal(t, http.StatusOK, code, "a pod that is gone may still have restarts to explain")

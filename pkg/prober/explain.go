@@ -113,7 +113,7 @@ func handlerName(p *corev1.Probe) string {
 // warnings points out the usual mistakes, each with what to do instead.
 func warnings(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Probe) []string {
 	var w []string
-	for _, inert := range spec.ProbePortWarnings(p, c.Ports, field.NewPath(strings.ToLower(t.String())+"Probe")) {
+	for _, inert := range spec.ProbePortWarnings(p, c.Ports, pod.Source != spec.SourceAnnotations, field.NewPath(strings.ToLower(t.String())+"Probe")) {
 		w = append(w, "INERT: "+inert.ErrorBody())
 	}
 	if p.TimeoutSeconds >= p.PeriodSeconds {

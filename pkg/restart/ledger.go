@@ -24,7 +24,7 @@ type Entry struct {
 	// Cause is liveness or startup (a probe reached its failure
 	// threshold), postStart (the hook failed) or exit (the container exited
 	// by itself).
-	Cause Cause `json:"cause"`
+	Cause string `json:"cause"`
 	// Failures are the probe results that reached the threshold, oldest
 	// first (for a probe cause).
 	Failures   []Failure `json:"failures,omitempty"`

@@ -33,7 +33,7 @@ func TestLedgerRecordsWhy(t *testing.T) {
 	e := ledger.For("ns", "web")[0]
 	replacement := rt.containers()[1]
 	assert.Equal(t, Entry{Time: rt.clock.Now(), Namespace: "ns", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: id,
-		Cause: CauseLiveness, Failures: []Failure{
+		Cause: "liveness", Failures: []Failure{
 			{Time: time.Unix(1_000_000, 0), Output: "sick", Consecutive: 1, Threshold: 2},
 			{Time: time.Unix(1_000_001, 0), Output: "sick", Consecutive: 2, Threshold: 2},
 		}, ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: ActionRestarted, ReplacementID: replacement.ID, Attempt: 1}, e)
@@ -46,7 +46,7 @@ func TestLedgerRecordsWhy(t *testing.T) {
 	rt.clock.Step(11 * time.Second) // past the settle time and the 10 s back-off of a second restart
 	rt.eventually(t, "the exit recorded", func() bool { return len(ledger.For("ns", "web")) == 2 })
 	e = ledger.For("ns", "web")[1]
-	assert.Equal(t, CauseExit, e.Cause)
+	assert.Equal(t, "exit", e.Cause)
 	assert.Equal(t, int32(3), e.ExitCode)
 	assert.Empty(t, e.Failures)
 	assert.Equal(t, uint32(2), e.Attempt)
@@ -77,7 +77,7 @@ func TestLedgerRecordsStops(t *testing.T) {
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
 	assert.Equal(t, ActionStopped, e.Action)
-	assert.Equal(t, CauseStartup, e.Cause)
+	assert.Equal(t, "startup", e.Cause)
 	assert.Empty(t, e.ReplacementID)
 }
 
@@ -87,7 +87,7 @@ func TestLedgerPersists(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	l, err := OpenLedger(dir)
 	require.NoError(t, err)
-	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: CauseExit, Action: ActionRestarted}))
+	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
 	again, err := OpenLedger(dir)
 	require.NoError(t, err)
 	assert.Len(t, again.For("ns", "web"), 1)
@@ -123,7 +123,7 @@ func TestLedgerRecordsAFinishedInterruptedRestart(t *testing.T) {
 	rt.relist(t)
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
-	assert.Equal(t, CauseStartup, e.Cause)
+	assert.Equal(t, "startup", e.Cause)
 	assert.Equal(t, old, e.ContainerID)
 	assert.Equal(t, replacement, e.ReplacementID)
 	assert.Equal(t, uint32(1), e.Attempt)

@@ -101,7 +101,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 		annotations[k] = v
 	}
 	annotations[cri.AnnotationRestartOf] = newest.ID
-	annotations[cri.AnnotationRestartCause] = string(entry.Cause)
+	annotations[cri.AnnotationRestartCause] = entry.Cause
 	cfg.Annotations = annotations
 
 	// Until its start is over the replacement is not current: the old
@@ -116,7 +116,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	}
 	r.eventf(p, c.Name, events.Normal, ReasonCreated, "Container created") // kubelet 1.36's text
 	created := &cri.Container{ID: id, SandboxID: p.Sandbox.ID, Name: c.Name, Attempt: attempt, State: cri.StateCreated, CreatedAt: now}
-	if !r.run(ctx, w, p, c, created, entry.Cause) {
+	if !r.run(ctx, w, p, c, created, Cause(entry.Cause)) {
 		return failedActionBackoff
 	}
 	delete(w.pending, newest.ID)
@@ -160,7 +160,7 @@ func (r *Restarter) run(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
 	inst.State = cri.StateRunning
 	w.acted[inst.ID] = true
-	w.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: CausePostStart}
+	w.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
 	if _, err := r.killContainer(ctx, p, c, inst, "FailedPostStartHook", CausePostStart, nil); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
 	}
@@ -272,7 +272,7 @@ func nextLogPath(path string, attempt uint32) string {
 // entry starts a ledger entry about an instance that is to be, or was,
 // replaced, with its exit as the runtime records it.
 func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, cause Cause) Entry {
-	e := Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: cause}
+	e := Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: string(cause)}
 	if r.ledger == nil {
 		return e
 	}

@@ -93,7 +93,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 		for _, fe := range ValidateProbe(&probe, a.field, field.NewPath(a.key)) {
 			fail(fe.Field, fe.ErrorBody())
 		}
-		for _, fe := range ProbePortWarnings(&probe, nil, field.NewPath(a.key)) {
+		for _, fe := range ProbePortWarnings(&probe, nil, false, field.NewPath(a.key)) {
 			c.Warnings = append(c.Warnings, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Container: container, Field: fe.Field, Detail: fe.ErrorBody()})
 		}
 		switch a.field {

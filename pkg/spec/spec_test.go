@@ -389,3 +389,22 @@ func TestShouldRestart(t *testing.T) {
 		})
 	}
 }
+
+// A container that declares no port at all: the same warning, not the
+// annotations' hint.
+func TestNamedPortWithNoPortsDeclared(t *testing.T) {
+	pods, errs := LoadBytes("pod.yaml", []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    livenessProbe:
+      tcpSocket: {port: web}
+`))
+	require.Empty(t, errs)
+	app, _ := pods[0].Container("app")
+	require.Len(t, app.Warnings, 1)
+	assert.Contains(t, app.Warnings[0].Error(), `pod.yaml:9: pod shop/web: container app: spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: "web": no port named "web" among the container's ports`)
+}

@@ -181,7 +181,7 @@ func validateContainer(c *corev1.Container, path *field.Path, names map[string]b
 		probe *corev1.Probe
 	}{{livenessField, c.LivenessProbe}, {readinessField, c.ReadinessProbe}, {startupField, c.StartupProbe}} {
 		errs = append(errs, ValidateProbe(p.probe, p.field, path.Child(string(p.field)))...)
-		warnings = append(warnings, ProbePortWarnings(p.probe, c.Ports, path.Child(string(p.field)))...)
+		warnings = append(warnings, ProbePortWarnings(p.probe, c.Ports, true, path.Child(string(p.field)))...)
 	}
 	return errs, warnings
 }
@@ -263,7 +263,7 @@ func validateLifecycle(l *corev1.Lifecycle, grace *int64, ports []corev1.Contain
 		}
 		if one(h.handler.HTTPGet != nil, "httpGet") {
 			errs = append(errs, validateHTTPGet(h.handler.HTTPGet, hp.Child("httpGet"))...)
-			warnings = append(warnings, portWarnings(h.handler.HTTPGet.Port, ports, hp.Child("httpGet", "port"))...)
+			warnings = append(warnings, portWarnings(h.handler.HTTPGet.Port, ports, true, hp.Child("httpGet", "port"))...)
 		}
 		if one(h.handler.TCPSocket != nil, "tcpSocket") {
 			errs = append(errs, validatePortNumOrName(h.handler.TCPSocket.Port, hp.Child("tcpSocket", "port"))...)
@@ -317,29 +317,30 @@ func ValidateReadinessProbe(p *corev1.Probe) field.ErrorList {
 }
 
 // ProbePortWarnings says when a probe names a port the container does not
-// declare (ports nil: none can be declared, as in CRI annotations). kubelet
-// accepts such a pod and the probe errors at every run, so the probe is
-// inert: it never changes its result. The rest of the pod is unaffected.
-func ProbePortWarnings(p *corev1.Probe, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+// declare. kubelet accepts such a pod and the probe errors at every run, so
+// the probe is inert: it never changes its result. The rest of the pod is
+// unaffected. declarable is false where no port can be declared (CRI
+// annotations).
+func ProbePortWarnings(p *corev1.Probe, ports []corev1.ContainerPort, declarable bool, path *field.Path) field.ErrorList {
 	switch {
 	case p == nil:
 		return nil
 	case p.HTTPGet != nil:
-		return portWarnings(p.HTTPGet.Port, ports, path.Child("httpGet", "port"))
+		return portWarnings(p.HTTPGet.Port, ports, declarable, path.Child("httpGet", "port"))
 	case p.TCPSocket != nil:
-		return portWarnings(p.TCPSocket.Port, ports, path.Child("tcpSocket", "port"))
+		return portWarnings(p.TCPSocket.Port, ports, declarable, path.Child("tcpSocket", "port"))
 	}
 	return nil
 }
 
-func portWarnings(port intstr.IntOrString, ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+func portWarnings(port intstr.IntOrString, ports []corev1.ContainerPort, declarable bool, path *field.Path) field.ErrorList {
 	if port.Type != intstr.String || len(validation.IsValidPortName(port.StrVal)) > 0 {
 		return nil // a number, or a syntax error reported as such
 	}
 	if _, err := ResolvePort(port, ports); err == nil {
 		return nil
 	}
-	if ports == nil {
+	if !declarable {
 		return field.ErrorList{field.Invalid(path, port.StrVal, "named ports need a Pod manifest that declares them: this probe errors at every run and never changes its result; use a port number in annotations")}
 	}
 	return field.ErrorList{field.Invalid(path, port.StrVal, fmt.Sprintf("no port named %q among the container's ports: this probe errors at every run and never changes its result, as under kubelet; declare the port or use its number", port.StrVal))}

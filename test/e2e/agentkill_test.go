@@ -75,10 +75,11 @@ func TestAgentKilledDuringARestart(t *testing.T) {
 			killAt: `reason="Unhealthy"`,
 		},
 		{
-			// The replacement is created while the old instance is given its
-			// grace period; the agent dies during it. containerd stops
-			// waiting when the agent's call goes away, so the old instance,
-			// ignoring SIGTERM, runs on beside the created replacement.
+			// The agent dies while the old instance is given its grace
+			// period (kill, then create: no replacement exists yet).
+			// containerd stops waiting when the agent's call goes away, so
+			// the old instance, ignoring SIGTERM, runs on; the next agent
+			// probes it again and restarts it once.
 			name: "during the kill's grace period",
 			containers: `  - name: web
     image: localhost/target:test
@@ -89,7 +90,7 @@ func TestAgentKilledDuringARestart(t *testing.T) {
       terminationGracePeriodSeconds: 4
 `,
 			command: []string{"/bin/target", "-ignore-sigterm"},
-			killAt:  `reason="Created"`,
+			killAt:  `reason="Killing"`,
 		},
 	}
 	for _, tt := range tests {
