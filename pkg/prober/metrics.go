@@ -2,6 +2,7 @@ package prober
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,6 +24,12 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	lateness prometheus.Histogram
 	failures *prometheus.CounterVec
+
+	// kubelet's duration series has no pod_uid: two pods with one name
+	// (re-created with a new UID) share a series, deleted when the last of
+	// their workers goes.
+	mu           sync.Mutex
+	durationRefs map[string]int
 }
 
 func newMetrics() *metrics {
@@ -41,7 +48,8 @@ func newMetrics() *metrics {
 			Help:    "How late a periodic probe started after its tick was due.",
 			Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
-		failures: newFailures(),
+		failures:     newFailures(),
+		durationRefs: map[string]int{},
 	}
 }
 
@@ -111,6 +119,9 @@ func (m *metrics) forWorker(t results.ProbeType, container, pod, namespace, uid 
 	w.unknown = m.probes.WithLabelValues(w.resultLabels[2]...)
 	w.durationLabels = []string{t.String(), container, pod, namespace}
 	w.duration = m.duration.WithLabelValues(w.durationLabels...)
+	m.mu.Lock()
+	m.durationRefs[strings.Join(w.durationLabels, "\x00")]++
+	m.mu.Unlock()
 	return w
 }
 
@@ -137,7 +148,13 @@ func (w *workerMetrics) delete() {
 	for _, l := range w.resultLabels {
 		w.m.probes.DeleteLabelValues(l...)
 	}
-	w.m.duration.DeleteLabelValues(w.durationLabels...)
+	key := strings.Join(w.durationLabels, "\x00")
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	if w.m.durationRefs[key]--; w.m.durationRefs[key] <= 0 {
+		delete(w.m.durationRefs, key)
+		w.m.duration.DeleteLabelValues(w.durationLabels...)
+	}
 }
 
 // readyCollector reports each container's Ready flag at scrape time.

@@ -211,15 +211,15 @@ func httpHeaders(list []corev1.HTTPHeader) http.Header {
 	return h
 }
 
-func fromNet(r netprobe.Result, output string, err error) outcome {
+func fromNet(v netprobe.Verdict, err error) outcome {
 	switch {
 	case err != nil:
-		return outcome{output: output, err: err}
-	case r == netprobe.Success:
-		return outcome{raw: results.OutcomeSuccess, output: output}
-	case r == netprobe.Warning:
-		return outcome{raw: results.OutcomeWarning, output: output}
+		return outcome{output: v.Output, err: err}
+	case v.Result == netprobe.Success:
+		return outcome{raw: results.OutcomeSuccess, output: v.Output}
+	case v.Result == netprobe.Warning:
+		return outcome{raw: results.OutcomeWarning, output: v.Output}
 	default:
-		return outcome{raw: results.OutcomeFailure, output: output, reason: networkFailureReason(output)}
+		return outcome{raw: results.OutcomeFailure, output: v.Output, reason: failureReason[v.Cause]}
 	}
 }

@@ -1,10 +1,6 @@
 package prober
 
-import (
-	"strings"
-
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
-)
+import "github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 
 // Why a probe failed or could not run: a bounded set of values for
 // cri_prober_probe_failures_total, so "why" needs no unbounded label
@@ -31,27 +27,14 @@ const (
 var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetwork, ReasonHTTPStatus, ReasonHTTPBody,
 	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS}
 
-// networkFailureReason classifies an HTTP, TCP or gRPC failure from its
-// output: kubelet's own texts, which netprobe builds and its tests pin, and
-// for transport errors the Go and syscall texts ("connection refused",
-// "i/o timeout", "deadline exceeded"), which are stable.
-func networkFailureReason(output string) string {
-	switch {
-	case strings.HasPrefix(output, "HTTP probe failed with statuscode:"):
-		return ReasonHTTPStatus
-	case strings.HasPrefix(output, netprobe.BodyMismatch):
-		return ReasonHTTPBody
-	case strings.HasPrefix(output, "service unhealthy"),
-		strings.Contains(output, "does not implement the grpc health protocol"):
-		return ReasonGRPCNotServing
-	case strings.Contains(output, "connection refused"):
-		return ReasonConnectionRefused
-	case strings.HasPrefix(output, "timeout:"),
-		strings.Contains(output, "Client.Timeout exceeded"),
-		strings.Contains(output, "i/o timeout"),
-		strings.Contains(output, "deadline exceeded"):
-		return ReasonTimeout
-	default:
-		return ReasonNetwork
-	}
+// failureReason names a network probe's failure cause, which the probe
+// reports where it knows it (never parsed back out of the output).
+var failureReason = map[netprobe.Cause]string{
+	netprobe.CauseNone:       ReasonNetwork,
+	netprobe.CauseRefused:    ReasonConnectionRefused,
+	netprobe.CauseTimeout:    ReasonTimeout,
+	netprobe.CauseNetwork:    ReasonNetwork,
+	netprobe.CauseStatus:     ReasonHTTPStatus,
+	netprobe.CauseBody:       ReasonHTTPBody,
+	netprobe.CauseNotServing: ReasonGRPCNotServing,
 }

@@ -804,3 +804,16 @@ func TestFailuresCarryTheirCount(t *testing.T) {
 	assert.Equal(t, 3, recent[3].Consecutive)
 	assert.Equal(t, 3, recent[3].Threshold)
 }
+
+// Two pods with one name (re-created with a new UID) share kubelet's
+// duration series, which has no pod_uid: it goes with the last worker.
+func TestDurationSeriesSharedByTwoPodsOfOneName(t *testing.T) {
+	m := newMetrics()
+	old := m.forWorker(readiness, "app", "web", "ns", "uid-old")
+	newer := m.forWorker(readiness, "app", "web", "ns", "uid-new")
+	newer.observe(outcome{result: results.Success, raw: results.OutcomeSuccess}, 0.1)
+	old.delete()
+	assert.Equal(t, 1, testutil.CollectAndCount(m.duration), "still in use by the new pod's worker")
+	newer.delete()
+	assert.Zero(t, testutil.CollectAndCount(m.duration))
+}

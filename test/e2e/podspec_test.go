@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -388,4 +392,65 @@ func (a *agent) key(t *testing.T, name string) string {
 	p, ok := a.pod(name)
 	require.True(t, ok)
 	return p.Key
+}
+
+// The same namespace/name twice: a pod re-created with a new UID while
+// the old sandbox lingers. Every answer by name uses one rule (a ready
+// sandbox wins, then the newest): /ready and the pod endpoint agree, and
+// /metrics never fails on the two pods' same labels.
+func TestSameNameTwice(t *testing.T) {
+	c := dial(t)
+	name := uniqueName("twice")
+	dir := manifestDir(t, name, `  - name: app
+    image: localhost/busybox:test
+    readinessProbe:
+      exec: {command: ["test", "-f", "/tmp/ready"]}
+      periodSeconds: 1
+`)
+	agent := startBinary(t, dir, freePort(t))
+	old := runPodNamed(t, c, name, nil)
+	oldApp := old.start("app", "sleep", "3600")
+	old.exec(oldApp, "touch", "/tmp/ready")
+	newer := runPodNamed(t, c, name, nil)
+	newer.start("app", "sleep", "3600")
+
+	byName := func() (int, api.Readiness, api.Pod) {
+		code, body := agent.get(t, "/api/v1/pods/"+testNamespace+"/"+name+"/ready")
+		var r api.Readiness
+		require.NoError(t, json.Unmarshal([]byte(body), &r))
+		_, body = agent.get(t, "/api/v1/pods/"+testNamespace+"/"+name)
+		var p api.Pod
+		require.NoError(t, json.Unmarshal([]byte(body), &p))
+		return code, r, p
+	}
+	eventually(t, 10*time.Second, "both pods seen, the old one ready", func() bool {
+		_, body := agent.get(t, "/api/v1/pods")
+		var list api.PodList
+		require.NoError(t, json.Unmarshal([]byte(body), &list))
+		ready := 0
+		for _, p := range list.Pods {
+			if p.Name == name && p.Ready {
+				ready++
+			}
+		}
+		return ready == 1
+	})
+	code, _, p := byName()
+	assert.Equal(t, http.StatusServiceUnavailable, code, "the newest pod (not ready) is the one the name stands for")
+	assert.Equal(t, newer.config.GetMetadata().GetUid(), p.UID)
+	for range 3 {
+		code, body := agent.get(t, "/metrics")
+		require.Equal(t, http.StatusOK, code, body)
+		assert.Equal(t, 1, strings.Count(body, `cri_prober_container_ready{container="app",namespace="`+testNamespace+`",pod="`+name+`"}`))
+	}
+
+	// The new pod's sandbox is stopped (it lingers, not ready): the old,
+	// ready one is the pod the name stands for again.
+	require.NoError(t, c.StopPodSandbox(t.Context(), newer.id))
+	eventually(t, 10*time.Second, "the ready sandbox wins", func() bool {
+		code, _, p := byName()
+		return code == http.StatusOK && p.UID == old.config.GetMetadata().GetUid()
+	})
+	code, _ = agent.get(t, "/metrics")
+	assert.Equal(t, http.StatusOK, code)
 }

@@ -32,7 +32,7 @@ func BenchmarkHTTPProbe(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, out, err := get.Probe(context.Background(), req, time.Second)
+		r, out, err := split(get.Probe(context.Background(), req, time.Second))
 		if err != nil || r != Success {
 			b.Fatalf("probe: %v %v %s", r, err, out)
 		}
@@ -70,7 +70,7 @@ func BenchmarkTCPProbe(b *testing.B) {
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {
-		if r, out, _ := TCP(context.Background(), addr, time.Second); r != Success {
+		if r, out, _ := split(TCP(context.Background(), addr, time.Second)); r != Success {
 			b.Fatal(out)
 		}
 	}

@@ -21,7 +21,7 @@ func FuzzNewRequest(f *testing.F) {
 		}
 		headers := http.Header{}
 		headers.Add(headerName, headerValue)
-		req, err := NewRequest(scheme, host, port, path, headers, "kube-probe/1.34")
+		req, err := NewRequest(scheme, host, port, path, headers, "kube-probe/1.36")
 		if err != nil {
 			return
 		}

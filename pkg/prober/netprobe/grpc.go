@@ -23,7 +23,7 @@ import (
 // connection (so a closed port fails only when the timeout is up). Every
 // problem is a Failure with kubelet's wording; the only error is ErrNetNS
 // (the probe could not run from the pod's network namespace).
-func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout time.Duration) (Result, string, error) {
+func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout time.Duration) (Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	netNS := netNSFrom(ctx) // gRPC's dial context does not carry ours
@@ -43,14 +43,14 @@ func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout ti
 		}),
 	)
 	if err != nil {
-		return Failure, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err), nil
+		return failure(CauseNetwork, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err)), nil
 	}
 	defer conn.Close()
 	if err := waitReady(ctx, conn); err != nil {
 		if e := nsErr.Load(); e != nil {
-			return Failure, "", *e
+			return failure(CauseNetwork, ""), *e
 		}
-		return Failure, fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err), nil
+		return failure(CauseTimeout, fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err)), nil
 	}
 
 	resp, err := healthpb.NewHealthClient(conn).Check(metadata.NewOutgoingContext(ctx, metadata.MD{}), &healthpb.HealthCheckRequest{Service: service})
@@ -58,17 +58,17 @@ func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout ti
 		if st, ok := status.FromError(err); ok {
 			switch st.Code() {
 			case codes.Unimplemented:
-				return Failure, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message()), nil
+				return failure(CauseNotServing, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message())), nil
 			case codes.DeadlineExceeded:
-				return Failure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout), nil
+				return failure(CauseTimeout, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout)), nil
 			}
 		}
-		return Failure, fmt.Sprintf("error: health rpc probe failed: %+v", err), nil
+		return failure(CauseNetwork, fmt.Sprintf("error: health rpc probe failed: %+v", err)), nil
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		return Failure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String()), nil
+		return failure(CauseNotServing, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String())), nil
 	}
-	return Success, "service healthy", nil
+	return success("service healthy"), nil
 }
 
 // waitReady connects and waits until the connection is ready or ctx ends,

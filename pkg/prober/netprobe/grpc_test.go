@@ -53,13 +53,14 @@ func TestGRPCHealth(t *testing.T) {
 		timeout    time.Duration
 		wantResult Result
 		wantOutput string
+		wantCause  Cause
 	}{
 		{name: "serving", addr: healthy, wantResult: Success, wantOutput: "service healthy"},
-		{name: "not serving", addr: healthy, service: "sick", wantResult: Failure, wantOutput: `service unhealthy (responded with "NOT_SERVING")`},
-		{name: "unknown service", addr: healthy, service: "nope", wantResult: Failure, wantOutput: "error: health rpc probe failed: rpc error: code = NotFound desc = unknown service"},
-		{name: "no health service", addr: noHealth, wantResult: Failure, wantOutput: "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): unknown service grpc.health.v1.Health"},
-		{name: "hanging server", addr: hanging, timeout: 200 * time.Millisecond, wantResult: Failure, wantOutput: "timeout: health rpc did not complete within 200ms"},
-		{name: "closed port", addr: closedAddr, timeout: 200 * time.Millisecond, wantResult: Failure, wantOutput: `timeout: failed to connect service "` + closedAddr + `" within 200ms: context deadline exceeded`},
+		{name: "not serving", addr: healthy, service: "sick", wantResult: Failure, wantOutput: `service unhealthy (responded with "NOT_SERVING")`, wantCause: CauseNotServing},
+		{name: "unknown service", addr: healthy, service: "nope", wantResult: Failure, wantOutput: "error: health rpc probe failed: rpc error: code = NotFound desc = unknown service", wantCause: CauseNetwork},
+		{name: "no health service", addr: noHealth, wantResult: Failure, wantOutput: "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): unknown service grpc.health.v1.Health", wantCause: CauseNotServing},
+		{name: "hanging server", addr: hanging, timeout: 200 * time.Millisecond, wantResult: Failure, wantOutput: "timeout: health rpc did not complete within 200ms", wantCause: CauseTimeout},
+		{name: "closed port", addr: closedAddr, timeout: 200 * time.Millisecond, wantResult: Failure, wantOutput: `timeout: failed to connect service "` + closedAddr + `" within 200ms: context deadline exceeded`, wantCause: CauseTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,10 +68,11 @@ func TestGRPCHealth(t *testing.T) {
 			if timeout == 0 {
 				timeout = 2 * time.Second
 			}
-			result, out, err := GRPCHealth(context.Background(), tt.addr, tt.service, testUA, timeout)
+			v, err := GRPCHealth(context.Background(), tt.addr, tt.service, testUA, timeout)
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantResult, result)
-			assert.Equal(t, tt.wantOutput, out)
+			assert.Equal(t, tt.wantResult, v.Result)
+			assert.Equal(t, tt.wantOutput, v.Output)
+			assert.Equal(t, tt.wantCause, v.Cause)
 		})
 	}
 }

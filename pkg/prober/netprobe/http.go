@@ -80,7 +80,7 @@ func NewRequest(scheme, host string, port int, path string, headers http.Header,
 // is Failure. Redirects to the same host name are followed, up to 10;
 // redirects to another host are not. A transport error or timeout is a
 // Failure whose output is the error; failing to read the body is an error.
-func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Result, string, error) {
+func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Verdict, error) {
 	return p.ProbeChecked(ctx, req, timeout, HTTPCheck{})
 }
 
@@ -99,19 +99,19 @@ type HTTPCheck struct {
 const BodyMismatch = "HTTP probe failed: the body does not match "
 
 // ProbeChecked is Probe with check's rules.
-func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Result, string, error) {
+func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Verdict, error) {
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: SameHostRedirects}
 	resp, err := client.Do(req.WithContext(ctx))
 	switch {
 	case errors.Is(err, ErrNetNS):
-		return Failure, "", err
+		return failure(CauseNetwork, ""), err
 	case err != nil:
-		return Failure, err.Error(), nil
+		return failure(transportCause(err), err.Error()), nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
-		return Failure, "", fmt.Errorf("read response body: %w", err)
+		return failure(CauseNetwork, ""), fmt.Errorf("read response body: %w", err)
 	}
 	body := string(b)
 	statusOK := resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest // kubelet's rule
@@ -121,15 +121,15 @@ func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout t
 	switch {
 	case !statusOK:
 		// The body is left out on purpose (kubernetes#99425).
-		return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
+		return failure(CauseStatus, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)), nil
 	case check.BodyMustMatch != nil && !check.BodyMustMatch.MatchString(body):
-		return Failure, BodyMismatch + strconv.Quote(check.BodyMustMatch.String()), nil
+		return failure(CauseBody, BodyMismatch+strconv.Quote(check.BodyMustMatch.String())), nil
 	case len(check.ValidStatusCodes) > 0:
-		return Success, body, nil
+		return success(body), nil
 	case resp.StatusCode < http.StatusMultipleChoices:
-		return Success, body, nil
+		return success(body), nil
 	default: // a redirect not followed
-		return Warning, "Probe terminated redirects, Response body: " + body, nil
+		return Verdict{Result: Warning, Output: "Probe terminated redirects, Response body: " + body}, nil
 	}
 }
 

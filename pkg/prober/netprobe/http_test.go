@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const testUA = "kube-probe/1.34"
+const testUA = "kube-probe/1.36"
 
 // target splits a test server's URL into what NewRequest takes.
 func target(t *testing.T, serverURL string) (host string, port int) {
@@ -35,7 +35,7 @@ func probeHTTP(t *testing.T, scheme, serverURL, path string, headers http.Header
 	host, port := target(t, serverURL)
 	req, err := NewRequest(scheme, host, port, path, headers, testUA)
 	require.NoError(t, err)
-	return NewHTTPGet().Probe(context.Background(), req, timeout)
+	return split(NewHTTPGet().Probe(context.Background(), req, timeout))
 }
 
 // recorder is a handler that remembers the last request it saw.
@@ -307,7 +307,7 @@ func TestHTTPCancelledContextStopsTheProbe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan Result)
 	go func() {
-		r, _, _ := NewHTTPGet().Probe(ctx, req, time.Hour)
+		r, _, _ := split(NewHTTPGet().Probe(ctx, req, time.Hour))
 		done <- r
 	}()
 	cancel()
@@ -332,7 +332,7 @@ func TestTCP(t *testing.T) {
 			c.Close()
 		}
 	}()
-	result, out, err := TCP(context.Background(), lis.Addr().String(), time.Second)
+	result, out, err := split(TCP(context.Background(), lis.Addr().String(), time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, Success, result)
 	assert.Empty(t, out)
@@ -341,7 +341,7 @@ func TestTCP(t *testing.T) {
 	require.NoError(t, err)
 	addr := closed.Addr().String()
 	closed.Close()
-	result, out, err = TCP(context.Background(), addr, time.Second)
+	result, out, err = split(TCP(context.Background(), addr, time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, Failure, result)
 	assert.Equal(t, "dial tcp "+addr+": connect: connection refused", out)
@@ -388,10 +388,65 @@ func TestHTTPCheck(t *testing.T) {
 		if tt.method != "" {
 			req.Method = tt.method
 		}
-		r, out, err := NewHTTPGet().ProbeChecked(context.Background(), req, time.Second, tt.check)
+		r, out, err := split(NewHTTPGet().ProbeChecked(context.Background(), req, time.Second, tt.check))
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, r, "%s %+v", tt.path, tt.check)
 		assert.Equal(t, tt.wantOutput, out, "%s %+v", tt.path, tt.check)
 		assert.Equal(t, req.Method, lastMethod)
+	}
+}
+
+// split gives a verdict the (result, output, error) shape the tests check.
+func split(v Verdict, err error) (Result, string, error) { return v.Result, v.Output, err }
+
+// Each failure carries its cause, decided where the failure happens: by
+// the error's type or the status, never by parsing the output.
+func TestVerdictCauses(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/500":
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			fmt.Fprint(w, "hello")
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	req := func(path string) *http.Request {
+		r, err := NewRequest("http", "127.0.0.1", port, path, nil, testUA)
+		require.NoError(t, err)
+		return r
+	}
+	tests := []struct {
+		name string
+		run  func() (Verdict, error)
+		want Cause
+	}{
+		{"http status", func() (Verdict, error) { return NewHTTPGet().Probe(context.Background(), req("/500"), time.Second) }, CauseStatus},
+		{"http body", func() (Verdict, error) {
+			return NewHTTPGet().ProbeChecked(context.Background(), req("/"), time.Second, HTTPCheck{BodyMustMatch: regexp.MustCompile("bye")})
+		}, CauseBody},
+		{"http redirect loop", func() (Verdict, error) { return NewHTTPGet().Probe(context.Background(), req("/loop"), time.Second) }, CauseNetwork},
+		{"tcp refused", func() (Verdict, error) { return TCP(context.Background(), closedAddr, time.Second) }, CauseRefused},
+		{"tcp timeout", func() (Verdict, error) { return TCP(context.Background(), closedAddr, time.Nanosecond) }, CauseTimeout},
+		{"http refused", func() (Verdict, error) {
+			r, _ := NewRequest("http", "127.0.0.1", closed.Addr().(*net.TCPAddr).Port, "/", nil, testUA)
+			return NewHTTPGet().Probe(context.Background(), r, time.Second)
+		}, CauseRefused},
+		{"success", func() (Verdict, error) { return NewHTTPGet().Probe(context.Background(), req("/"), time.Second) }, CauseNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := tt.run()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, v.Cause, v.Output)
+		})
 	}
 }

@@ -99,18 +99,18 @@ func TestProbesFromAPodsNetworkNamespace(t *testing.T) {
 	httpProbe := func(ctx context.Context) (Result, string, error) {
 		req, err := NewRequest("http", "127.0.0.1", web.Addr().(*net.TCPAddr).Port, "/", nil, testUA)
 		require.NoError(t, err)
-		return NewHTTPGet().Probe(ctx, req, time.Second)
+		return split(NewHTTPGet().Probe(ctx, req, time.Second))
 	}
 	r, out, err := httpProbe(inside)
 	require.NoError(t, err)
 	assert.Equal(t, Success, r, out)
-	r, _, _ = TCP(inside, plain.Addr().String(), time.Second)
+	r, _, _ = split(TCP(inside, plain.Addr().String(), time.Second))
 	assert.Equal(t, Success, r)
-	r, out, _ = GRPCHealth(inside, rpc.Addr().String(), "", testUA, time.Second)
+	r, out, _ = split(GRPCHealth(inside, rpc.Addr().String(), "", testUA, time.Second))
 	assert.Equal(t, Success, r, out)
 
 	// The node's 127.0.0.1 at the same port: nothing there.
-	r, out, _ = TCP(context.Background(), plain.Addr().String(), time.Second)
+	r, out, _ = split(TCP(context.Background(), plain.Addr().String(), time.Second))
 	assert.Equal(t, Failure, r)
 	assert.Contains(t, out, "connection refused")
 
@@ -130,8 +130,8 @@ func TestProbesFromAPodsNetworkNamespace(t *testing.T) {
 	gone := WithNetNS(context.Background(), "/nonexistent/ns")
 	_, _, err = httpProbe(gone)
 	assert.ErrorIs(t, err, ErrNetNS)
-	_, _, err = TCP(gone, plain.Addr().String(), time.Second)
+	_, _, err = split(TCP(gone, plain.Addr().String(), time.Second))
 	assert.ErrorIs(t, err, ErrNetNS)
-	_, _, err = GRPCHealth(gone, rpc.Addr().String(), "", testUA, time.Second)
+	_, _, err = split(GRPCHealth(gone, rpc.Addr().String(), "", testUA, time.Second))
 	assert.ErrorIs(t, err, ErrNetNS)
 }

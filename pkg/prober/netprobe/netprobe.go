@@ -6,6 +6,8 @@
 package netprobe
 
 import (
+	"context"
+	"errors"
 	"net"
 	"syscall"
 )
@@ -21,6 +23,56 @@ const (
 	Warning
 	Failure
 )
+
+// Cause says why a probe failed, where the failure happens: a bounded set,
+// for metrics, never parsed back out of the output.
+type Cause int
+
+const (
+	CauseNone Cause = iota
+	// CauseRefused: the connection was refused.
+	CauseRefused
+	// CauseTimeout: the probe ran out of time (connecting or waiting for
+	// the answer).
+	CauseTimeout
+	// CauseNetwork: another transport problem (reset, unreachable, TLS,
+	// too many redirects, a malformed response).
+	CauseNetwork
+	// CauseStatus: an HTTP status outside the accepted ones.
+	CauseStatus
+	// CauseBody: the HTTP body did not match the required regexp.
+	CauseBody
+	// CauseNotServing: a gRPC server answered NOT_SERVING (or does not
+	// implement the health protocol).
+	CauseNotServing
+)
+
+// Verdict is one probe's outcome: the result, kubelet's output text and,
+// for a failure, its cause.
+type Verdict struct {
+	Result Result
+	Output string
+	Cause  Cause
+}
+
+func success(output string) Verdict { return Verdict{Result: Success, Output: output} }
+
+func failure(cause Cause, output string) Verdict {
+	return Verdict{Result: Failure, Output: output, Cause: cause}
+}
+
+// transportCause classifies a dial or transport error by its type.
+func transportCause(err error) Cause {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return CauseRefused
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return CauseTimeout
+	default:
+		return CauseNetwork
+	}
+}
 
 func (r Result) String() string {
 	switch r {
