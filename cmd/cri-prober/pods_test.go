@@ -350,3 +350,32 @@ shop/web app: restarted 2026-11-21 10:01:00 as attempt 2
   replaced fedcba9876543 by aaaabbbbccccd after 10.3s of back-off
 `, out.String())
 }
+
+// Init containers, as kubectl shows them: not counted in READY, Init:N/M
+// while the pod initializes, completed ones shown as such.
+func TestPrintStatusWithInitContainers(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	pods := []api.Pod{
+		{Namespace: "shop", Name: "starting", Phase: "Pending", CreatedAt: now, Containers: []api.Container{
+			{Name: "setup", Kind: "init", State: "Exited", Reason: "Completed", Ready: true},
+			{Name: "migrate", Kind: "init", State: "Running"},
+			{Name: "app", State: "Waiting", Probes: map[string]api.Probe{}},
+		}},
+		{Namespace: "shop", Name: "job", Phase: "Succeeded", CreatedAt: now, Containers: []api.Container{
+			{Name: "proxy", Kind: "sidecar", State: "Exited", Reason: "Error", ExitCode: 137, Probes: map[string]api.Probe{}},
+			{Name: "main", State: "Exited", Reason: "Completed", Probes: map[string]api.Probe{}},
+		}},
+	}
+	var out strings.Builder
+	printStatus(&out, pods, now)
+	want := `NAMESPACE  POD       READY  STATUS     RESTARTS  AGE
+shop       starting  0/1    Init:1/2   0         0s
+    setup (init): completed, restarts 0
+    migrate (init): running, restarts 0
+    app: not ready, Waiting, restarts 0 — no probes
+shop       job       0/2    Completed  0         0s
+    proxy (sidecar): not ready, Exited, restarts 0 — no probes
+    main: not ready, Exited, restarts 0 — no probes
+`
+	assert.Equal(t, want, out.String())
+}

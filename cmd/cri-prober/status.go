@@ -126,14 +126,20 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
 	for _, p := range pods {
-		ready, restarts := 0, uint32(0)
+		// kubectl's READY: regular containers and sidecars; init
+		// containers never count.
+		ready, total, restarts := 0, 0, uint32(0)
 		for _, c := range p.Containers {
+			restarts += c.RestartCount
+			if c.Kind == "init" {
+				continue
+			}
+			total++
 			if c.Ready {
 				ready++
 			}
-			restarts += c.RestartCount
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, len(p.Containers), podStatus(p), restarts, age(p.CreatedAt, now))
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now))
 	}
 	tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
@@ -145,7 +151,19 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 			if !c.Ready {
 				readiness = "not ready"
 			}
-			fmt.Fprintf(w, "    %s: %s, %s, restarts %d — %s\n", c.Name, readiness, c.State, c.RestartCount, probeSummary(c, now))
+			name := c.Name
+			if c.Kind != "" {
+				name += " (" + c.Kind + ")"
+			}
+			if c.Kind == "init" { // run to completion: readiness means nothing
+				state := c.State
+				if c.Reason != "" {
+					state = c.Reason
+				}
+				fmt.Fprintf(w, "    %s: %s, restarts %d\n", name, strings.ToLower(state), c.RestartCount)
+				continue
+			}
+			fmt.Fprintf(w, "    %s: %s, %s, restarts %d — %s\n", name, readiness, c.State, c.RestartCount, probeSummary(c, now))
 		}
 		for _, problem := range p.Problems {
 			fmt.Fprintf(w, "    ! %s\n", terminalSafe(problem))
@@ -153,8 +171,9 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 	}
 }
 
-// podStatus is kubectl's STATUS column in short: the first reason a
-// container is not running, else Running.
+// podStatus is kubectl's STATUS column in short: Init:N/M while init
+// containers run, Completed or Error once the pod is over, else the first
+// reason a container is not running, else Running.
 func podStatus(p api.Pod) string {
 	if len(p.Problems) > 0 {
 		return "InvalidProbeConfig"
@@ -164,8 +183,28 @@ func podStatus(p api.Pod) string {
 			return "InvalidProbeConfig"
 		}
 	}
+	switch p.Phase {
+	case "Succeeded":
+		return "Completed"
+	case "Failed":
+		return "Error"
+	}
+	inits, initialized := 0, 0
 	for _, c := range p.Containers {
-		if c.State != "Running" {
+		switch {
+		case c.Kind == "":
+		case c.Reason == "Completed" || (c.Kind == "sidecar" && c.Started):
+			inits++
+			initialized++
+		default:
+			inits++
+		}
+	}
+	if p.Phase == "Pending" && initialized < inits {
+		return fmt.Sprintf("Init:%d/%d", initialized, inits)
+	}
+	for _, c := range p.Containers {
+		if c.Kind == "" && c.State != "Running" {
 			return c.State
 		}
 	}

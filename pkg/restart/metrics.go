@@ -17,7 +17,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"probe_type"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cri_prober_container_restarts_total",
-			Help: "Containers re-created, by reason: liveness, startup (after a probe kill) or exit.",
+			Help: "Containers re-created, by reason: liveness or startup (after a probe kill), postStart (after its hook failed), unknown (a container in an unknown state), or exit.",
 		}, []string{"reason"}),
 	}
 	if reg != nil {
