@@ -454,3 +454,34 @@ func TestSameNameTwice(t *testing.T) {
 	code, _ = agent.get(t, "/metrics")
 	assert.Equal(t, http.StatusOK, code)
 }
+
+// What cannot be honoured is refused when loading, with the file, line,
+// pod and field, never silently ignored: readiness gates (nothing would
+// ever set their conditions) fail the pod closed — not probed, never
+// ready — while a valid pod in the same directory works.
+func TestUnsupportedFieldsAreRefused(t *testing.T) {
+	c := dial(t)
+	a := startAgent(t, c)
+	gated, fine := uniqueName("gated"), uniqueName("fine")
+	containers := `  containers:
+  - name: app
+    image: localhost/busybox:test
+    command: ["sleep", "3600"]
+    readinessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+`
+	a.writePod(t, gated, manifest(gated, "  readinessGates:\n  - conditionType: example.com/lb\n"+containers))
+	a.writePod(t, fine, manifest(fine, containers))
+	fromManifest(t, manifest(fine, containers))
+	fromManifest(t, manifest(gated, containers))
+	a.waitReady(t, fine, "app", true, 10*time.Second)
+	ev := a.waitEvent(t, gated, "", "InvalidProbeConfig", "spec.readinessGates: Forbidden: not supported by cri-prober", 5*time.Second)
+	assert.Contains(t, ev.Message, gated+".yaml:7: pod "+testNamespace+"/"+gated, "the file and the field's line")
+	r, ok := a.pod(gated)
+	require.True(t, ok)
+	assert.False(t, r.Ready)
+	assert.NotEmpty(t, r.Problems)
+	c0, _ := a.container(gated, "app")
+	assert.Empty(t, c0.Probes, "not probed")
+}
