@@ -69,10 +69,11 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	slices.SortFunc(v.pods, func(a, b *Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Key, b.Key))
 	})
+	specs := indexSpecs(in)
 	for _, p := range v.pods {
 		slices.SortStableFunc(p.Sandboxes, currentSandboxFirst)
 		p.Sandbox = p.Sandboxes[0]
-		v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], in)...)
+		v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], specs[nsName{p.Namespace, p.Name}], in.Annotations)...)
 		for _, c := range p.Containers {
 			setInstances(c, instances[p.Key][c.Name], in.Starting)
 		}
@@ -120,9 +121,43 @@ func setInstances(c *Container, list []*cri.Container, starting func(*cri.Contai
 	}
 }
 
+// namedSpecs are the manifests and manifest errors of one namespace/name.
+type namedSpecs struct {
+	manifests []*spec.Pod
+	errs      []*spec.Error
+}
+
+// indexSpecs groups the manifests and their errors by namespace and name:
+// each pod looks its own up instead of scanning them all.
+func indexSpecs(in Inputs) map[nsName]*namedSpecs {
+	index := map[nsName]*namedSpecs{}
+	get := func(k nsName) *namedSpecs {
+		s, ok := index[k]
+		if !ok {
+			s = &namedSpecs{}
+			index[k] = s
+		}
+		return s
+	}
+	for _, m := range in.Manifests {
+		s := get(nsName{m.Namespace, m.Name})
+		s.manifests = append(s.manifests, m)
+	}
+	for _, e := range in.ManifestErrors {
+		if e.Pod != "" {
+			s := get(nsName{e.Namespace, e.Pod})
+			s.errs = append(s.errs, e)
+		}
+	}
+	return index
+}
+
 // resolveSpecs gives the pod its source, policy and containers from the
 // matching manifest or else the annotations. It returns warnings.
-func resolveSpecs(p *Pod, observed map[string][]*cri.Container, in Inputs) []string {
+func resolveSpecs(p *Pod, observed map[string][]*cri.Container, named *namedSpecs, annotations AnnotationReader) []string {
+	if named == nil {
+		named = &namedSpecs{}
+	}
 	var warnings []string
 	add := func(name string, kind spec.Kind) *Container {
 		c, ok := p.Container(name)
@@ -139,7 +174,7 @@ func resolveSpecs(p *Pod, observed map[string][]*cri.Container, in Inputs) []str
 	sort.Strings(observedNames)
 	defaults := spec.PodPolicy{RestartPolicy: "Always", TerminationGracePeriodSeconds: spec.DefaultGracePeriodSecond}
 
-	manifest := matchManifest(p, in.Manifests)
+	manifest := matchManifest(p, named.manifests)
 	switch {
 	case manifest != nil:
 		p.Source, p.Manifest = manifest.Source, manifest
@@ -151,7 +186,7 @@ func resolveSpecs(p *Pod, observed map[string][]*cri.Container, in Inputs) []str
 			c.Spec, c.Managed = sc, true
 		}
 	default:
-		if errs := errorsFor(p, in.ManifestErrors); len(errs) > 0 {
+		if errs := named.errs; len(errs) > 0 {
 			p.Problems, p.Source, p.ManifestInvalid, p.Policy = errs, errs[0].Source, true, defaults
 			for _, name := range observedNames {
 				add(name, spec.Regular)
@@ -170,7 +205,7 @@ func resolveSpecs(p *Pod, observed map[string][]*cri.Container, in Inputs) []str
 		// A container's configuration never changes: any instance's
 		// annotations will do; the newest is read.
 		newest := slices.MinFunc(observed[name], NewestFirst)
-		annotated, errs := in.Annotations(p.Namespace, p.Name, newest)
+		annotated, errs := annotations(p.Namespace, p.Name, newest)
 		inManifest := manifest != nil && c.Spec != nil
 		switch {
 		case inManifest && (annotated != nil || errs != nil):
@@ -197,17 +232,6 @@ func matchManifest(p *Pod, manifests []*spec.Pod) *spec.Pod {
 		}
 	}
 	return nil
-}
-
-// errorsFor returns the manifest errors about pod p.
-func errorsFor(p *Pod, errs []*spec.Error) []*spec.Error {
-	var out []*spec.Error
-	for _, e := range errs {
-		if e.Pod == p.Name && e.Namespace == p.Namespace {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // setProbeAddress says where the pod's network probes go.

@@ -81,21 +81,18 @@ func validatePod(source string, pod *corev1.Pod) (errs []*Error, warnings map[st
 	podErrs = append(podErrs, unsupportedPodFields(&pod.Spec, specPath)...)
 	add("", podErrs)
 
-	grace := pod.Spec.TerminationGracePeriodSeconds
 	names := map[string]bool{}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		path := specPath.Child("initContainers").Index(i)
-		cerrs, cwarns := validateContainer(c, path, names, grace, true)
-		add(c.Name, cerrs)
-		warn(c.Name, cwarns)
-	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		path := specPath.Child("containers").Index(i)
-		cerrs, cwarns := validateContainer(c, path, names, grace, false)
-		add(c.Name, cerrs)
-		warn(c.Name, cwarns)
+	for _, list := range []struct {
+		field      string
+		containers []corev1.Container
+		init       bool
+	}{{"initContainers", pod.Spec.InitContainers, true}, {"containers", pod.Spec.Containers, false}} {
+		for i := range list.containers {
+			c := &list.containers[i]
+			cerrs, cwarns := validateContainer(c, specPath.Child(list.field).Index(i), names, pod.Spec.TerminationGracePeriodSeconds, list.init)
+			add(c.Name, cerrs)
+			warn(c.Name, cwarns)
+		}
 	}
 	return errs, warnings
 }
