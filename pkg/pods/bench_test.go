@@ -38,4 +38,4 @@ func BenchmarkResolve(b *testing.B) {
 type staticManifests []*spec.Pod
 
 func (s staticManifests) Pods() ([]*spec.Pod, []*spec.Error) { return s, nil }
-func (staticManifests) Changed() <-chan struct{}               { return nil }
+func (staticManifests) Changed() <-chan struct{}             { return nil }
