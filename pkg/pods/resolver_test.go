@@ -1,0 +1,131 @@
+package pods
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+type manifestsSource struct {
+	mu      sync.Mutex
+	pods    []*spec.Pod
+	changed chan struct{}
+}
+
+func (m *manifestsSource) Pods() ([]*spec.Pod, []*spec.Error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pods, nil
+}
+
+func (m *manifestsSource) Changed() <-chan struct{} { return m.changed }
+
+func (m *manifestsSource) set(p ...*spec.Pod) {
+	m.mu.Lock()
+	m.pods = p
+	m.mu.Unlock()
+	m.changed <- struct{}{}
+}
+
+type eventRecorder struct {
+	mu   sync.Mutex
+	list []events.Event
+}
+
+func (r *eventRecorder) Record(e events.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, e)
+}
+
+func (r *eventRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.list)
+}
+
+// The resolver publishes a view when the runtime, the manifests or the
+// instances being started change, naming the pods that changed; what
+// changes nothing is not published; a configuration problem is told once.
+func TestResolverPublishesChanges(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	client, err := cri.Dial(context.Background(), rt.Endpoint())
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	poller, err := cri.NewPoller(client)
+	require.NoError(t, err)
+	manifests := &manifestsSource{changed: make(chan struct{}, 1)}
+	recorder := &eventRecorder{}
+	r := NewResolver(WithManifests(manifests), WithRecorder(recorder))
+	criSub := poller.Subscribe()
+	sub := r.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx, criSub) })
+	t.Cleanup(func() { cancel(); wg.Wait(); sub.Close(); criSub.Close() })
+
+	next := func(what string) Batch {
+		t.Helper()
+		select {
+		case <-sub.Ready():
+			return sub.Next()
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no view: %s", what)
+			return Batch{}
+		}
+	}
+	relist := func() {
+		_, err := poller.Relist(context.Background())
+		require.NoError(t, err)
+	}
+
+	sb := rt.AddSandbox("ns", "web", "uid-web")
+	id := rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	relist()
+	b := next("the first relist")
+	assert.Equal(t, []string{"uid-web"}, b.Changed)
+	p, ok := b.View.Pod("uid-web")
+	require.True(t, ok)
+	assert.False(t, p.Managed())
+
+	manifests.set(&spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "app", Warnings: []*spec.Error{{Source: "pods.yaml:9", Namespace: "ns", Pod: "web", Container: "app", Detail: "inert"}}}}})
+	b = next("the manifest")
+	assert.Equal(t, []string{"uid-web"}, b.Changed)
+	p, _ = b.View.Pod("uid-web")
+	assert.True(t, p.Managed())
+	require.Eventually(t, func() bool { return recorder.count() == 1 }, 5*time.Second, time.Millisecond, "the warning told")
+
+	r.SetStarting(Instance{SandboxID: sb, Name: "app", Attempt: 1}, true)
+	rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAttempt(1))
+	relist()
+	b = next("a new instance, being started")
+	c, _ := mustPod(t, b.View, "uid-web").Container("app")
+	assert.Equal(t, id, c.Current.ID, "held back while starting")
+	r.SetStarting(Instance{SandboxID: sb, Name: "app", Attempt: 1}, false)
+	b = next("its start over")
+	c, _ = mustPod(t, b.View, "uid-web").Container("app")
+	assert.NotEqual(t, id, c.Current.ID)
+
+	// The same manifests again change nothing: the next batch names only
+	// the pod that did change (batches coalesce, so a view published for
+	// the manifests would name uid-web too).
+	manifests.set(manifests.pods...)
+	require.Eventually(t, func() bool { return len(manifests.changed) == 0 }, 5*time.Second, time.Millisecond, "the manifests read")
+	rt.AddSandbox("ns", "db", "uid-db")
+	relist()
+	b = next("another pod")
+	assert.Equal(t, []string{"uid-db"}, b.Changed)
+	assert.Equal(t, 1, recorder.count(), "told once while it lasts")
+}
