@@ -249,3 +249,17 @@ func TestChangedPods(t *testing.T) {
 	assert.Empty(t, changedPods(v1, Resolve(one, Inputs{})))
 	assert.ElementsMatch(t, []string{"a", "c", "b"}, changedPods(v1, v2), "a changed, c came, b went")
 }
+
+// A pod with no container yet is not ready (there is nothing to be ready),
+// nor one whose manifest is invalid.
+func TestReportNotReadyWithoutContainers(t *testing.T) {
+	store := results.NewStore()
+	v := Resolve(cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, nil), Inputs{})
+	assert.False(t, ReportPod(mustPod(t, v, "uid-web"), store).Ready)
+	invalid := []*spec.Error{{Source: "pods.yaml:7", Namespace: "ns", Pod: "web", Field: "spec.readinessGates", Detail: "Forbidden"}}
+	v = Resolve(cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{ctr("a", "sb1", "app", 0, cri.StateRunning, 1)}),
+		Inputs{ManifestErrors: invalid})
+	r := ReportPod(mustPod(t, v, "uid-web"), store)
+	assert.False(t, r.Ready)
+	assert.Equal(t, []string{"pods.yaml:7: pod ns/web: spec.readinessGates: Forbidden"}, r.Problems)
+}

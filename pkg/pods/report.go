@@ -88,22 +88,26 @@ func ReportPod(p *Pod, store *results.Store) PodReport {
 		pr.Problems = append(pr.Problems, e.Error())
 	}
 	started := map[*Container]bool{}
-	pr.Ready = true
+	counted, ready := 0, 0
 	for _, c := range p.Containers {
 		cr := containerReport(c, store)
 		if p.ManifestInvalid {
 			cr.Ready = false // its manifest is invalid: nothing is checked
 		}
 		started[c] = cr.Started
-		if c.Kind != spec.Init && inSpec(p, c) && !cr.Ready {
-			pr.Ready = false
+		if c.Kind != spec.Init && inSpec(p, c) {
+			counted++
+			if cr.Ready {
+				ready++
+			}
 		}
 		pr.Containers = append(pr.Containers, cr)
 	}
 	pr.Phase = phase(p, func(c *Container) bool { return started[c] })
-	if pr.Phase == corev1.PodSucceeded || pr.Phase == corev1.PodFailed {
-		pr.Ready = false // kubelet's PodCompleted / PodFailed
-	}
+	// A pod with nothing to be ready (no container seen yet) is not ready;
+	// nor is a completed one (kubelet's PodCompleted / PodFailed).
+	pr.Ready = counted > 0 && ready == counted && !p.ManifestInvalid &&
+		pr.Phase != corev1.PodSucceeded && pr.Phase != corev1.PodFailed
 	return pr
 }
 

@@ -115,7 +115,10 @@ func (r *Restarter) runPreStop(ctx context.Context, p *pods.Pod, c *pods.Contain
 	go func() {
 		defer close(done)
 		if msg, err := r.hooks.Run(hookCtx, h, r.hookTarget(p, c, inst.ID)); err != nil && hookCtx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "PreStop hook failed", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID, "message", msg)
+			// The hook's output only at -v=1, as kubelet: it may hold secrets.
+			logger := klog.FromContext(ctx)
+			logger.Error(err, "PreStop hook failed", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
+			logger.V(1).Info("PreStop hook output", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "message", msg)
 			// Not the hook's output: it may hold secrets (kubelet's rule).
 			r.eventf(p, c.Name, events.Warning, ReasonFailedPreStopHook, "PreStopHook failed")
 		}

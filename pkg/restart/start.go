@@ -155,7 +155,10 @@ func (r *Restarter) run(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.
 	if ctx.Err() != nil {
 		return false // the agent is stopping: not the container's failure
 	}
-	klog.FromContext(ctx).Error(err, "Failed to execute PostStartHook", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID, "message", msg)
+	// The hook's output only at -v=1, as kubelet: it may hold secrets.
+	logger := klog.FromContext(ctx)
+	logger.Error(err, "Failed to execute PostStartHook", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
+	logger.V(1).Info("PostStartHook output", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "message", msg)
 	// Not the hook's output: it may hold secrets (kubelet's rule).
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
 	inst.State = cri.StateRunning

@@ -478,6 +478,7 @@ func TestUnsupportedFieldsAreRefused(t *testing.T) {
 	a.waitReady(t, fine, "app", true, 10*time.Second)
 	ev := a.waitEvent(t, gated, "", "InvalidProbeConfig", "spec.readinessGates: Forbidden: not supported by cri-prober", 5*time.Second)
 	assert.Contains(t, ev.Message, gated+".yaml:7: pod "+testNamespace+"/"+gated, "the file and the field's line")
+	a.waitFor(t, gated, "app", "running", 5*time.Second, func(c pods.ContainerReport) bool { return c.State == "Running" })
 	r, ok := a.pod(gated)
 	require.True(t, ok)
 	assert.False(t, r.Ready)
