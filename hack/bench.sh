@@ -24,4 +24,6 @@ echo "== load harness (${BENCH_SIZES:-100,1000,10000} containers)"
 go test -tags bench -count=1 -timeout 20m -run '^TestLoad$' -v ./test/bench -args \
 	-sizes "${BENCH_SIZES:-100,1000,10000}" \
 	-report "$PWD/docs/performance.md" -plot "$PWD/docs/performance.png" -benchmarks "$out"
+echo "== hostile targets (one of each kind, beside 100 ordinary containers)"
+go test -tags bench -count=1 -timeout 5m -run '^TestHostile$' -v ./test/bench -args -report "$PWD/docs/performance.md"
 echo "bench: wrote docs/performance.md and docs/performance.png"

@@ -161,6 +161,7 @@ type runtimeFlags struct {
 	endpoint       string
 	connectTimeout time.Duration
 	requestTimeout time.Duration
+	maxExecReply   int
 	verbosity      int
 }
 
@@ -171,7 +172,8 @@ func (f *runtimeFlags) register(fs *flag.FlagSet) { f.registerAs(fs, "timeout") 
 func (f *runtimeFlags) registerAs(fs *flag.FlagSet, connectTimeout string) {
 	fs.StringVar(&f.endpoint, "runtime-endpoint", "", "CRI endpoint (default $"+cri.EndpointEnv+", else "+cri.DefaultEndpoint+")")
 	fs.DurationVar(&f.connectTimeout, connectTimeout, 5*time.Second, "timeout for connecting to the runtime")
-	fs.DurationVar(&f.requestTimeout, "runtime-request-timeout", 30*time.Second, "deadline of each CRI call")
+	fs.DurationVar(&f.requestTimeout, "runtime-request-timeout", 30*time.Second, "deadline of each CRI call (an exec probe waits for the runtime's answer up to its timeout plus 2m, as kubelet)")
+	fs.IntVar(&f.maxExecReply, "max-exec-reply-bytes", cri.DefaultMaxExecReply, "largest exec reply (a probe command's output) read from the runtime; a longer one makes the probe an error, not a failure (kubelet: 16777216; only 10KiB of output is kept either way)")
 	fs.IntVar(&f.verbosity, "v", 0, "log verbosity (klog levels: 2 adds retries, 4 every runtime event)")
 }
 
@@ -193,7 +195,7 @@ func (f *runtimeFlags) dial(ctx context.Context) (*cri.Client, error) {
 
 func (f *runtimeFlags) dialOptions() []cri.Option {
 	setVerbosity(f.verbosity)
-	return []cri.Option{cri.WithConnectTimeout(f.connectTimeout), cri.WithCallTimeout(f.requestTimeout)}
+	return []cri.Option{cri.WithConnectTimeout(f.connectTimeout), cri.WithCallTimeout(f.requestTimeout), cri.WithMaxExecReply(f.maxExecReply)}
 }
 
 func setVerbosity(v int) {

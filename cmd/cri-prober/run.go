@@ -25,7 +25,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
@@ -77,7 +76,7 @@ type runOptions struct {
 	restartMode       string
 	listen            string
 	config            string
-	maxExec           int
+	maxExecPerPod     int
 	probeNetwork      string
 	onTransition      string
 	webhook           string
@@ -95,7 +94,7 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes); empty: none")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
-	fs.IntVar(&o.maxExec, "max-concurrent-exec", exec.DefaultConcurrency(), "exec probes run at once at most (more wait their turn, not counted against their timeout); each starts a process through runc")
+	fs.IntVar(&o.maxExecPerPod, "max-concurrent-exec-per-pod", 0, "exec probes of one pod run at once at most (its others wait their turn, not counted against their timeout; other pods never wait for them); 0: no limit, kubelet's way")
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
@@ -183,7 +182,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
-		HostIP: hostIP, ProbeNetwork: o.probeNetwork, MaxExec: o.maxExec, Restart: mode, Ledger: ledger, Recorder: recorder,
+		HostIP: hostIP, ProbeNetwork: o.probeNetwork, MaxExecPerPod: o.maxExecPerPod, Restart: mode, Ledger: ledger, Recorder: recorder,
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	if o.stateDir != "" {
@@ -194,8 +193,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Manifests.Reload() // first read before probing starts
 		cfg.ManifestInterval = o.manifestInterval
 	}
-	if o.maxExec <= 0 {
-		return fmt.Errorf("--max-concurrent-exec must be positive")
+	if o.maxExecPerPod < 0 {
+		fmt.Fprintln(stderr, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive")
+		return errUsage
 	}
 	if engine, err = agent.New(cfg); err != nil {
 		return err

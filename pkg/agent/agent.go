@@ -43,8 +43,9 @@ type Config struct {
 	// network probes are dialled from for pods that do not say.
 	HostIP       string
 	ProbeNetwork string
-	// MaxExec bounds the exec probes run at once (0: the default).
-	MaxExec int
+	// MaxExecPerPod bounds the exec probes of one pod run at once (0: no
+	// limit, kubelet's way).
+	MaxExecPerPod int
 	// Restart is what the restarter does; "" runs none (wait).
 	Restart restart.Mode
 	// Ledger records restarts (nil: none kept).
@@ -108,11 +109,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.Resolver = pods.NewResolver(ropts...)
 
-	maxExec := cfg.MaxExec
-	if maxExec == 0 {
-		maxExec = exec.DefaultConcurrency()
+	var eopts []exec.Option
+	if cfg.MaxExecPerPod > 0 {
+		eopts = append(eopts, exec.WithPerPodConcurrency(cfg.MaxExecPerPod))
 	}
-	eopts := []exec.Option{exec.WithConcurrency(maxExec)}
 	if cfg.AgentRegisterer != nil {
 		eopts = append(eopts, exec.WithRegisterer(cfg.AgentRegisterer))
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
@@ -180,9 +181,6 @@ type Probe struct {
 	Stable      string `json:"stable"` // Success, Failure or UNKNOWN
 }
 
-// maxOutput bounds probe output in the API: it is shown, not trusted.
-const maxOutput = 1024
-
 func (s *Server) snapshot() []Pod {
 	reports := s.pods.Report()
 	out := make([]Pod, 0, len(reports))
@@ -229,18 +227,11 @@ func (s *Server) container(podKey string, c pods.ContainerReport) Container {
 		if o := pr.Last; o != nil {
 			t := o.Time
 			p.Result, p.LastProbeTime, p.Error = string(o.Outcome), &t, o.Err
-			p.Output, p.Consecutive, p.Threshold = truncate(o.Output), o.Consecutive, o.Threshold
+			p.Output, p.Consecutive, p.Threshold = bounded.String(o.Output, bounded.Message), o.Consecutive, o.Threshold
 		}
 		out.Probes[strings.ToLower(pr.Type.String())] = p
 	}
 	return out
-}
-
-func truncate(s string) string {
-	if len(s) > maxOutput {
-		return s[:maxOutput] + "… (truncated)"
-	}
-	return s
 }
 
 func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {
@@ -314,7 +305,7 @@ func runs(list []results.Observation) []Run {
 	out := make([]Run, 0, len(list))
 	for _, o := range list {
 		out = append(out, Run{Time: o.Time, DurationMs: float64(o.Duration.Microseconds()) / 1000, Result: string(o.Outcome),
-			Output: truncate(o.Output), Error: o.Err, Consecutive: o.Consecutive, Threshold: o.Threshold, Changed: o.Changed, ContainerID: o.ContainerID})
+			Output: bounded.String(o.Output, bounded.Message), Error: o.Err, Consecutive: o.Consecutive, Threshold: o.Threshold, Changed: o.Changed, ContainerID: o.ContainerID})
 	}
 	return out
 }
@@ -336,7 +327,7 @@ func (s *Server) getRestarts(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range entries {
 		for j := range entries[i].Failures {
-			entries[i].Failures[j].Output = truncate(entries[i].Failures[j].Output)
+			entries[i].Failures[j].Output = bounded.String(entries[i].Failures[j].Output, bounded.Message)
 		}
 	}
 	writeJSON(w, http.StatusOK, Restarts{Namespace: ns, Name: name, Restarts: entries})

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
@@ -266,7 +267,8 @@ func TestRestartsEndpoint(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	require.Len(t, r.Restarts, 1)
 	assert.Equal(t, "liveness", r.Restarts[0].Cause)
-	assert.Len(t, r.Restarts[0].Failures[0].Output, maxOutput+len("… (truncated)"), "output shown, not trusted")
+	assert.True(t, strings.HasPrefix(r.Restarts[0].Failures[0].Output, strings.Repeat("x", bounded.Message)+"… ("), "output shown, not trusted")
+	assert.Less(t, len(r.Restarts[0].Failures[0].Output), bounded.Message+64)
 	code, body = get(t, s.Handler(), "/api/v1/pods/shop/gone/restarts")
 	assert.Equal(t, http.StatusOK, code, "a pod that is gone may still have restarts to explain")
 	assert.JSONEq(t, `{"namespace":"shop","name":"gone","restarts":[]}`, body)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"strings"
@@ -27,14 +26,26 @@ const (
 
 	defaultConnectTimeout = 5 * time.Second
 	defaultCallTimeout    = 30 * time.Second
-	// execDeadlineMargin is added to an exec's own timeout for the client-side
-	// deadline: containerd 1.6 can hold ExecSync open long past the timeout it
-	// was given when the command leaves a child holding stdout
-	// (containerd#7832, #9568), and a probe must not hang with it.
-	execDeadlineMargin = time.Second
+	// DefaultRuntimeRequestTimeout is kubelet's --runtime-request-timeout,
+	// which kubelet adds to an exec's own timeout for its client-side
+	// deadline: the runtime's answer decides (containerd 1.6 answers a
+	// command that left a child holding stdout only once the child is done,
+	// containerd#7832, and kubelet waits for that answer).
+	DefaultRuntimeRequestTimeout = 2 * time.Minute
 	// maxMsgSize matches kubelet's CRI client: verbose status replies carry
 	// the whole OCI spec.
 	maxMsgSize = 16 << 20
+	// DefaultMaxExecReply bounds an ExecSync reply, which carries whatever a
+	// probe command printed (containerd 1.6 caps each stream at 16 MiB, and
+	// kubelet keeps 10 KiB of it): gRPC refuses a longer reply from its
+	// length prefix, before reading it, so a chatty command costs the agent
+	// at most this much (kubelet allows 16 MiB).
+	DefaultMaxExecReply = 256 << 10
+	// maxHeaderListSize bounds a reply's headers and trailers, where an
+	// error's message travels: a runtime's error can quote what a workload
+	// printed (runc's stderr), and gRPC's default would take 16 MiB of it.
+	// A longer one fails the call.
+	maxHeaderListSize = 64 << 10
 	// Reconnection after the runtime went away, as kubelet's CRI client
 	// sets it: gRPC's default backoff grows to 120 s, so a containerd
 	// restarted after a minute's outage would be noticed up to two minutes
@@ -46,12 +57,14 @@ const (
 // Client is a CRI v1 RuntimeService client with a deadline on every call and
 // errors classified at this boundary (IsNotFound, ErrCommandTimedOut).
 type Client struct {
-	endpoint    string
-	socket      string
-	conn        *grpc.ClientConn
-	runtime     runtimeapi.RuntimeServiceClient
-	callTimeout time.Duration
-	version     *runtimeapi.VersionResponse
+	endpoint       string
+	socket         string
+	conn           *grpc.ClientConn
+	runtime        runtimeapi.RuntimeServiceClient
+	callTimeout    time.Duration
+	requestTimeout time.Duration // added to an exec's timeout
+	maxExecReply   int
+	version        *runtimeapi.VersionResponse
 }
 
 // Option configures Dial.
@@ -60,6 +73,8 @@ type Option func(*dialOptions) error
 type dialOptions struct {
 	connectTimeout time.Duration
 	callTimeout    time.Duration
+	requestTimeout time.Duration
+	maxExecReply   int
 	interceptors   []grpc.UnaryClientInterceptor
 }
 
@@ -82,6 +97,30 @@ func WithCallTimeout(d time.Duration) Option {
 			return fmt.Errorf("call timeout must be positive, got %s", d)
 		}
 		o.callTimeout = d
+		return nil
+	}
+}
+
+// WithRuntimeRequestTimeout replaces kubelet's 2 minutes added to an exec's
+// own timeout for the client-side deadline (tests shorten it).
+func WithRuntimeRequestTimeout(d time.Duration) Option {
+	return func(o *dialOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("runtime request timeout must be positive, got %s", d)
+		}
+		o.requestTimeout = d
+		return nil
+	}
+}
+
+// WithMaxExecReply replaces DefaultMaxExecReply (kubelet's limit is
+// 16 MiB, the CRI connection's message size).
+func WithMaxExecReply(bytes int) Option {
+	return func(o *dialOptions) error {
+		if bytes < 1<<10 || bytes > maxMsgSize {
+			return fmt.Errorf("exec reply limit must be between 1KiB and 16MiB, got %d bytes", bytes)
+		}
+		o.maxExecReply = bytes
 		return nil
 	}
 }
@@ -127,6 +166,12 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 	if o.callTimeout == 0 {
 		o.callTimeout = defaultCallTimeout
 	}
+	if o.requestTimeout == 0 {
+		o.requestTimeout = DefaultRuntimeRequestTimeout
+	}
+	if o.maxExecReply == 0 {
+		o.maxExecReply = DefaultMaxExecReply
+	}
 
 	socket, err := SocketPath(endpoint)
 	if err != nil {
@@ -139,6 +184,7 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 	conn, err := grpc.NewClient("unix://"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithMaxHeaderListSize(maxHeaderListSize),
 		grpc.WithChainUnaryInterceptor(o.interceptors...),
 		grpc.WithConnectParams(reconnectParams(o.connectTimeout)),
 	)
@@ -150,7 +196,8 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 		socket:      socket,
 		conn:        conn,
 		runtime:     runtimeapi.NewRuntimeServiceClient(conn),
-		callTimeout: o.callTimeout,
+		callTimeout: o.callTimeout, requestTimeout: o.requestTimeout,
+		maxExecReply: o.maxExecReply,
 	}
 
 	vctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
@@ -281,38 +328,34 @@ func (c *Client) ContainerStatus(ctx context.Context, id string, verbose bool) (
 	return resp, nil
 }
 
-// ExecSync runs cmd in the container and waits for it. The runtime enforces
-// timeout (rounded up to whole seconds, as the CRI field is seconds); the
-// client gives up shortly after it in case the runtime does not. A command
-// that runs out of time returns an error wrapping ErrCommandTimedOut; a
-// runtime that stopped answering altogether returns another error (a probe
-// error, discarded as kubelet discards them, where kubelet would count a
-// probe failure against the container). A non-zero exit is not an error
-// (see the response's ExitCode).
+// ExecSync runs cmd in the container and waits for it, as kubelet's CRI
+// client does: the runtime gets the timeout in whole seconds (truncated) and
+// the call's deadline is the runtime request timeout plus the timeout, so a
+// runtime that is slow to answer, or a command whose background children
+// hold its output open, does not turn into a timeout here. Only the
+// runtime's own DeadlineExceeded answer means the command timed out
+// (ErrCommandTimedOut, kubelet's wording). If the runtime does not answer
+// by our deadline the call is cancelled (gRPC closes the stream; nothing is
+// left running here) and the error says the runtime did not answer: a probe
+// error, never a failure of the container. A reply longer than the exec
+// reply limit is refused unread (ErrExecReplyTooLarge). A non-zero exit is
+// not an error (see the response's ExitCode).
 func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
-	seconds := int64(math.Ceil(timeout.Seconds()))
-	deadline := c.callTimeout
-	if seconds > 0 {
-		deadline = time.Duration(seconds)*time.Second + execDeadlineMargin
-	}
+	deadline := c.requestTimeout + timeout
 	execCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	resp, err := c.runtime.ExecSync(execCtx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: seconds})
+	resp, err := c.runtime.ExecSync(execCtx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: int64(timeout.Seconds())},
+		grpc.MaxCallRecvMsgSize(c.maxExecReply))
 	switch {
 	case err == nil:
 		return resp, nil
-	case ctx.Err() == nil && (errors.Is(execCtx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded):
-		// Out of time: the command's (the runtime's own timeout), or our
-		// margin's when the runtime did not answer (containerd#7832: a
-		// child holding stdout). A hung runtime looks the same, and that
-		// is not the container's failure: ask the runtime whether it
-		// answers at all.
-		if verr := c.ping(ctx); verr != nil {
-			return nil, fmt.Errorf("exec in container %s: the runtime did not answer within %s and does not answer a Version request either: %w", containerID, deadline, verr)
-		}
-		return nil, fmt.Errorf("command %q timed out: %w", strings.Join(cmd, " "), ErrCommandTimedOut)
+	case status.Code(err) == codes.ResourceExhausted:
+		return nil, fmt.Errorf("exec in container %s: %w (%d bytes; the command's output is kept to 10KiB anyway: make it quieter or raise --max-exec-reply-bytes): %s",
+			containerID, ErrExecReplyTooLarge, c.maxExecReply, status.Convert(err).Message())
+	case ctx.Err() == nil && errors.Is(execCtx.Err(), context.DeadlineExceeded):
+		return nil, fmt.Errorf("exec in container %s: the runtime did not answer within %s (runtime request timeout %s plus the probe's timeout): %w", containerID, deadline, c.requestTimeout, err)
 	case status.Code(err) == codes.DeadlineExceeded:
-		return nil, fmt.Errorf("command %q timed out: %w", strings.Join(cmd, " "), ErrCommandTimedOut)
+		return nil, fmt.Errorf("%w: %q timed out after %s", ErrCommandTimedOut, strings.Join(cmd, " "), timeout)
 	default:
 		return nil, fmt.Errorf("exec in container %s: %w", containerID, err)
 	}
@@ -327,17 +370,6 @@ func (c *Client) RunInContainer(ctx context.Context, containerID string, cmd []s
 		return nil, fmt.Errorf("exec in container %s: %w", containerID, err)
 	}
 	return resp, nil
-}
-
-// pingTimeout bounds the Version request that tells a hung runtime from a
-// slow command.
-const pingTimeout = time.Second
-
-func (c *Client) ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	_, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{})
-	return err
 }
 
 // StopContainer stops a container, giving it gracePeriod seconds after the

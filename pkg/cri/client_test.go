@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -125,15 +127,35 @@ func TestClientCalls(t *testing.T) {
 
 func TestExecSync(t *testing.T) {
 	rt := fakeruntime.NewForTest(t)
-	c := dialFake(t, rt)
+	// A short runtime request timeout stands in for kubelet's 2 minutes.
+	const requestTimeout = 500 * time.Millisecond
+	c, err := cri.Dial(context.Background(), rt.Endpoint(), cri.WithRuntimeRequestTimeout(requestTimeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	id := rt.AddContainer(rt.AddSandbox("ns", "p", "u"), "app", running)
 
 	var gotTimeout time.Duration
+	var gotDeadline time.Duration
 	rt.SetExecHandler(func(ctx context.Context, _ string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
 		gotTimeout = timeout
-		if cmd[0] == "hang" {
-			<-ctx.Done() // the client's deadline ends it
+		if d, ok := ctx.Deadline(); ok {
+			gotDeadline = time.Until(d)
+		}
+		switch cmd[0] {
+		case "slow": // answers after the probe's timeout, before the request timeout
+			select {
+			case <-time.After(timeout + 100*time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &runtimeapi.ExecSyncResponse{ExitCode: 0}, nil
+		case "sleep": // the runtime's own timeout, as containerd reports it
+			return nil, status.Errorf(codes.DeadlineExceeded, "timeout %v exceeded", timeout)
+		case "loud":
+			return &runtimeapi.ExecSyncResponse{Stdout: make([]byte, cri.DefaultMaxExecReply)}, nil
+		case "hang": // never answers
+			<-ctx.Done()
 			return nil, ctx.Err()
 		}
 		return &runtimeapi.ExecSyncResponse{Stdout: []byte("out"), ExitCode: 3}, nil
@@ -142,23 +164,29 @@ func TestExecSync(t *testing.T) {
 	resp, err := c.ExecSync(ctx, id, []string{"check"}, 1500*time.Millisecond)
 	require.NoError(t, err, "a non-zero exit is not an error")
 	assert.Equal(t, int32(3), resp.GetExitCode())
-	assert.Equal(t, 2*time.Second, gotTimeout, "the CRI timeout is whole seconds, rounded up")
+	assert.Equal(t, time.Second, gotTimeout, "the CRI timeout is whole seconds, truncated as kubelet's int64(timeout.Seconds())")
+	assert.Greater(t, gotDeadline, 1500*time.Millisecond, "the call's deadline is the request timeout plus the probe's timeout")
 
-	// The runtime never answers: the client deadline (timeout + margin)
-	// turns it into a timeout, not a hang.
-	start := time.Now()
-	_, err = c.ExecSync(ctx, id, []string{"hang", "now"}, time.Second)
+	// A runtime answering after the probe's timeout (a command whose
+	// background child kept stdout open) is not a timeout: kubelet waits.
+	resp, err = c.ExecSync(ctx, id, []string{"slow"}, 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, int32(0), resp.GetExitCode())
+
+	_, err = c.ExecSync(ctx, id, []string{"sleep", "5"}, time.Second)
 	assert.ErrorIs(t, err, cri.ErrCommandTimedOut)
-	assert.ErrorContains(t, err, `command "hang now" timed out`)
-	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.EqualError(t, err, `command timed out: "sleep 5" timed out after 1s`, "kubelet 1.36's wording")
 
-	// The runtime answers nothing at all (hung): the command did not time
-	// out, the runtime is away; a probe error, never a failure.
-	release := rt.Hang()
-	_, err = c.ExecSync(ctx, id, []string{"check"}, time.Second)
-	release()
+	// The runtime never answers: our own deadline ends the call, and that
+	// is the runtime's fault, not a timeout of the command.
+	_, err = c.ExecSync(ctx, id, []string{"hang"}, 100*time.Millisecond)
 	assert.NotErrorIs(t, err, cri.ErrCommandTimedOut)
-	assert.ErrorContains(t, err, "does not answer a Version request either")
+	assert.ErrorContains(t, err, "the runtime did not answer within 600ms")
+
+	// A reply over the limit is refused unread: the probe cannot be judged.
+	_, err = c.ExecSync(ctx, id, []string{"loud"}, time.Second)
+	assert.ErrorIs(t, err, cri.ErrExecReplyTooLarge)
+	assert.NotErrorIs(t, err, cri.ErrCommandTimedOut)
 
 	require.NoError(t, rt.SetContainerState(id, exited, 0))
 	_, err = c.ExecSync(ctx, id, []string{"check"}, time.Second)

@@ -12,6 +12,11 @@ import (
 // would be retried and discarded (kubelet's ExecProbeTimeout semantics).
 var ErrCommandTimedOut = errors.New("command timed out")
 
+// ErrExecReplyTooLarge is returned by ExecSync when the command printed more
+// than the client accepts: the probe could not be judged (its exit code came
+// in the refused reply), an error rather than a failure.
+var ErrExecReplyTooLarge = errors.New("the runtime's exec reply is larger than the limit")
+
 // IsNotFound reports whether err says the runtime does not know the object:
 // a container or sandbox removed between two calls. status.Code looks through
 // wrapped errors.

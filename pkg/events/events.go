@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
 // Event types, as in Kubernetes.
@@ -54,9 +56,7 @@ const (
 
 // Truncated returns e with its message cut to MaxMessage bytes.
 func (e Event) Truncated() Event {
-	if len(e.Message) > MaxMessage {
-		e.Message = e.Message[:MaxMessage] + "… (truncated)"
-	}
+	e.Message = bounded.String(e.Message, MaxMessage)
 	return e
 }
 

@@ -1,7 +1,8 @@
 // Package exec runs probe commands in containers through CRI ExecSync: the
 // deadline arithmetic lives in pkg/cri; here the output is bounded and a
 // timeout becomes a result, not an error, as kubelet's exec prober does
-// since ExecProbeTimeout went GA.
+// since ExecProbeTimeout went GA; an optional per-pod limit bounds how many
+// commands of one pod run at once.
 //
 // The meaning of a result (exit 0 is success, a timeout is a failure) is
 // decided by the prober, not here.
@@ -11,8 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,32 +37,45 @@ var _ ExecSyncer = (*cri.Client)(nil)
 type Result struct {
 	ExitCode int32
 	// Output is stdout followed by stderr, at most MaxOutput bytes; for a
-	// command that timed out, kubelet's message `command "…" timed out`.
+	// command that timed out, kubelet's message (`command timed out: "…"
+	// timed out after 1s`).
 	Output   string
 	TimedOut bool
+	// Queued is how long the command waited for a slot under the per-pod
+	// limit (0 without one).
+	Queued time.Duration
 }
 
-// Runner runs commands in containers, at most a set number at once: each
-// exec makes the runtime start a process through runc (tens of ms of CPU in
-// containerd and the shim), and hundreds at once would starve the node.
-// Commands beyond the limit wait their turn; the wait does not count against
-// their timeout, so a probe's outcome is the same as without the limit.
+// Runner runs commands in containers. By default it runs every command at
+// once, as kubelet does: no probe ever waits behind another container's.
+// With a per-pod limit, at most that many commands of one pod run at once
+// and the pod's others wait their turn (the wait does not count against
+// their timeout); other pods are never held up by it.
 type Runner struct {
 	runtime ExecSyncer
-	slots   chan struct{} // nil: no limit
+	perPod  int // 0: no limit
 	metrics *metrics
+
+	mu    sync.Mutex
+	slots map[string]*podSlots
+}
+
+// podSlots is one pod's semaphore, dropped when nothing holds or awaits it.
+type podSlots struct {
+	ch    chan struct{}
+	users int
 }
 
 // Option configures NewRunner.
 type Option func(*Runner) error
 
-// WithConcurrency runs at most n commands at once (n > 0).
-func WithConcurrency(n int) Option {
+// WithPerPodConcurrency runs at most n commands of one pod at once (n > 0).
+func WithPerPodConcurrency(n int) Option {
 	return func(r *Runner) error {
 		if n <= 0 {
-			return fmt.Errorf("exec concurrency must be positive, got %d", n)
+			return fmt.Errorf("exec concurrency per pod must be positive, got %d", n)
 		}
-		r.slots = make(chan struct{}, n)
+		r.perPod = n
 		return nil
 	}
 }
@@ -71,12 +85,9 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(r *Runner) error { return r.metrics.register(reg) }
 }
 
-// DefaultConcurrency is a limit fitting the machine: two per core.
-func DefaultConcurrency() int { return max(2, 2*runtime.NumCPU()) }
-
 // NewRunner returns a runner using rt, without a limit unless one is given.
 func NewRunner(rt ExecSyncer, opts ...Option) (*Runner, error) {
-	r := &Runner{runtime: rt, metrics: newMetrics()}
+	r := &Runner{runtime: rt, metrics: newMetrics(), slots: map[string]*podSlots{}}
 	for _, opt := range opts {
 		if err := opt(r); err != nil {
 			return nil, err
@@ -85,34 +96,66 @@ func NewRunner(rt ExecSyncer, opts ...Option) (*Runner, error) {
 	return r, nil
 }
 
-// Run runs cmd in the container with the given timeout. A non-zero exit and
-// a timeout are results; an error means the command could not be run at
-// all (container gone or not running, runtime unreachable, or ctx ended
-// while it waited for its turn).
-func (r *Runner) Run(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (Result, error) {
-	if r.slots != nil {
-		queued := time.Now()
-		r.metrics.waiting.Inc()
-		select {
-		case r.slots <- struct{}{}:
-			r.metrics.waiting.Dec()
-		case <-ctx.Done():
-			r.metrics.waiting.Dec()
-			return Result{}, fmt.Errorf("waiting for an exec slot: %w", ctx.Err())
+// Run runs cmd in a container of pod with the given timeout. A non-zero exit
+// and a timeout are results; an error means the command could not be run at
+// all (container gone or not running, runtime unreachable or hung, or ctx
+// ended while it waited for its turn).
+func (r *Runner) Run(ctx context.Context, pod, containerID string, cmd []string, timeout time.Duration) (Result, error) {
+	var queued time.Duration
+	if r.perPod > 0 {
+		release, waited, err := r.acquire(ctx, pod)
+		if err != nil {
+			return Result{}, err
 		}
-		r.metrics.queueWait.Observe(time.Since(queued).Seconds())
-		defer func() { <-r.slots }()
+		defer release()
+		queued = waited
 	}
 	r.metrics.inFlight.Inc()
 	defer r.metrics.inFlight.Dec()
 	resp, err := r.runtime.ExecSync(ctx, containerID, cmd, timeout)
 	switch {
 	case errors.Is(err, cri.ErrCommandTimedOut):
-		return Result{TimedOut: true, Output: fmt.Sprintf("command %q timed out", strings.Join(cmd, " "))}, nil
+		return Result{TimedOut: true, Output: err.Error(), Queued: queued}, nil
 	case err != nil:
 		return Result{}, err
 	}
-	return Result{ExitCode: resp.GetExitCode(), Output: capOutput(resp.GetStdout(), resp.GetStderr())}, nil
+	return Result{ExitCode: resp.GetExitCode(), Output: capOutput(resp.GetStdout(), resp.GetStderr()), Queued: queued}, nil
+}
+
+// acquire takes one of pod's slots, waiting for it if need be.
+func (r *Runner) acquire(ctx context.Context, pod string) (release func(), waited time.Duration, err error) {
+	r.mu.Lock()
+	s, ok := r.slots[pod]
+	if !ok {
+		s = &podSlots{ch: make(chan struct{}, r.perPod)}
+		r.slots[pod] = s
+	}
+	s.users++
+	r.mu.Unlock()
+	done := func() {
+		r.mu.Lock()
+		if s.users--; s.users == 0 {
+			delete(r.slots, pod)
+		}
+		r.mu.Unlock()
+	}
+	start := time.Now()
+	select {
+	case s.ch <- struct{}{}:
+	default:
+		r.metrics.waiting.Inc()
+		select {
+		case s.ch <- struct{}{}:
+			r.metrics.waiting.Dec()
+		case <-ctx.Done():
+			r.metrics.waiting.Dec()
+			done()
+			return nil, 0, fmt.Errorf("waiting for an exec slot of the pod: %w", ctx.Err())
+		}
+	}
+	waited = time.Since(start)
+	r.metrics.queueWait.Observe(waited.Seconds())
+	return func() { <-s.ch; done() }, waited, nil
 }
 
 func capOutput(stdout, stderr []byte) string {

@@ -43,14 +43,15 @@ func TestRun(t *testing.T) {
 		{name: "non-zero exit keeps output", fake: fakeExec{resp: &runtimeapi.ExecSyncResponse{Stdout: []byte("out "), Stderr: []byte("err"), ExitCode: 2}}, want: Result{ExitCode: 2, Output: "out err"}},
 		{name: "stdout then stderr, capped", fake: fakeExec{resp: &runtimeapi.ExecSyncResponse{Stdout: []byte(big), Stderr: []byte("lost")}}, want: Result{Output: big[:MaxOutput]}},
 		{name: "stderr fills what stdout left", fake: fakeExec{resp: &runtimeapi.ExecSyncResponse{Stdout: []byte(big[:MaxOutput-2]), Stderr: []byte("abcd")}}, want: Result{Output: big[:MaxOutput-2] + "ab"}},
-		{name: "timeout is a result", fake: fakeExec{err: fmt.Errorf("wrapped: %w", cri.ErrCommandTimedOut)}, want: Result{TimedOut: true, Output: `command "sh -c sleep 10" timed out`}},
+		{name: "timeout is a result, with kubelet's text", fake: fakeExec{err: fmt.Errorf("%w: %q timed out after 3s", cri.ErrCommandTimedOut, "sh -c sleep 10")},
+			want: Result{TimedOut: true, Output: `command timed out: "sh -c sleep 10" timed out after 3s`}},
 		{name: "other errors are errors", fake: fakeExec{err: errors.New("container not running")}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := NewRunner(&tt.fake)
 			require.NoError(t, err)
-			got, err := r.Run(context.Background(), "c1", []string{"sh", "-c", "sleep 10"}, 3*time.Second)
+			got, err := r.Run(context.Background(), "pod", "c1", []string{"sh", "-c", "sleep 10"}, 3*time.Second)
 			if tt.wantErr {
 				require.Error(t, err)
 				return
@@ -84,43 +85,72 @@ func (b *blockingExec) ExecSync(ctx context.Context, _ string, _ []string, _ tim
 	}
 }
 
-func TestConcurrencyLimit(t *testing.T) {
+// By default every command runs at once, as kubelet runs them: no probe
+// waits behind another's.
+func TestNoLimitByDefault(t *testing.T) {
+	fake := &blockingExec{release: make(chan struct{})}
+	r, err := NewRunner(fake)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			_, err := r.Run(context.Background(), fmt.Sprintf("pod-%d", i%2), "c", []string{"x"}, time.Second)
+			assert.NoError(t, err)
+		})
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.inFlight) == 20 }, 5*time.Second, time.Millisecond, "all twenty at once")
+	close(fake.release)
+	wg.Wait()
+}
+
+// The per-pod limit holds a pod's own commands back, never another pod's:
+// a pod whose probes all hang cannot delay the next pod's liveness.
+func TestPerPodLimit(t *testing.T) {
 	fake := &blockingExec{release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	r, err := NewRunner(fake, WithConcurrency(2), WithRegisterer(reg))
+	r, err := NewRunner(fake, WithPerPodConcurrency(2), WithRegisterer(reg))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {
-			_, err := r.Run(context.Background(), "c", []string{"x"}, time.Second)
+			res, err := r.Run(context.Background(), "slow", "c", []string{"x"}, time.Second)
 			assert.NoError(t, err)
+			_ = res
 		})
 	}
 	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.waiting) == 3 }, 5*time.Second, time.Millisecond,
-		"three wait while two run")
-	assert.Equal(t, 2.0, testutil.ToFloat64(r.metrics.inFlight))
+		"three of the slow pod wait while two run")
+	other := make(chan error, 1)
+	go func() {
+		_, err := r.Run(context.Background(), "other", "c", []string{"x"}, time.Second)
+		other <- err
+	}()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.inFlight) == 3 }, 5*time.Second, time.Millisecond,
+		"another pod's command runs at once")
 	close(fake.release)
 	wg.Wait()
-	assert.Equal(t, 2, fake.most, "never more than the limit at once")
+	require.NoError(t, <-other)
+	assert.Equal(t, 3, fake.most)
 	assert.Zero(t, testutil.ToFloat64(r.metrics.waiting))
-	assert.Equal(t, 1, testutil.CollectAndCount(r.metrics.queueWait))
+	r.mu.Lock()
+	assert.Empty(t, r.slots, "a pod's slots go when nothing uses them")
+	r.mu.Unlock()
 }
 
 func TestWaitingForASlotEndsWithTheContext(t *testing.T) {
 	fake := &blockingExec{release: make(chan struct{})}
 	defer close(fake.release)
-	r, err := NewRunner(fake, WithConcurrency(1))
+	r, err := NewRunner(fake, WithPerPodConcurrency(1))
 	require.NoError(t, err)
-	go r.Run(context.Background(), "c", []string{"hog"}, time.Second)
+	go r.Run(context.Background(), "pod", "c", []string{"hog"}, time.Second)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.inFlight) == 1 }, 5*time.Second, time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = r.Run(ctx, "c", []string{"x"}, time.Second)
-	assert.ErrorContains(t, err, "waiting for an exec slot: context canceled")
+	_, err = r.Run(ctx, "pod", "c", []string{"x"}, time.Second)
+	assert.ErrorContains(t, err, "waiting for an exec slot of the pod: context canceled")
 }
 
 func TestBadConcurrency(t *testing.T) {
-	_, err := NewRunner(&fakeExec{}, WithConcurrency(0))
-	assert.ErrorContains(t, err, "exec concurrency must be positive")
-	assert.GreaterOrEqual(t, DefaultConcurrency(), 2)
+	_, err := NewRunner(&fakeExec{}, WithPerPodConcurrency(0))
+	assert.ErrorContains(t, err, "exec concurrency per pod must be positive")
 }

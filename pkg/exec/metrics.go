@@ -16,11 +16,11 @@ func newMetrics() *metrics {
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cri_prober_exec_waiting",
-			Help: "Exec probe commands waiting for a slot under --max-concurrent-exec.",
+			Help: "Exec probe commands waiting for a slot of their pod under --max-concurrent-exec-per-pod.",
 		}),
 		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "cri_prober_exec_queue_wait_seconds",
-			Help:    "How long exec probe commands waited for a slot.",
+			Help:    "How long exec probe commands waited for a slot of their pod (--max-concurrent-exec-per-pod).",
 			Buckets: []float64{.0001, .001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 	}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -23,12 +24,8 @@ import (
 // UserAgent is what HTTP hooks send: kubelet's "kube-lifecycle/<version>".
 const UserAgent = "kube-lifecycle/" + spec.KubeletMinorVersion
 
-// maxOutput bounds what is kept of a hook's output or response body
-// (kubelet's 10 KiB); maxHeaderBytes bounds a hook response's headers.
-const (
-	maxOutput      = 10 * 1024
-	maxHeaderBytes = 64 * 1024
-)
+// maxHeaderBytes bounds a hook response's headers.
+const maxHeaderBytes = 64 * 1024
 
 // Execer runs a command in a container and waits for it with no deadline
 // of its own, as kubelet runs hook commands (cri.Client.RunInContainer).
@@ -83,9 +80,9 @@ func (r *Runner) Run(ctx context.Context, h *corev1.LifecycleHandler, t Target) 
 		resp, err := r.exec.RunInContainer(ctx, t.ContainerID, h.Exec.Command)
 		var output string
 		if resp != nil {
-			output = bounded(string(resp.GetStdout()) + string(resp.GetStderr()))
+			output = bounded.String(string(resp.GetStdout())+string(resp.GetStderr()), bounded.Output)
 			if err == nil && resp.GetExitCode() != 0 {
-				err = fmt.Errorf("command '%s' exited with %d: %s", strings.Join(h.Exec.Command, " "), resp.GetExitCode(), bounded(string(resp.GetStderr())))
+				err = fmt.Errorf("command '%s' exited with %d: %s", strings.Join(h.Exec.Command, " "), resp.GetExitCode(), bounded.String(string(resp.GetStderr()), bounded.Message))
 			}
 		}
 		if err != nil {
@@ -161,19 +158,11 @@ func (r *Runner) do(req *http.Request) error {
 		return err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxOutput)) //nolint:errcheck // the body is not judged
+	io.Copy(io.Discard, io.LimitReader(resp.Body, bounded.Output)) //nolint:errcheck // the body is not judged
 	return nil
 }
 
 func isHTTPResponseToHTTPS(err error) bool {
 	var urlErr *url.Error
 	return errors.As(err, &urlErr) && strings.Contains(urlErr.Err.Error(), "server gave HTTP response to HTTPS client")
-}
-
-// bounded keeps at most maxOutput bytes of s.
-func bounded(s string) string {
-	if len(s) <= maxOutput {
-		return s
-	}
-	return s[:maxOutput] + "… (truncated)"
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -48,13 +49,13 @@ func TestExec(t *testing.T) {
 	assert.Empty(t, msg)
 	assert.Equal(t, []string{"sh", "-c", "true"}, ok.got)
 
-	huge := strings.Repeat("x", 3*maxOutput)
+	huge := strings.Repeat("x", 3*bounded.Output)
 	failing := &fakeExec{resp: &runtimeapi.ExecSyncResponse{ExitCode: 3, Stdout: []byte(huge), Stderr: []byte("boom")}}
 	msg, err = NewRunner(failing).Run(context.Background(), execHandler("false"), target)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "command 'false' exited with 3: boom")
 	assert.Contains(t, msg, `Exec lifecycle hook ([false]) for Container "app" failed - error: command 'false' exited with 3: boom, message: "xxx`)
-	assert.Less(t, len(msg), 2*maxOutput, "output bounded")
+	assert.Less(t, len(msg), 2*bounded.Output, "output bounded")
 
 	_, err = NewRunner(&fakeExec{err: errors.New("container gone")}).Run(context.Background(), execHandler("true"), target)
 	assert.EqualError(t, err, "container gone")

@@ -263,3 +263,30 @@ func TestReportNotReadyWithoutContainers(t *testing.T) {
 	assert.False(t, r.Ready)
 	assert.Equal(t, []string{"pods.yaml:7: pod ns/web: spec.readinessGates: Forbidden"}, r.Problems)
 }
+
+// kubelet's sortPodIPs: the first address of the node's family, else the
+// first of the other; the runtime's order alone does not decide.
+func TestPodIPPrefersTheNodesFamily(t *testing.T) {
+	tests := []struct {
+		name   string
+		ips    []string
+		nodeIP string
+		want   string
+	}{
+		{"IPv4 node, IPv6 listed first", []string{"fd00::5", "10.0.0.5"}, "192.168.1.2", "10.0.0.5"},
+		{"IPv6 node, IPv4 listed first", []string{"10.0.0.5", "fd00::5", "fd00::6"}, "2001:db8::1", "fd00::5"},
+		{"unknown node address: IPv4 first", []string{"fd00::5", "10.0.0.5"}, "", "10.0.0.5"},
+		{"single-stack of the other family", []string{"fd00::5"}, "192.168.1.2", "fd00::5"},
+		{"garbage skipped", []string{"not-an-ip", "10.0.0.5"}, "192.168.1.2", "10.0.0.5"},
+		{"IPv4-mapped node address is IPv4", []string{"fd00::5", "10.0.0.5"}, "::ffff:192.168.1.2", "10.0.0.5"},
+		{"none", nil, "192.168.1.2", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, PodIP(tt.ips, tt.nodeIP))
+			host, inPod := ProbeAddress(&cri.Pod{IPs: tt.ips}, spec.ProbeNetworkNode, tt.nodeIP)
+			assert.Equal(t, tt.want, host, "probes go to the pod IP kubelet reports")
+			assert.False(t, inPod)
+		})
+	}
+}

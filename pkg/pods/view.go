@@ -107,14 +107,18 @@ type Pod struct {
 	// namespace (Sandbox.NetNS).
 	ProbeHost    string
 	InPodNetwork bool
+	// PodIP is kubelet's status.podIP: of the sandbox's addresses, the
+	// first of the node's IP family, else the first of the other (PodIP).
+	PodIP string
 }
 
 // SandboxReady reports whether the pod's current sandbox is ready: when it
 // is not, nothing of the pod is started again.
 func (p *Pod) SandboxReady() bool { return p.Sandbox.State == cri.SandboxReady }
 
-// IP is the pod's primary IP ("" for a host-network pod).
-func (p *Pod) IP() string { return p.Sandbox.IP() }
+// IP is the pod's primary IP, kubelet's status.podIP ("" for a
+// host-network pod).
+func (p *Pod) IP() string { return p.PodIP }
 
 // Container returns the container with the given name.
 func (p *Pod) Container(name string) (*Container, bool) {

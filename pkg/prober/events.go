@@ -14,6 +14,14 @@ const (
 	ReasonStartupFailed      = "StartupProbeFailed"
 	ReasonLivenessFailed     = "LivenessProbeFailed"
 	ReasonInvalidProbeConfig = "InvalidProbeConfig"
+	// ReasonAgentResourceExhausted: a probe could not run because the agent
+	// itself is out of resources (file descriptors, ports, socket memory).
+	// kubelet would report its generic "errored" event; the cause is named
+	// here so nobody looks for it in the container.
+	ReasonAgentResourceExhausted = "AgentResourceExhausted"
+	// ReasonExecProbeQueued: an exec probe waited for a slot of its pod
+	// under --max-concurrent-exec-per-pod (kubelet has no such limit).
+	ReasonExecProbeQueued = "ExecProbeQueued"
 )
 
 // Recorder receives events. It must not block for long: workers call it.

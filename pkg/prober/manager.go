@@ -21,17 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
-
-// ExecRunner runs probe commands in containers (pkg/exec.Runner).
-type ExecRunner interface {
-	Run(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (exec.Result, error)
-}
 
 // kubelet re-syncs each pod every minute, jittered by up to half of it;
 // each sync also re-triggers readiness probes of started, unready containers.

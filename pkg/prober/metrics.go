@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -24,6 +25,9 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	lateness prometheus.Histogram
 	failures *prometheus.CounterVec
+	// agentResources counts probes the agent could not run for its own
+	// shortage, by which (netprobe.ResourceCause).
+	agentResources *prometheus.CounterVec
 
 	// kubelet's duration series has no pod_uid: two pods with one name
 	// (re-created with a new UID) share a series, deleted when the last of
@@ -48,8 +52,9 @@ func newMetrics() *metrics {
 			Help:    "How late a periodic probe started after its tick was due.",
 			Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
-		failures:     newFailures(),
-		durationRefs: map[string]int{},
+		failures:       newFailures(),
+		agentResources: newAgentResources(),
+		durationRefs:   map[string]int{},
 	}
 }
 
@@ -69,6 +74,20 @@ func newFailures() *prometheus.CounterVec {
 	return v
 }
 
+// newAgentResources counts the agent's own shortages, every cause present
+// from the start: an alert on it says the agent, not a container, needs
+// attention.
+func newAgentResources() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cri_prober_agent_resource_errors_total",
+		Help: "Probes that could not run because the agent or its node ran out of a resource, by cause: " + strings.Join(netprobe.ResourceCauses(), ", ") + ".",
+	}, []string{"cause"})
+	for _, c := range netprobe.ResourceCauses() {
+		v.WithLabelValues(c)
+	}
+	return v
+}
+
 // WithRegisterers exports kubelet's probe series to probes (kubelet serves
 // them on /metrics/probes) and the agent's own to agent.
 func WithRegisterers(probes, agent prometheus.Registerer) Option {
@@ -83,6 +102,9 @@ func WithRegisterers(probes, agent prometheus.Registerer) Option {
 			return err
 		}
 		if err := agent.Register(m.metrics.failures); err != nil {
+			return err
+		}
+		if err := agent.Register(m.metrics.agentResources); err != nil {
 			return err
 		}
 		return agent.Register(readyCollector{m: m})
@@ -131,6 +153,9 @@ func (m *metrics) forWorker(t results.ProbeType, container, pod, namespace, uid 
 func (w *workerMetrics) observe(o outcome, elapsed float64) {
 	if o.reason != "" {
 		w.m.failures.WithLabelValues(w.probeType, o.reason).Inc()
+	}
+	if o.resourceCause != "" {
+		w.m.agentResources.WithLabelValues(o.resourceCause).Inc()
 	}
 	switch {
 	case o.err != nil:

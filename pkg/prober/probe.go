@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -28,15 +30,18 @@ const UserAgent = "kube-probe/" + spec.KubeletMinorVersion
 // once before its result is thrown away (kubelet's maxProbeRetries).
 const maxProbeRetries = 3
 
-// execRunner runs commands in containers.
-type execRunner interface {
-	Run(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (exec.Result, error)
+// ExecRunner runs probe commands in the containers of a pod
+// (pkg/exec.Runner).
+type ExecRunner interface {
+	Run(ctx context.Context, pod, containerID string, cmd []string, timeout time.Duration) (exec.Result, error)
 }
 
-var _ execRunner = (*exec.Runner)(nil)
+var _ ExecRunner = (*exec.Runner)(nil)
 
 // target is where one probe goes.
 type target struct {
+	// pod is the pod's key (exec probes are limited per pod).
+	pod string
 	// host is where network probes go when the probe names no host: the
 	// pod IP (pods.Pod.ProbeHost).
 	host        string
@@ -59,18 +64,27 @@ type outcome struct {
 	// for a success.
 	reason string
 	err    error // could not probe: the result is to be thrown away
+	// queued is how long an exec probe waited for a slot of its pod.
+	queued time.Duration
+	// resourceCause names the agent's own shortage that kept the probe
+	// from running (netprobe.ResourceCause), if that is why.
+	resourceCause string
 }
 
 // dispatcher runs probes of every kind. It is the one place where a spec
 // becomes a probe kind and a kind's verdict becomes kubelet's result.
 type dispatcher struct {
-	exec execRunner
+	exec ExecRunner
 	http *netprobe.HTTPGet
 }
 
 // probe runs p against t, retrying at once while it cannot run at all, and
 // maps the verdict as kubelet does: success and warning are Success;
 // failure, and unknown without an error, are Failure.
+//
+// Every text that leaves here came from the workload or quotes it, and is
+// bounded here, once, before results, history, events, the ledger and
+// logs see it: output to kubelet's 10 KiB, an error to 1 KiB.
 func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
 	var o outcome
 	for range maxProbeRetries {
@@ -80,12 +94,10 @@ func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outco
 		}
 	}
 	if o.err != nil {
-		reason := ReasonRuntimeError
-		if errors.Is(o.err, netprobe.ErrNetNS) || errors.Is(o.err, errNoNetNS) {
-			reason = ReasonNetNS
-		}
-		return outcome{result: results.Failure, raw: results.OutcomeUnknown, reason: reason, err: o.err}
+		return outcome{result: results.Failure, raw: results.OutcomeUnknown, reason: errorReason(o.err),
+			resourceCause: netprobe.ResourceCause(o.err), err: bounded.Error(o.err, bounded.Message), queued: o.queued}
 	}
+	o.output = bounded.String(o.output, bounded.Output)
 	o.result = results.Failure
 	if o.raw == results.OutcomeSuccess || o.raw == results.OutcomeWarning {
 		o.result, o.reason = results.Success, ""
@@ -103,16 +115,16 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 	}
 	switch {
 	case p.Exec != nil:
-		r, err := d.exec.Run(ctx, t.containerID, expandCommand(p.Exec.Command, t.container.Env), timeout)
+		r, err := d.exec.Run(ctx, t.pod, t.containerID, expandCommand(p.Exec.Command, t.container.Env), timeout)
 		switch {
 		case err != nil:
-			return outcome{err: err}
+			return outcome{err: err, queued: r.Queued}
 		case r.TimedOut:
-			return outcome{raw: results.OutcomeFailure, output: r.Output, reason: ReasonTimeout}
+			return outcome{raw: results.OutcomeFailure, output: r.Output, reason: ReasonTimeout, queued: r.Queued}
 		case r.ExitCode != 0:
-			return outcome{raw: results.OutcomeFailure, output: r.Output, reason: ReasonExecExitCode}
+			return outcome{raw: results.OutcomeFailure, output: r.Output, reason: ReasonExecExitCode, queued: r.Queued}
 		default:
-			return outcome{raw: results.OutcomeSuccess, output: r.Output}
+			return outcome{raw: results.OutcomeSuccess, output: r.Output, queued: r.Queued}
 		}
 	case p.HTTPGet != nil:
 		h := p.HTTPGet
@@ -153,6 +165,21 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		return fromNet(netprobe.GRPCHealth(ctx, addr, service, UserAgent, timeout))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
+	}
+}
+
+// errorReason says why a probe could not run; the error's text is cut
+// afterwards, so classification comes first.
+func errorReason(err error) string {
+	switch {
+	case errors.Is(err, netprobe.ErrNetNS), errors.Is(err, errNoNetNS):
+		return ReasonNetNS
+	case errors.Is(err, netprobe.ErrAgentResource):
+		return ReasonAgentResources
+	case errors.Is(err, cri.ErrExecReplyTooLarge):
+		return ReasonExecReplyTooLarge
+	default:
+		return ReasonRuntimeError
 	}
 }
 

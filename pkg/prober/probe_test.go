@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -36,7 +39,7 @@ type execAnswer struct {
 	err    error
 }
 
-func (s *scriptedExec) Run(_ context.Context, _ string, cmd []string, _ time.Duration) (exec.Result, error) {
+func (s *scriptedExec) Run(_ context.Context, _, _ string, cmd []string, _ time.Duration) (exec.Result, error) {
 	s.lastCmd = cmd
 	a := s.answers[min(s.calls, len(s.answers)-1)]
 	s.calls++
@@ -72,6 +75,40 @@ func TestDispatchExec(t *testing.T) {
 			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.wantCalls, runner.calls)
+		})
+	}
+}
+
+// What could not run is classified by its cause (the agent's own exhaustion
+// is never the container's), and the workload's text is bounded before
+// anything keeps it.
+func TestDispatchClassifiesAndBounds(t *testing.T) {
+	huge := strings.Repeat("x", 5<<20)
+	resourceErr := fmt.Errorf("dial tcp 10.0.0.5:80: %w: %w", netprobe.ErrAgentResource, syscall.EMFILE)
+	replyErr := fmt.Errorf("exec in container c: %w", cri.ErrExecReplyTooLarge)
+	tests := []struct {
+		name       string
+		answer     execAnswer
+		wantRaw    results.Outcome
+		wantReason string
+		wantCause  string
+	}{
+		{"the agent out of resources", execAnswer{err: resourceErr}, results.OutcomeUnknown, ReasonAgentResources, "EMFILE"},
+		{"an exec reply over the limit", execAnswer{err: replyErr}, results.OutcomeUnknown, ReasonExecReplyTooLarge, ""},
+		{"a huge error text", execAnswer{err: errors.New(huge)}, results.OutcomeUnknown, ReasonRuntimeError, ""},
+		{"a huge output", execAnswer{result: exec.Result{ExitCode: 1, Output: huge}}, results.OutcomeFailure, ReasonExecExitCode, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{tt.answer}}}
+			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
+			assert.Equal(t, tt.wantRaw, got.raw)
+			assert.Equal(t, tt.wantReason, got.reason)
+			assert.Equal(t, tt.wantCause, got.resourceCause)
+			assert.LessOrEqual(t, len(got.output), bounded.Output+64, "output bounded")
+			if got.err != nil {
+				assert.LessOrEqual(t, len(got.err.Error()), bounded.Message+64, "error text bounded")
+			}
 		})
 	}
 }

@@ -21,11 +21,17 @@ const (
 	ReasonRuntimeError = "runtime_error"
 	// ReasonNetNS: the pod's network namespace could not be entered.
 	ReasonNetNS = "netns_error"
+	// ReasonAgentResources: the agent itself ran out of file descriptors,
+	// ephemeral ports or socket memory; the target is not to blame.
+	ReasonAgentResources = "agent_resources"
+	// ReasonExecReplyTooLarge: the command printed more than
+	// --max-exec-reply-bytes, so its exit code could not be read.
+	ReasonExecReplyTooLarge = "exec_reply_too_large"
 )
 
 // FailureReasons lists every reason, for metrics and docs.
 var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetwork, ReasonHTTPStatus, ReasonHTTPBody,
-	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS}
+	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS, ReasonAgentResources, ReasonExecReplyTooLarge}
 
 // failureReason names a network probe's failure cause, which the probe
 // reports where it knows it (never parsed back out of the output).

@@ -37,6 +37,10 @@ type probeRunner interface {
 
 var _ probeRunner = (*dispatcher)(nil)
 
+// reportedExecWait is the wait for an exec slot worth an event: shorter
+// waits show only in cri_prober_exec_queue_wait_seconds.
+const reportedExecWait = time.Second
+
 // worker probes one container of a pod with one probe, with kubelet's
 // decision sequence (see step). Its run loop waits on a ticker of
 // periodSeconds, a manual trigger, or cancellation of its context.
@@ -233,18 +237,27 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		return true
 	}
 
-	o := w.runner.probe(ctx, w.probe, target{host: p.ProbeHost, containerID: c.ID, container: w.container, inPodNetwork: p.InPodNetwork, netns: p.Sandbox.NetNS,
+	o := w.runner.probe(ctx, w.probe, target{pod: w.key.pod, host: p.ProbeHost, containerID: c.ID, container: w.container, inPodNetwork: p.InPodNetwork, netns: p.Sandbox.NetNS,
 		extensions: w.container.Extension(w.key.probeType)})
 	if ctx.Err() != nil {
 		return true // stopping: the loop will notice
 	}
 	elapsed := w.clock.Since(now)
 	w.metrics.observe(o, elapsed.Seconds())
+	if o.queued >= reportedExecWait {
+		w.event(events.Warning, ReasonExecProbeQueued, "%s probe waited %s for an exec slot of the pod (--max-concurrent-exec-per-pod); the wait is not counted against its timeout",
+			w.key.probeType, o.queued.Round(time.Millisecond))
+	}
 	if o.err != nil {
 		// Could not probe: thrown away, never counted toward a threshold.
-		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "err", o.err)
+		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "reason", o.reason, "err", o.err)
 		w.observe(now, elapsed, o, 0, 0, false)
-		w.event(events.Warning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
+		if o.reason == ReasonAgentResources {
+			w.event(events.Warning, ReasonAgentResourceExhausted, "%s probe could not run, the agent is out of resources: %v; the result is unknown and not counted against the container",
+				w.key.probeType, o.err)
+		} else {
+			w.event(events.Warning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
+		}
 		return true
 	}
 	if o.result == w.lastResult {

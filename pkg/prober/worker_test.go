@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -535,6 +536,39 @@ func TestProbeErrorsAreThrownAway(t *testing.T) {
 	assert.Equal(t, results.OutcomeUnknown, obs.Outcome)
 	assert.Equal(t, `port "http" not found`, obs.Err)
 	assert.Contains(t, wt.events.messages(), `Unhealthy: Liveness probe errored and resulted in unknown state: port "http" not found`)
+}
+
+// The agent's own exhaustion (no file descriptor, no port) takes kubelet's
+// error path (retried, Unknown, no threshold count, never a kill) and the
+// warning names the agent, not the container.
+func TestAgentResourceErrorsAreNotTheContainers(t *testing.T) {
+	wt := newWorkerTest(t, liveness, nil)
+	wt.runner.next = outcome{err: errors.New("agent out of file descriptors (EMFILE)"), raw: results.OutcomeUnknown, reason: ReasonAgentResources, resourceCause: "EMFILE"}
+	for range 5 {
+		assert.True(t, wt.step(t))
+	}
+	wt.expect(t, testID, results.Success) // the initial value stands: no kill
+	assert.False(t, wt.w.onHold)
+	assert.Zero(t, wt.w.resultRun)
+	evs := wt.events.all()
+	require.Len(t, evs, 5)
+	assert.Equal(t, events.Warning, evs[0].Type)
+	assert.Equal(t, ReasonAgentResourceExhausted, evs[0].Reason)
+	assert.Equal(t, "Liveness probe could not run, the agent is out of resources: agent out of file descriptors (EMFILE); the result is unknown and not counted against the container", evs[0].Message)
+	assert.Equal(t, 5.0, testutil.ToFloat64(wt.metrics.failures.WithLabelValues("Liveness", ReasonAgentResources)))
+	assert.Equal(t, 5.0, testutil.ToFloat64(wt.metrics.agentResources.WithLabelValues("EMFILE")))
+}
+
+// Under --max-concurrent-exec-per-pod, a probe that waited a second or more
+// for its pod's slot says so.
+func TestExecQueueWaitIsReported(t *testing.T) {
+	wt := newWorkerTest(t, readiness, nil)
+	wt.runner.next = outcome{result: results.Success, raw: results.OutcomeSuccess, queued: 999 * time.Millisecond}
+	assert.True(t, wt.step(t))
+	assert.NotContains(t, strings.Join(wt.events.messages(), "\n"), ReasonExecProbeQueued, "short waits show in the metric only")
+	wt.runner.next.queued = 2500 * time.Millisecond
+	assert.True(t, wt.step(t))
+	assert.Contains(t, wt.events.messages(), "ExecProbeQueued: Readiness probe waited 2.5s for an exec slot of the pod (--max-concurrent-exec-per-pod); the wait is not counted against its timeout")
 }
 
 // A new container gets the initial value and loses the hold, but, as in

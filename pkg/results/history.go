@@ -1,6 +1,10 @@
 package results
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
+)
 
 // History bounds, for the default History.
 const (
@@ -24,8 +28,11 @@ func NewHistory() *History {
 	return &History{recent: ring{size: HistoryRecent}, failures: ring{size: HistoryFailures}}
 }
 
-// Add records a run.
+// Add records a run, its output and error cut to bounded.Message: a history
+// holds up to 30 runs per probe, and what a workload prints must not be
+// multiplied by that (the last run is kept whole in the Store).
 func (h *History) Add(o Observation) {
+	o.Output, o.Err = bounded.String(o.Output, bounded.Message), bounded.String(o.Err, bounded.Message)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.recent.add(o)

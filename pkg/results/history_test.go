@@ -1,10 +1,13 @@
 package results
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
 // A stream of successes never pushes the last failures out; both lists are
@@ -53,4 +56,20 @@ func TestExportCapsRunsAtTheThreshold(t *testing.T) {
 	assert.Equal(t, Saved{Result: Success, LastOutcome: Success, Consecutive: 1}, first[k])
 	s.Observe(k, Observation{Outcome: OutcomeFailure, Consecutive: 2, Threshold: 3})
 	assert.Equal(t, Saved{Result: Success, LastOutcome: Failure, Consecutive: 2}, s.Export()[k])
+}
+
+// A workload's output is kept whole once (the Store's last observation),
+// not 30 times: each history entry keeps bounded.Message of it.
+func TestHistoryBoundsWhatItKeeps(t *testing.T) {
+	h := NewHistory()
+	huge := strings.Repeat("x", 10<<10)
+	for range HistoryRecent + HistoryFailures {
+		h.Add(Observation{Outcome: OutcomeFailure, Output: huge, Err: huge})
+	}
+	recent, failures := h.Snapshot()
+	for _, o := range append(recent, failures...) {
+		assert.Less(t, len(o.Output), bounded.Message+64)
+		assert.Less(t, len(o.Err), bounded.Message+64)
+		assert.True(t, strings.HasPrefix(o.Output, strings.Repeat("x", bounded.Message)))
+	}
 }

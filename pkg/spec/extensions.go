@@ -45,7 +45,8 @@ type HTTPExtensions struct {
 	// ValidStatusCodes replace kubelet's 200–399 rule when set.
 	ValidStatusCodes []int `json:"validStatusCodes,omitempty"`
 	// FailIfBodyNotMatchesRegexp fails a probe whose body (its first
-	// 10 KiB) does not match.
+	// 10 KiB) does not match; at most MaxBodyRegexp bytes. A match still
+	// running when the probe's timeout is up fails the probe.
 	FailIfBodyNotMatchesRegexp string `json:"failIfBodyNotMatchesRegexp,omitempty"`
 
 	bodyRegexp *regexp.Regexp
@@ -53,6 +54,11 @@ type HTTPExtensions struct {
 
 // BodyRegexp is FailIfBodyNotMatchesRegexp compiled (nil if unset).
 func (h *HTTPExtensions) BodyRegexp() *regexp.Regexp { return h.bodyRegexp }
+
+// MaxBodyRegexp is the longest failIfBodyNotMatchesRegexp, in bytes: a
+// regexp's size multiplies the cost of matching it (the prober also stops
+// a match at the probe's timeout).
+const MaxBodyRegexp = 1024
 
 // minStartInterval keeps a misconfigured probe from spinning.
 const minStartInterval = 100 * time.Millisecond
@@ -125,7 +131,10 @@ func validateExtensions(ext *Extensions, probe *corev1.Probe, t results.ProbeTyp
 		if h.Method == http.MethodHead && h.FailIfBodyNotMatchesRegexp != "" {
 			errs = append(errs, field.Invalid(p.Child("failIfBodyNotMatchesRegexp"), h.FailIfBodyNotMatchesRegexp, "a HEAD response has no body to match"))
 		}
-		if re := h.FailIfBodyNotMatchesRegexp; re != "" {
+		switch re := h.FailIfBodyNotMatchesRegexp; {
+		case len(re) > MaxBodyRegexp:
+			errs = append(errs, field.TooLong(p.Child("failIfBodyNotMatchesRegexp"), re, MaxBodyRegexp))
+		case re != "":
 			compiled, err := regexp.Compile(re)
 			if err != nil {
 				errs = append(errs, field.Invalid(p.Child("failIfBodyNotMatchesRegexp"), re, err.Error()))

@@ -89,6 +89,32 @@ func TestBadExtensions(t *testing.T) {
 	}
 }
 
+// A body regexp is bounded: its cost grows with its size. The error names
+// the field and the limit, not the (long) value.
+func TestBodyRegexpSizeLimit(t *testing.T) {
+	ext := func(re string) string {
+		return `app: {readinessProbe: {httpGet: {failIfBodyNotMatchesRegexp: "` + re + `"}}}`
+	}
+	longest := strings.Repeat("a", MaxBodyRegexp)
+	p, errs := loadExtensions(t, ext(longest))
+	require.Empty(t, errs)
+	assert.True(t, p.Containers[0].Extension(results.Readiness).HTTPGet.BodyRegexp().MatchString(longest))
+
+	tooLong := strings.Repeat("b", MaxBodyRegexp+1)
+	p, errs = loadExtensions(t, ext(tooLong))
+	assert.Nil(t, p, "a pod with an error is not used")
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), `metadata.annotations[cri-prober.io/probe-extensions][app].readinessProbe.httpGet.failIfBodyNotMatchesRegexp: Too long: may not be more than 1024 bytes`)
+	assert.NotContains(t, errs[0].Error(), tooLong[:100])
+
+	_, errs = ContainerFromAnnotations("ns", "p", "app", map[string]string{
+		ReadinessAnnotation:  `{"httpGet":{"port":8080}}`,
+		ExtensionsAnnotation: `{"readinessProbe":{"httpGet":{"failIfBodyNotMatchesRegexp":"` + tooLong + `"}}}`,
+	})
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "cri-prober.io/probe-extensions.readinessProbe.httpGet.failIfBodyNotMatchesRegexp: Too long: may not be more than 1024 bytes")
+}
+
 func TestAnnotationExtensions(t *testing.T) {
 	probe := `{"httpGet":{"port":8080},"periodSeconds":5}`
 	c, errs := ContainerFromAnnotations("ns", "p", "app", map[string]string{

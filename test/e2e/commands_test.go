@@ -65,7 +65,7 @@ func TestProbeCommand(t *testing.T) {
 
 	out, code = probe("--container", id, "--exec", "sleep 5", "--timeout", "1s")
 	assert.Equal(t, 1, code, out)
-	assert.Contains(t, out, `output:   command "sleep 5" timed out`)
+	assert.Contains(t, out, `output:   command timed out: "sleep 5" timed out after 1s`)
 
 	out, code = probe("--pod", ref, "--container-name", "web", "--grpc", "5000")
 	assert.Equal(t, 0, code, out)

@@ -29,7 +29,7 @@ func BenchmarkExecProbe(b *testing.B) {
 		require.Zero(b, resp.GetExitCode())
 	}
 	viaRunner := func() {
-		res, err := runner.Run(b.Context(), id, cmd, 10*time.Second)
+		res, err := runner.Run(b.Context(), "pod", id, cmd, 10*time.Second)
 		require.NoError(b, err)
 		require.Zero(b, res.ExitCode)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 )
 
@@ -20,47 +21,59 @@ func heapMiB() float64 {
 	return float64(ms.HeapInuse) / (1 << 20)
 }
 
-// Contract (issue 7): exec probe commands that print megabytes or never
-// exit, on the real containerd. Output is kept to kubelet's 10 KiB;
-// containerd caps each stream at 16 MiB and the CRI client, as kubelet's,
-// accepts 16 MiB replies, so a command printing more is an error (kubelet's
-// "probe errored", the result unchanged), never a memory blow-up. Each ends
+// Contract (issues 7 and 13): exec probe commands that print megabytes or
+// never exit, on the real containerd. Output is kept to kubelet's 10 KiB.
+// What a command prints enters the agent as one ExecSync reply: gRPC
+// refuses a reply over --max-exec-reply-bytes (256 KiB) from its length
+// prefix, unread, so a chatty command is a probe error (the result
+// unchanged), never a memory blow-up; with kubelet's 16 MiB limit the same
+// command is judged by its exit code, as kubelet judges it. Each ends
 // within its timeout and leaves no goroutine or heap behind.
 func TestExecProbeHostileCommands(t *testing.T) {
 	c := dial(t)
+	kubeletLimit, err := cri.Dial(t.Context(), endpoint, cri.WithMaxExecReply(16<<20))
+	require.NoError(t, err)
+	t.Cleanup(func() { kubeletLimit.Close() })
 	p := runPod(t, c, "hostile-exec")
 	id := p.start("app", "sleep", "3600")
-	runner, err := exec.NewRunner(c, exec.WithConcurrency(2))
+	runner, err := exec.NewRunner(c)
+	require.NoError(t, err)
+	kubeletRunner, err := exec.NewRunner(kubeletLimit)
 	require.NoError(t, err)
 
 	tests := []struct {
 		name    string
+		runner  *exec.Runner
 		cmd     string
 		timeout time.Duration
 		want    exec.Result
-		wantErr string
+		wantErr error
 	}{
-		{name: "2 MB on stdout, exit 1", cmd: "head -c 2000000 /dev/zero | tr '\\0' x; exit 1", timeout: 10 * time.Second,
+		{name: "200 KB on stdout, exit 1", runner: runner, cmd: "head -c 200000 /dev/zero | tr '\\0' x; exit 1", timeout: 10 * time.Second,
 			want: exec.Result{ExitCode: 1}},
-		{name: "2 MB on each stream, exit 0", cmd: "head -c 2000000 /dev/zero | tr '\\0' x; head -c 2000000 /dev/zero | tr '\\0' y >&2", timeout: 10 * time.Second,
+		{name: "2 MB on stdout", runner: runner, cmd: "head -c 2000000 /dev/zero | tr '\\0' x; exit 1", timeout: 10 * time.Second,
+			wantErr: cri.ErrExecReplyTooLarge},
+		{name: "2 MB on stdout, kubelet's limit", runner: kubeletRunner, cmd: "head -c 2000000 /dev/zero | tr '\\0' x; exit 1", timeout: 10 * time.Second,
+			want: exec.Result{ExitCode: 1}},
+		{name: "2 MB on each stream, kubelet's limit", runner: kubeletRunner, cmd: "head -c 2000000 /dev/zero | tr '\\0' x; head -c 2000000 /dev/zero | tr '\\0' y >&2", timeout: 10 * time.Second,
 			want: exec.Result{}},
-		{name: "40 MB on stdout", cmd: "head -c 40000000 /dev/zero | tr '\\0' x; exit 1", timeout: 20 * time.Second,
-			wantErr: "ResourceExhausted"}, // containerd cannot send it: its reply limit is 16 MiB too
-		{name: "never exits", cmd: "sleep 1000", timeout: time.Second,
+		{name: "40 MB on stdout", runner: runner, cmd: "head -c 40000000 /dev/zero | tr '\\0' x; exit 1", timeout: 20 * time.Second,
+			wantErr: cri.ErrExecReplyTooLarge},
+		{name: "never exits", runner: runner, cmd: "sleep 1000", timeout: time.Second,
 			want: exec.Result{TimedOut: true}},
-		{name: "endless output, never exits", cmd: "yes", timeout: 2 * time.Second,
+		{name: "endless output, never exits", runner: runner, cmd: "yes", timeout: 2 * time.Second,
 			want: exec.Result{TimedOut: true}},
 	}
 	heap0, goroutines0 := heapMiB(), runtime.NumGoroutine()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			res, err := runner.Run(t.Context(), id, []string{"sh", "-c", tt.cmd}, tt.timeout)
+			res, err := tt.runner.Run(t.Context(), "pod", id, []string{"sh", "-c", tt.cmd}, tt.timeout)
 			took := time.Since(start)
 			t.Logf("%v: exit %d, %d bytes kept, timed out %v, err %v", took.Round(time.Millisecond), res.ExitCode, len(res.Output), res.TimedOut, err)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				assert.Less(t, len(err.Error()), 1024, "the error is short")
 			} else {
 				require.NoError(t, err)
 				assert.Equal(t, tt.want.ExitCode, res.ExitCode)

@@ -176,8 +176,12 @@ func TestProbeFailureThreshold(t *testing.T) {
 }
 
 // Contract (kubelet e2e 9 and 11): an exec probe that outlives its timeout
-// is a failure that counts, including a command that leaves a child holding
-// its output (where containerd 1.6 may hold ExecSync open).
+// is a failure that counts, with kubelet 1.36's wording. A command that
+// exits at once but leaves a child holding its output is judged by its
+// exit code once containerd 1.6 answers (when the child is done): kubelet
+// waits for that answer up to its 2-minute runtime timeout, so `sleep 5 &
+// exit 0` with a 1 s timeout passes and never restarts anything (checked
+// on kubelet v1.36.3 beside containerd 1.6.20).
 func TestProbeExecTimeout(t *testing.T) {
 	c := dial(t)
 	a := startAgent(t, c)
@@ -187,9 +191,17 @@ func TestProbeExecTimeout(t *testing.T) {
 		annotations: map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["sh","-c","sleep 10"]},"timeoutSeconds":1,"periodSeconds":2,"failureThreshold":1}`}})
 	pod.startContainer(container{name: "child", image: busyboxImage, command: []string{"sleep", sleeper},
 		annotations: map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["sh","-c","sleep 10 & exit 1"]},"timeoutSeconds":1,"periodSeconds":2,"failureThreshold":1}`}})
-	a.waitEvent(t, name, "slow", prober.ReasonUnhealthy, `Liveness probe failed: command "sh -c sleep 10" timed out`, 15*time.Second)
+	pod.startContainer(container{name: "background", image: busyboxImage, command: []string{"sleep", sleeper},
+		annotations: map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["sh","-c","sleep 5 & exit 0"]},"timeoutSeconds":1,"periodSeconds":2,"failureThreshold":1}`}})
+	a.waitEvent(t, name, "slow", prober.ReasonUnhealthy, `Liveness probe failed: command timed out: "sh -c sleep 10" timed out after 1s`, 15*time.Second)
 	a.waitEvent(t, name, "slow", prober.ReasonLivenessFailed, "failed liveness probe", 5*time.Second)
 	a.waitEvent(t, name, "child", prober.ReasonLivenessFailed, "failed liveness probe", 15*time.Second)
+
+	a.waitFor(t, name, "background", "two passing runs of a 5s command with a 1s timeout", 30*time.Second, func(c pods.ContainerReport) bool {
+		return len(c.Probes) == 1 && c.Probes[0].Last != nil && c.Probes[0].Last.Outcome == results.OutcomeSuccess && c.Probes[0].Last.Consecutive >= 2
+	})
+	assert.Empty(t, a.events.matching(name, "background", prober.ReasonUnhealthy, ""), "no failure, no error")
+	assert.Empty(t, a.events.matching(name, "background", prober.ReasonLivenessFailed, ""), "never to be restarted")
 }
 
 // Contract: an HTTP probe that outlives its timeout is a failure.

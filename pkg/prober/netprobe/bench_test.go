@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,4 +77,34 @@ func BenchmarkTCPProbe(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkBodyMatch is the cost of HTTPCheck.BodyMustMatch over a whole
+// (MaxBody) body, as the probe matches it (through a reader the probe's
+// deadline stops) and, for comparison, with MatchString, which cannot be
+// stopped but can skip ahead to a literal.
+func BenchmarkBodyMatch(b *testing.B) {
+	body := strings.Repeat("a", MaxBody-20) + `{"status": "ok"}`
+	for _, tt := range []struct{ name, expr string }{
+		{"field", `"status":\s*"ok"`},
+		{"anchored", `^a+`},
+		{"whole", `(?s)^.*"ok"\}$`},
+	} {
+		re := regexp.MustCompile(tt.expr)
+		b.Run(tt.name+"/probe", func(b *testing.B) {
+			deadline := time.Now().Add(time.Hour)
+			for b.Loop() {
+				if matched, finished := matchBefore(context.Background(), deadline, re, body); !matched || !finished {
+					b.Fatal("no match")
+				}
+			}
+		})
+		b.Run(tt.name+"/MatchString", func(b *testing.B) {
+			for b.Loop() {
+				if !re.MatchString(body) {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
 }

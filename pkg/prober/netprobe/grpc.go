@@ -15,42 +15,56 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
+
+// GRPCMaxHeaderList bounds the headers and trailers (the status message
+// among them) a gRPC server may send; gRPC's default is 16 MiB.
+const GRPCMaxHeaderList = 16 * 1024
+
+// GRPCMaxMessage bounds a health answer, a few bytes; gRPC's default is
+// 4 MiB.
+const GRPCMaxMessage = 64 * 1024
 
 // GRPCHealth calls grpc.health.v1.Health/Check on addr for service ("" is
 // the server as a whole) over plaintext, as kubelet does: one deadline of
 // timeout covers connecting and the call, and connecting waits for the
 // connection (so a closed port fails only when the timeout is up). Every
-// problem is a Failure with kubelet's wording; the only error is ErrNetNS
-// (the probe could not run from the pod's network namespace).
+// problem is a Failure with kubelet's wording; the only errors are ErrNetNS
+// and ErrAgentResource (the probe could not run). Headers and the answer
+// are bounded (GRPCMaxHeaderList, GRPCMaxMessage), and so is the server's
+// status message in the output.
 func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout time.Duration) (Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	netNS := netNSFrom(ctx) // gRPC's dial context does not carry ours
-	var nsErr atomic.Pointer[error]
+	// gRPC keeps only the text of a dial error, and retries: the last one
+	// says whether the probe could not run at all.
+	var lastDialErr atomic.Pointer[error]
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithUserAgent(userAgent),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithMaxHeaderListSize(GRPCMaxHeaderList),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(GRPCMaxMessage)),
 		grpc.WithContextDialer(func(dialCtx context.Context, addr string) (net.Conn, error) {
 			if netNS != "" {
 				dialCtx = WithNetNS(dialCtx, netNS)
 			}
 			conn, err := dial(dialCtx, dialer(), "tcp", addr)
-			if errors.Is(err, ErrNetNS) {
-				nsErr.Store(&err)
-			}
+			lastDialErr.Store(&err)
 			return conn, err
 		}),
 	)
 	if err != nil {
-		return failure(CauseNetwork, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err)), nil
+		return failure(CauseNetwork, bounded.String(fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err), bounded.Message)), nil
 	}
 	defer conn.Close()
 	if err := waitReady(ctx, conn); err != nil {
-		if e := nsErr.Load(); e != nil {
-			return failure(CauseNetwork, ""), *e
+		if e := lastDialErr.Load(); e != nil && (errors.Is(*e, ErrNetNS) || errors.Is(*e, ErrAgentResource)) {
+			return failure(CauseNetwork, ""), couldNotProbe(*e)
 		}
-		return failure(CauseTimeout, fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err)), nil
+		return failure(CauseTimeout, bounded.String(fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err), bounded.Message)), nil
 	}
 
 	resp, err := healthpb.NewHealthClient(conn).Check(metadata.NewOutgoingContext(ctx, metadata.MD{}), &healthpb.HealthCheckRequest{Service: service})
@@ -58,12 +72,12 @@ func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout ti
 		if st, ok := status.FromError(err); ok {
 			switch st.Code() {
 			case codes.Unimplemented:
-				return failure(CauseNotServing, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message())), nil
+				return failure(CauseNotServing, bounded.String(fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message()), bounded.Message)), nil
 			case codes.DeadlineExceeded:
 				return failure(CauseTimeout, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout)), nil
 			}
 		}
-		return failure(CauseNetwork, fmt.Sprintf("error: health rpc probe failed: %+v", err)), nil
+		return failure(CauseNetwork, bounded.String(fmt.Sprintf("error: health rpc probe failed: %+v", err), bounded.Message)), nil
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		return failure(CauseNotServing, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String())), nil

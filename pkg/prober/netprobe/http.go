@@ -12,12 +12,21 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
 // MaxBody is how much of a response body is read: kubelet's
 // maxRespBodyLength. A longer body is truncated, not an error.
 const MaxBody = 10 * 1024
+
+// MaxResponseHeader is the most a response's status line and headers may
+// take; a longer one is a Failure. kubelet's transport leaves Go's 1 MiB,
+// which lets each probed target make the agent hold a megabyte; a health
+// endpoint's headers fit in far less.
+const MaxResponseHeader = 64 * 1024
 
 // HTTPGet performs kubelet's HTTP probes. One HTTPGet serves every probe:
 // its transport never reuses connections, so sharing it costs nothing and
@@ -28,7 +37,9 @@ type HTTPGet struct {
 
 // NewHTTPGet returns an HTTP prober configured as kubelet's: no proxy (the
 // node's proxy variables are ignored), no keep-alive, no compression, TLS
-// without verification.
+// without verification, HTTP/2 when TLS negotiates it (kubelet's
+// SetTransportDefaults configures HTTP/2); response headers are bounded by
+// MaxResponseHeader.
 func NewHTTPGet() *HTTPGet {
 	d := dialer()
 	return &HTTPGet{transport: &http.Transport{
@@ -40,6 +51,9 @@ func NewHTTPGet() *HTTPGet {
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableKeepAlives:   true,
 		DisableCompression:  true,
+		// A custom DialContext turns Go's automatic HTTP/2 off.
+		ForceAttemptHTTP2:      true,
+		MaxResponseHeaderBytes: MaxResponseHeader,
 	}}
 }
 
@@ -100,36 +114,73 @@ const BodyMismatch = "HTTP probe failed: the body does not match "
 
 // ProbeChecked is Probe with check's rules.
 func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Verdict, error) {
+	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: SameHostRedirects}
 	resp, err := client.Do(req.WithContext(ctx))
 	switch {
-	case errors.Is(err, ErrNetNS):
-		return failure(CauseNetwork, ""), err
+	case errors.Is(err, ErrNetNS), errors.Is(err, ErrAgentResource):
+		return failure(CauseNetwork, ""), couldNotProbe(err)
 	case err != nil:
-		return failure(transportCause(err), err.Error()), nil
+		return failure(transportCause(err), bounded.String(err.Error(), bounded.Message)), nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
-		return failure(CauseNetwork, ""), fmt.Errorf("read response body: %w", err)
+		return failure(CauseNetwork, ""), couldNotProbe(fmt.Errorf("read response body: %w", err))
 	}
 	body := string(b)
 	statusOK := resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest // kubelet's rule
 	if len(check.ValidStatusCodes) > 0 {
 		statusOK = slices.Contains(check.ValidStatusCodes, resp.StatusCode)
 	}
-	switch {
-	case !statusOK:
+	if !statusOK {
 		// The body is left out on purpose (kubernetes#99425).
 		return failure(CauseStatus, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)), nil
-	case check.BodyMustMatch != nil && !check.BodyMustMatch.MatchString(body):
-		return failure(CauseBody, BodyMismatch+strconv.Quote(check.BodyMustMatch.String())), nil
-	case len(check.ValidStatusCodes) > 0:
+	}
+	if re := check.BodyMustMatch; re != nil {
+		switch matched, finished := matchBefore(ctx, deadline, re, body); {
+		case !finished:
+			return failure(CauseTimeout, fmt.Sprintf("HTTP probe failed: matching the body did not finish within %v", timeout)), nil
+		case !matched:
+			return failure(CauseBody, bounded.String(BodyMismatch+strconv.Quote(re.String()), bounded.Message)), nil
+		}
+	}
+	if len(check.ValidStatusCodes) > 0 || resp.StatusCode < http.StatusMultipleChoices {
 		return success(body), nil
-	case resp.StatusCode < http.StatusMultipleChoices:
-		return success(body), nil
-	default: // a redirect not followed
-		return Verdict{Result: Warning, Output: "Probe terminated redirects, Response body: " + body}, nil
+	}
+	// A redirect not followed.
+	return Verdict{Result: Warning, Output: "Probe terminated redirects, Response body: " + body}, nil
+}
+
+// matchBefore matches body against re unless deadline comes (or ctx ends)
+// first. The size of the regexp does not bound the work: RE2's matching is
+// linear in the body times the compiled regexp, which repetition counts
+// multiply, and 1 KiB of regexp can take minutes over a 10 KiB body. So
+// the match reads the body through a reader that ends it at the deadline:
+// the work stops with the probe (within one step, one rune of the body),
+// on the probe's own goroutine.
+func matchBefore(ctx context.Context, deadline time.Time, re *regexp.Regexp, body string) (matched, finished bool) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	r := &stoppableReader{done: ctx.Done(), body: strings.NewReader(body)}
+	matched = re.MatchReader(r)
+	return matched, !r.stopped
+}
+
+// stoppableReader reads runes until done is closed, then says EOF.
+type stoppableReader struct {
+	done    <-chan struct{}
+	body    *strings.Reader
+	stopped bool
+}
+
+func (r *stoppableReader) ReadRune() (rune, int, error) {
+	select {
+	case <-r.done:
+		r.stopped = true
+		return 0, 0, io.EOF
+	default:
+		return r.body.ReadRune()
 	}
 }
 

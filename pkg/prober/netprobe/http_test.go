@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,6 +284,44 @@ func TestHTTPSWithoutVerification(t *testing.T) {
 	result, out, err := probeHTTP(t, "https", srv.URL, "/", nil, time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, Success, result, out)
+}
+
+// HTTPS negotiates HTTP/2 when the server offers it, as kubelet's
+// transport (SetTransportDefaults) does; plain HTTP stays HTTP/1.1. Either
+// way the User-Agent is kubelet's, and nothing stays open.
+func TestHTTPSNegotiatesHTTP2(t *testing.T) {
+	type seen struct {
+		proto     int
+		userAgent string
+	}
+	saw := make(chan seen, 10)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw <- seen{r.ProtoMajor, r.UserAgent()}
+		w.Write([]byte("ok"))
+	})
+	tlsSrv := httptest.NewUnstartedServer(handler)
+	tlsSrv.EnableHTTP2 = true
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	plainSrv := httptest.NewUnstartedServer(handler)
+	plainSrv.EnableHTTP2 = true // offered, but plain HTTP does not negotiate it
+	plainSrv.Start()
+	defer plainSrv.Close()
+
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	for _, tt := range []struct {
+		scheme, url string
+		wantProto   int
+	}{{"https", tlsSrv.URL, 2}, {"http", plainSrv.URL, 1}} {
+		for range 3 {
+			result, out, err := probeHTTP(t, tt.scheme, tt.url, "/", nil, time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, Success, result, out)
+			assert.Equal(t, "ok", out)
+			assert.Equal(t, seen{tt.wantProto, testUA}, <-saw, tt.scheme)
+		}
+	}
+	settled(t, goroutines, fds)
 }
 
 func TestHTTPBadPathIsUsedVerbatim(t *testing.T) {

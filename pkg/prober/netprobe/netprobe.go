@@ -3,13 +3,26 @@
 // knows nothing of pods or containers: it gets an address and a timeout and
 // says Success, Warning or Failure with kubelet's output text, or returns an
 // error when it could not probe at all.
+//
+// Everything a target sends is bounded where it enters: HTTP response
+// headers at MaxResponseHeader bytes and a body at MaxBody (kubelet's
+// 10 KiB); gRPC headers at GRPCMaxHeaderList and a message at
+// GRPCMaxMessage. What is kept of it is bounded too: a Verdict's Output is
+// either a body of at most MaxBody bytes (after kubelet's 43-byte prefix
+// for a redirect not followed) or any other text cut by bounded.String to
+// bounded.Message bytes and a marker (Go's and gRPC's errors quote what
+// the target sent: a malformed status line, a status message); so is the
+// text of an error a probe returns.
 package netprobe
 
 import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"syscall"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
 // Result is a probe's verdict, kubelet's probe.Result without "unknown"
@@ -59,6 +72,117 @@ func success(output string) Verdict { return Verdict{Result: Success, Output: ou
 
 func failure(cause Cause, output string) Verdict {
 	return Verdict{Result: Failure, Output: output, Cause: cause}
+}
+
+// couldNotProbe readies err, which says a probe could not run, to be
+// returned: its text is cut to bounded.Message (a URL in it can come from a
+// redirect) without keeping the whole of it, and it still answers
+// errors.Is for what the caller classifies by (ErrNetNS, ErrAgentResource,
+// the shortage ResourceCause names).
+func couldNotProbe(err error) error {
+	text := err.Error()
+	if len(text) <= bounded.Message {
+		return err
+	}
+	cut := &cutError{text: bounded.String(text, bounded.Message)}
+	for _, class := range append([]error{ErrNetNS, ErrAgentResource}, agentErrnos()...) {
+		if errors.Is(err, class) {
+			cut.is = append(cut.is, class)
+		}
+	}
+	return cut
+}
+
+// cutError is an error whose text was cut; it is still what it was for
+// errors.Is.
+type cutError struct {
+	text string
+	is   []error
+}
+
+func (e *cutError) Error() string        { return e.text }
+func (e *cutError) Is(target error) bool { return slices.Contains(e.is, target) }
+
+// ErrAgentResource marks a probe that could not run because the agent (or
+// its node) is out of a resource it needs for a connection: that is no
+// answer from the target, so it is an error (kubelet's "could not probe":
+// retried, never a failure counted towards a restart), not a Failure.
+var ErrAgentResource = errors.New("cannot probe: the agent is out of a resource")
+
+// agentResources are the errors of the agent's own shortages, with the
+// label ResourceCause gives them and what they mean.
+var agentResources = []struct {
+	errno syscall.Errno
+	label string
+	what  string
+}{
+	{syscall.EMFILE, "EMFILE", "agent out of file descriptors"},
+	{syscall.ENFILE, "ENFILE", "node out of file descriptors"},
+	// connect(2) says so when no ephemeral port is left.
+	{syscall.EADDRNOTAVAIL, "EADDRNOTAVAIL", "node out of local ports"},
+	{syscall.ENOBUFS, "ENOBUFS", "node out of socket buffers"},
+	{syscall.ENOMEM, "ENOMEM", "node out of memory for a socket"},
+}
+
+func agentErrnos() []error {
+	errnos := make([]error, len(agentResources))
+	for i, r := range agentResources {
+		errnos[i] = r.errno
+	}
+	return errnos
+}
+
+// ResourceCauses lists every label ResourceCause gives, for metrics.
+func ResourceCauses() []string {
+	labels := make([]string, len(agentResources))
+	for i, r := range agentResources {
+		labels[i] = r.label
+	}
+	return labels
+}
+
+// ResourceCause names the shortage behind err ("EMFILE", "ENFILE",
+// "EADDRNOTAVAIL", "ENOBUFS", "ENOMEM") or says "" if it is none of them:
+// a bounded label, for metrics.
+func ResourceCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range agentResources {
+		if errors.Is(err, r.errno) {
+			return r.label
+		}
+	}
+	return ""
+}
+
+// resourceError is ErrAgentResource for one shortage.
+type resourceError struct {
+	what, label string
+	err         error
+}
+
+func (e *resourceError) Error() string {
+	return "cannot probe: " + e.what + " (" + e.label + "): " + e.err.Error()
+}
+func (e *resourceError) Is(target error) bool { return target == ErrAgentResource }
+func (e *resourceError) Unwrap() error        { return e.err }
+
+// agentError is err as ErrAgentResource if the agent's own shortage caused
+// it, else nil.
+func agentError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrAgentResource) {
+		return err
+	}
+	for _, r := range agentResources {
+		if errors.Is(err, r.errno) {
+			return &resourceError{what: r.what, label: r.label, err: err}
+		}
+	}
+	return nil
 }
 
 // transportCause classifies a dial or transport error by its type.

@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
 // TCP connects to addr and closes at once: Success if the connection is
-// accepted, else Failure with the dial error. Nothing is sent or read, so a
+// accepted, else Failure with the dial error; an error if the probe could
+// not run (ErrNetNS, ErrAgentResource). Nothing is sent or read, so a
 // listening socket whose application is broken still passes, as in kubelet.
 func TCP(ctx context.Context, addr string, timeout time.Duration) (Verdict, error) {
 	d := dialer()
 	d.Timeout = timeout
 	conn, err := dial(ctx, d, "tcp", addr)
 	switch {
-	case errors.Is(err, ErrNetNS):
-		return failure(CauseNetwork, ""), err
+	case errors.Is(err, ErrNetNS), errors.Is(err, ErrAgentResource):
+		return failure(CauseNetwork, ""), couldNotProbe(err)
 	case err != nil:
-		return failure(transportCause(err), err.Error()), nil
+		return failure(transportCause(err), bounded.String(err.Error(), bounded.Message)), nil
 	}
 	conn.Close()
 	return success(""), nil
