@@ -342,6 +342,7 @@ func (c *Client) ContainerStatus(ctx context.Context, id string, verbose bool) (
 // not an error (see the response's ExitCode).
 func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
 	deadline := c.requestTimeout + timeout
+	start := time.Now()
 	execCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	resp, err := c.runtime.ExecSync(execCtx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: int64(timeout.Seconds())},
@@ -352,7 +353,11 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	case status.Code(err) == codes.ResourceExhausted:
 		return nil, fmt.Errorf("exec in container %s: %w (%d bytes; the command's output is kept to 10KiB anyway: make it quieter or raise --max-exec-reply-bytes): %s",
 			containerID, ErrExecReplyTooLarge, c.maxExecReply, status.Convert(err).Message())
-	case ctx.Err() == nil && errors.Is(execCtx.Err(), context.DeadlineExceeded):
+	case ctx.Err() == nil && (errors.Is(execCtx.Err(), context.DeadlineExceeded) ||
+		status.Code(err) == codes.DeadlineExceeded && time.Since(start) > timeout+c.requestTimeout/2):
+		// Our deadline, or the runtime's server-side copy of it (gRPC
+		// propagates it, and the server's may fire first): no answer for
+		// far longer than the command's own timeout.
 		return nil, fmt.Errorf("exec in container %s: the runtime did not answer within %s (runtime request timeout %s plus the probe's timeout): %w", containerID, deadline, c.requestTimeout, err)
 	case status.Code(err) == codes.DeadlineExceeded:
 		return nil, fmt.Errorf("%w: %q timed out after %s", ErrCommandTimedOut, strings.Join(cmd, " "), timeout)

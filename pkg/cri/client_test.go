@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,12 +136,16 @@ func TestExecSync(t *testing.T) {
 	ctx := context.Background()
 	id := rt.AddContainer(rt.AddSandbox("ns", "p", "u"), "app", running)
 
-	var gotTimeout time.Duration
-	var gotDeadline time.Duration
+	var mu sync.Mutex // the handler runs on the server's goroutines
+	var gotTimeout, gotDeadline time.Duration
 	rt.SetExecHandler(func(ctx context.Context, _ string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
-		gotTimeout = timeout
-		if d, ok := ctx.Deadline(); ok {
-			gotDeadline = time.Until(d)
+		if cmd[0] == "check" {
+			mu.Lock()
+			gotTimeout = timeout
+			if d, ok := ctx.Deadline(); ok {
+				gotDeadline = time.Until(d)
+			}
+			mu.Unlock()
 		}
 		switch cmd[0] {
 		case "slow": // answers after the probe's timeout, before the request timeout
@@ -164,8 +169,11 @@ func TestExecSync(t *testing.T) {
 	resp, err := c.ExecSync(ctx, id, []string{"check"}, 1500*time.Millisecond)
 	require.NoError(t, err, "a non-zero exit is not an error")
 	assert.Equal(t, int32(3), resp.GetExitCode())
-	assert.Equal(t, time.Second, gotTimeout, "the CRI timeout is whole seconds, truncated as kubelet's int64(timeout.Seconds())")
-	assert.Greater(t, gotDeadline, 1500*time.Millisecond, "the call's deadline is the request timeout plus the probe's timeout")
+	mu.Lock()
+	timeout, deadline := gotTimeout, gotDeadline
+	mu.Unlock()
+	assert.Equal(t, time.Second, timeout, "the CRI timeout is whole seconds, truncated as kubelet's int64(timeout.Seconds())")
+	assert.Greater(t, deadline, 1500*time.Millisecond, "the call's deadline is the request timeout plus the probe's timeout")
 
 	// A runtime answering after the probe's timeout (a command whose
 	// background child kept stdout open) is not a timeout: kubelet waits.
