@@ -323,13 +323,22 @@ func TestManagerInvalidAnnotationFailsClosed(t *testing.T) {
 	require.Len(t, app.Problems, 1)
 	assert.Contains(t, app.Problems[0], "annotations: pod ns/web: container app: cri-prober.io/liveness-probe.successThreshold: Invalid value: 2: must be 1")
 	assert.Zero(t, mt.runner.count("x"))
-	var invalid int
-	for _, e := range mt.events.messages() {
-		if strings.HasPrefix(e, ReasonInvalidProbeConfig) {
-			invalid++
+	invalid := func() int {
+		n := 0
+		for _, e := range mt.events.messages() {
+			if strings.HasPrefix(e, ReasonInvalidProbeConfig) {
+				n++
+			}
 		}
+		return n
 	}
-	assert.Equal(t, 1, invalid, "reported once, not at every relist")
+	// The event follows the view's publication.
+	mt.eventually(t, "the problem evented", func() bool { return invalid() > 0 })
+	// Another change makes the resolver look at the pod again.
+	mt.rt.AddSandbox("ns", "other", "uid-other")
+	mt.relist(t)
+	mt.eventually(t, "the next change resolved", func() bool { _, ok := mt.report("other"); return ok })
+	assert.Equal(t, 1, invalid(), "reported once, not at every resolution")
 }
 
 func TestManagerManifestWinsOverAnnotations(t *testing.T) {
