@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
 
@@ -39,7 +38,7 @@ func runExplain(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	files = append(files, fs.Args()...)
 	if len(files) == 0 {
-		fmt.Fprintln(stderr, "explain needs a manifest: -f FILE")
+		safeln(stderr, "explain needs a manifest: -f FILE")
 		fs.Usage()
 		return errUsage
 	}
@@ -47,7 +46,7 @@ func runExplain(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, f := range files {
 		pods, errs := spec.LoadFile(f)
 		for _, e := range errs {
-			fmt.Fprintln(stdout, "invalid:", e)
+			safeln(stdout, "invalid:", e)
 		}
 		problems += len(errs)
 		for _, p := range pods {
@@ -61,41 +60,41 @@ func runExplain(_ context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func printExplanation(w io.Writer, pod *spec.Pod) {
-	fmt.Fprintf(w, "pod %s/%s (%s): restartPolicy %s, terminationGracePeriodSeconds %d\n", pod.Namespace, pod.Name, pod.Source, pod.RestartPolicy, pod.TerminationGracePeriodSeconds)
+	safef(w, "pod %s/%s (%s): restartPolicy %s, terminationGracePeriodSeconds %d\n", pod.Namespace, pod.Name, pod.Source, pod.RestartPolicy, pod.TerminationGracePeriodSeconds)
 	ex := prober.Explain(pod)
 	if len(ex) == 0 {
-		fmt.Fprintln(w, "  no probes: its containers are observed, never probed, and ready while running")
+		safeln(w, "  no probes: its containers are observed, never probed, and ready while running")
 	}
 	container := ""
 	for _, e := range ex {
 		if e.Container != container {
 			container = e.Container
-			fmt.Fprintf(w, "\n  container %s\n", container)
+			safef(w, "\n  container %s\n", container)
 		}
 		c, _ := pod.Container(e.Container)
 		p := c.Probe(e.Type)
-		fmt.Fprintf(w, "    %s: %s every %ds, timeout %ds, success %d, failure %d, initial delay %ds\n",
+		safef(w, "    %s: %s every %ds, timeout %ds, success %d, failure %d, initial delay %ds\n",
 			strings.ToLower(e.Type.String()), e.Handler, p.PeriodSeconds, p.TimeoutSeconds, p.SuccessThreshold, p.FailureThreshold, p.InitialDelaySeconds)
 		gated := ""
 		if e.Type != results.Startup && c.Startup != nil {
 			gated = " (after the startup probe succeeds)"
 		}
-		fmt.Fprintf(w, "      first run:           %s after the container starts%s\n", e.FirstRun, gated)
+		safef(w, "      first run:           %s after the container starts%s\n", e.FirstRun, gated)
 		switch e.Type {
 		case results.Readiness:
-			fmt.Fprintf(w, "      not ready:           %s after the app stops answering\n", e.Detect)
+			safef(w, "      not ready:           %s after the app stops answering\n", e.Detect)
 		case results.Liveness:
-			fmt.Fprintf(w, "      failure detected:    %s after the app breaks\n", e.Detect)
-			fmt.Fprintf(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod, c), e.Act, e.GracePeriod, prober.CrashLoopWorst())
+			safef(w, "      failure detected:    %s after the app breaks\n", e.Detect)
+			safef(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod, c), e.Act, e.GracePeriod, prober.CrashLoopWorst())
 		case results.Startup:
-			fmt.Fprintf(w, "      gives up:            %s after the container starts, if it never passes\n", e.Detect)
-			fmt.Fprintf(w, "      %s %s (grace %ds)\n", restartVerb(pod, c), e.Act, e.GracePeriod)
+			safef(w, "      gives up:            %s after the container starts, if it never passes\n", e.Detect)
+			safef(w, "      %s %s (grace %ds)\n", restartVerb(pod, c), e.Act, e.GracePeriod)
 		}
 		for _, warning := range e.Warnings {
-			fmt.Fprintf(w, "      warning: %s\n", warning)
+			safef(w, "      warning: %s\n", warning)
 		}
 	}
-	fmt.Fprintln(w)
+	safeln(w)
 }
 
 // restartVerb says what a probe kill leads to: a restart, unless the

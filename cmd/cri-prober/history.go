@@ -30,18 +30,18 @@ Flags:
 
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("history", historyHelp)
-	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
 	output := fs.String("o", "table", "output format: table or json")
 	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
 		return err // flag.ErrHelp: run exits 0
 	}
 	ns, name, ok := strings.Cut(fs.Arg(0), "/")
 	if fs.NArg() < 1 || fs.NArg() > 2 || !ok || ns == "" || name == "" {
-		fmt.Fprintln(stderr, "want NAMESPACE/NAME [CONTAINER], e.g. cri-prober history shop/web app")
+		safeln(stderr, "want NAMESPACE/NAME [CONTAINER], e.g. cri-prober history shop/web app")
 		return errUsage
 	}
 	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "-o %q: want table or json\n", *output)
+		safef(stderr, "-o %q: want table or json\n", *output)
 		return errUsage
 	}
 	var h api.History
@@ -69,7 +69,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func printHistory(w io.Writer, h api.History) {
 	if len(h.Probes) == 0 {
-		fmt.Fprintf(w, "pod %s/%s: no probe has run\n", h.Namespace, h.Name)
+		safef(w, "pod %s/%s: no probe has run\n", h.Namespace, h.Name)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -87,7 +87,7 @@ func printHistory(w io.Writer, h api.History) {
 			}
 		}
 		if len(earlier) > 0 {
-			fmt.Fprintf(tw, "%s\t%s\t(earlier failures)\t\t\t\t\n", p.Container, p.Type)
+			safef(tw, "%s\t%s\t(earlier failures)\t\t\t\t\n", p.Container, p.Type)
 			for _, r := range earlier {
 				printRun(tw, p, r)
 			}
@@ -109,5 +109,5 @@ func printRun(w io.Writer, p api.ProbeHistory, r api.Run) {
 		detail = "error: " + r.Error
 	}
 	took := time.Duration(r.DurationMs * float64(time.Millisecond)).Round(time.Millisecond)
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Container, p.Type, r.Time.Local().Format("15:04:05.000"), r.Result, count, took, firstLine(detail))
+	safef(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Container, p.Type, r.Time.Local().Format("15:04:05.000"), r.Result, count, took, firstLine(detail))
 }

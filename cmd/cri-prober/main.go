@@ -67,7 +67,8 @@ func withCode(code int, err error) error {
 var errUsage = errors.New("usage error")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	setVerbosity(0) // commands that talk to the runtime set their -v
+	ctx, stop := signalContext()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	klog.Flush()
@@ -86,6 +87,40 @@ func main() {
 			os.Exit(coded.code)
 		}
 		os.Exit(1)
+	}
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM, which starts
+// an orderly shutdown; a second one exits at once (128 + the signal's
+// number, as a shell reports it), as kubectl and containerd do, so that an
+// operator is never stuck behind a shutdown that hangs.
+func signalContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-signals:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-signals:
+			fmt.Fprintf(os.Stderr, "cri-prober: second %v while shutting down; exiting now\n", sig)
+			klog.Flush()
+			os.Exit(128 + int(sig.(syscall.Signal)))
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(signals)
+		close(done)
+		<-finished
+		cancel()
 	}
 }
 
@@ -196,12 +231,6 @@ func (f *runtimeFlags) dial(ctx context.Context) (*cri.Client, error) {
 func (f *runtimeFlags) dialOptions() []cri.Option {
 	setVerbosity(f.verbosity)
 	return []cri.Option{cri.WithConnectTimeout(f.connectTimeout), cri.WithCallTimeout(f.requestTimeout), cri.WithMaxExecReply(f.maxExecReply)}
-}
-
-func setVerbosity(v int) {
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	_ = fs.Set("v", fmt.Sprint(v))
 }
 
 // parseFlagsWithArgs parses args, leaving positional arguments in fs.Args.

@@ -53,7 +53,7 @@ func runPods(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err // flag.ErrHelp: run exits 0
 	}
 	if o.output != "table" && o.output != "json" {
-		fmt.Fprintf(stderr, "-o %q: want table or json\n", o.output)
+		safef(stderr, "-o %q: want table or json\n", o.output)
 		return errUsage
 	}
 
@@ -127,7 +127,7 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 				}
 				continue
 			}
-			fmt.Fprintln(stdout, formatEvent(ev, time.Now()))
+			safeln(stdout, formatEvent(ev, time.Now()))
 		}
 	}
 }
@@ -161,12 +161,12 @@ func printSnapshot(w io.Writer, snap *cri.Snapshot, output, namespace string, no
 	for _, p := range snap.Pods() {
 		ctrs := snap.PodContainers(p.ID)
 		if len(ctrs) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t<none>\t%s\t%d\tSandbox%s\t%s\t-\n",
+			safef(tw, "%s\t%s\t%s\t<none>\t%s\t%d\tSandbox%s\t%s\t-\n",
 				p.Namespace, p.Name, dash(p.IP()), shortID(p.ID), p.Attempt, p.State, ago(p.CreatedAt, now))
 			continue
 		}
 		for _, c := range ctrs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
+			safef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
 				p.Namespace, p.Name, dash(p.IP()), c.Name, shortID(c.ID), c.Attempt, c.State, ago(c.StartedAt, now), exit(c))
 		}
 	}
@@ -175,16 +175,16 @@ func printSnapshot(w io.Writer, snap *cri.Snapshot, output, namespace string, no
 
 func formatEvent(ev cri.Event, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %-16s %s/%s", now.Format("15:04:05.000"), ev.Type, ev.Pod.Namespace, ev.Pod.Name)
+	safef(&b, "%s  %-16s %s/%s", now.Format("15:04:05.000"), ev.Type, ev.Pod.Namespace, ev.Pod.Name)
 	if c := ev.Container; c != nil {
-		fmt.Fprintf(&b, " container=%s id=%s attempt=%d", c.Name, shortID(c.ID), c.Attempt)
+		safef(&b, " container=%s id=%s attempt=%d", c.Name, shortID(c.ID), c.Attempt)
 		if ev.Type == cri.ContainerExited {
-			fmt.Fprintf(&b, " exit=%s", exit(c))
+			safef(&b, " exit=%s", exit(c))
 		}
 	} else {
-		fmt.Fprintf(&b, " id=%s", shortID(ev.Pod.ID))
+		safef(&b, " id=%s", shortID(ev.Pod.ID))
 		if ev.Type == cri.SandboxAdded && ev.Pod.IP() != "" {
-			fmt.Fprintf(&b, " ip=%s", ev.Pod.IP())
+			safef(&b, " ip=%s", ev.Pod.IP())
 		}
 	}
 	return b.String()

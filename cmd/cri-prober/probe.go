@@ -90,16 +90,16 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	inline, err := o.inlineProbe()
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		safeln(stderr, err)
 		return errUsage
 	}
 	chosen := count(o.liveness, o.readiness, o.startup, inline != nil)
 	if chosen != 1 {
-		fmt.Fprintln(stderr, "give exactly one probe: --liveness, --readiness, --startup, --exec, --http-get, --tcp or --grpc")
+		safeln(stderr, "give exactly one probe: --liveness, --readiness, --startup, --exec, --http-get, --tcp or --grpc")
 		return errUsage
 	}
 	if (o.containerID == "") == (o.pod == "") {
-		fmt.Fprintln(stderr, "give the target as --container ID, or as --pod NAMESPACE/NAME --container-name NAME")
+		safeln(stderr, "give the target as --container ID, or as --pod NAMESPACE/NAME --container-name NAME")
 		return errUsage
 	}
 
@@ -155,7 +155,7 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		probe.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
 	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
-		fmt.Fprintf(stderr, "--probe-network: %v\n", err)
+		safef(stderr, "--probe-network: %v\n", err)
 		return errUsage
 	}
 	// The flag, else the pod's own choice as the agent resolves it.
@@ -178,10 +178,16 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	out := prober.RunProbe(ctx, runner, probe, target)
 	took := time.Since(start)
 	if out.Err != nil {
-		fmt.Fprintf(stdout, "result:   unknown (could not probe)\nerror:    %v\nduration: %s\n", out.Err, took.Round(time.Microsecond))
+		safef(stdout, "result:   unknown (could not probe)\nerror:    %v\nduration: %s\n", out.Err, took.Round(time.Microsecond))
 		return errProbeError
 	}
-	fmt.Fprintf(stdout, "result:   %s\noutput:   %s\nduration: %s\n", out.Raw, strings.TrimSpace(out.Output), took.Round(time.Microsecond))
+	// The output keeps its lines (this command is for reading it), each
+	// made safe for the terminal.
+	lines := strings.Split(strings.TrimSpace(out.Output), "\n")
+	for i, l := range lines {
+		lines[i] = terminalSafe(l)
+	}
+	fmt.Fprintf(stdout, "result:   %s\noutput:   %s\nduration: %s\n", out.Raw, strings.Join(lines, "\n          "), took.Round(time.Microsecond))
 	if out.Result != results.Success {
 		return errProblemsFound
 	}

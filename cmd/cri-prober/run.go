@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"runtime"
@@ -81,6 +80,11 @@ type runOptions struct {
 	onTransition      string
 	webhook           string
 	stateDir          string
+	webConfigFile     string
+	allowedHosts      string
+	maxConnections    int
+	maxEventStreams   int
+	specSources       string
 }
 
 // newRunFlags declares run's flags (also the keys of its config file).
@@ -88,11 +92,16 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs := newFlagSet("run", runHelp)
 	o.register(fs)
 	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from")
+	fs.StringVar(&o.specSources, "spec-sources", "manifests,annotations", "where probes and restart policies may come from: manifests (--pod-manifests: the operator's files), annotations (cri-prober.io/ annotations on CRI sandboxes and containers: whoever creates the pod; beside kubelet, every Pod creator, since kubelet copies a Pod's annotations onto its sandbox); comma-separated")
 	fs.DurationVar(&o.manifestInterval, "pod-manifests-interval", 2*time.Second, "how often to look for changed manifests")
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "how often to list the runtime")
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes); empty: none")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes): host:port, or unix:///path for a unix socket only the agent's user can use (0600); empty: none")
+	fs.StringVar(&o.webConfigFile, "web.config.file", "", "Prometheus exporter web configuration `file` for the state API: TLS, basic auth, headers (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md); read again at every request")
+	fs.StringVar(&o.allowedHosts, "web.allowed-hosts", "", "comma-separated `names` a request's Host header may carry besides the --listen address (and localhost on loopback), e.g. the node's name or a Service's that Prometheus scrapes; * for any. Others get 421, against DNS rebinding; unix sockets are not checked")
+	fs.IntVar(&o.maxConnections, "web.max-connections", api.DefaultMaxConnections, "connections to the state API served at once; at the cap a new one replaces the oldest idle one, or is closed if none is idle")
+	fs.IntVar(&o.maxEventStreams, "web.max-event-streams", api.DefaultMaxEventStreams, "event streams (events -f, /api/v1/events?watch=1) served at once, below --web.max-connections; beyond it 503 with Retry-After")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.IntVar(&o.maxExecPerPod, "max-concurrent-exec-per-pod", 0, "exec probes of one pod run at once at most (its others wait their turn, not counted against their timeout; other pods never wait for them); 0: no limit, kubelet's way")
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
@@ -129,6 +138,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mode, err := restart.ParseMode(o.restartMode)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	useManifests, useAnnotations, err := parseSpecSources(o.specSources)
+	if err != nil {
+		fmt.Fprintf(stderr, "--spec-sources: %v\n", err)
+		return errUsage
+	}
+	if o.manifests != "" && !useManifests {
+		fmt.Fprintln(stderr, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
 		return errUsage
 	}
 	logger := klog.FromContext(ctx)
@@ -182,7 +200,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
-		HostIP: hostIP, ProbeNetwork: o.probeNetwork, MaxExecPerPod: o.maxExecPerPod, Restart: mode, Ledger: ledger, Recorder: recorder,
+		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, Ledger: ledger, Recorder: recorder,
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	if o.stateDir != "" {
@@ -205,12 +223,28 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	var listener net.Listener
+	var apiServer *api.Server
+	serveConfig := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
 	if o.listen != "" {
-		if listener, err = net.Listen("tcp", o.listen); err != nil {
+		apiServer = api.New(api.Config{
+			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health,
+			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
+			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
+			Registerer:   agentRegistry, MaxEventStreams: o.maxEventStreams,
+		})
+		if o.maxConnections <= 0 || o.maxEventStreams <= 0 {
+			fmt.Fprintln(stderr, "--web.max-connections and --web.max-event-streams must be positive")
+			return errUsage
+		}
+		if err := apiServer.Check(serveConfig); err != nil {
+			fmt.Fprintln(stderr, err)
+			return errUsage
+		}
+		if listener, err = api.Listen(o.listen); err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another address with --listen)", o.listen, err)
 		}
-		if !isLoopback(listener.Addr()) {
-			logger.Info("WARNING: the state API and metrics are reachable from other hosts; they show probe output and have no authentication", "listen", listener.Addr().String())
+		if !isLocal(listener.Addr()) && o.webConfigFile == "" {
+			logger.Info("WARNING: the state API and metrics are reachable from other hosts; they show probe output and have no authentication (give them TLS and basic auth with --web.config.file)", "listen", listener.Addr().String())
 		}
 	}
 
@@ -223,28 +257,35 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		wg.Go(func() { transitions.Run(ctx) })
 	}
 	if listener != nil {
-		server := api.New(api.Config{
-			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health,
-			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
-			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
-		})
-		httpServer := &http.Server{Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		wg.Go(func() {
-			if err := httpServer.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := apiServer.Serve(ctx, listener, serveConfig); err != nil {
 				logger.Error(err, "State API stopped")
 			}
-		})
-		wg.Go(func() {
-			<-ctx.Done()
-			shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
-			defer done()
-			httpServer.Shutdown(shutdown) //nolint:errcheck // best effort on the way out
 		})
 	}
 	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "listen", o.listen)
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
+}
+
+// parseSpecSources reads --spec-sources.
+func parseSpecSources(list string) (manifests, annotations bool, err error) {
+	for _, s := range strings.Split(list, ",") {
+		switch strings.TrimSpace(s) {
+		case "manifests":
+			manifests = true
+		case "annotations":
+			annotations = true
+		case "":
+		default:
+			return false, false, fmt.Errorf("unknown source %q: want manifests, annotations or both (comma-separated)", strings.TrimSpace(s))
+		}
+	}
+	if !manifests && !annotations {
+		return false, false, errors.New("give at least one source: manifests, annotations")
+	}
+	return manifests, annotations, nil
 }
 
 // hooks returns the transition hooks the flags ask for (nil: none).
@@ -256,7 +297,7 @@ func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod 
 	if o.webhook != "" {
 		u, err := url.Parse(o.webhook)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--webhook %q: want an http:// or https:// URL", o.webhook)
+			return nil, fmt.Errorf("--webhook %s: want an http:// or https:// URL", hooks.RedactURL(o.webhook))
 		}
 		opts = append(opts, hooks.WithWebhook(o.webhook))
 	}
@@ -275,10 +316,16 @@ func (rs recorders) Record(e events.Event) {
 	}
 }
 
-// runtimeHealth is the agent's health: it works while the runtime answers.
-func isLoopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
+// isLocal says whether only this node reaches addr: a loopback address
+// or a unix socket.
+func isLocal(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
 }
 
 // defaultRouteIP returns the IPv4 address of the interface that carries

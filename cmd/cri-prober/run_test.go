@@ -49,3 +49,34 @@ func TestRunWarnsWhenTheAPIIsReachableFromOtherHosts(t *testing.T) {
 		})
 	}
 }
+
+func TestSpecSources(t *testing.T) {
+	for _, tt := range []struct {
+		list                   string
+		manifests, annotations bool
+		wantErr                string
+	}{
+		{"manifests,annotations", true, true, ""},
+		{"manifests", true, false, ""},
+		{" annotations ", false, true, ""},
+		{"manifest", false, false, `unknown source "manifest"`},
+		{"", false, false, "give at least one source"},
+	} {
+		m, a, err := parseSpecSources(tt.list)
+		if tt.wantErr != "" {
+			assert.ErrorContains(t, err, tt.wantErr, tt.list)
+			continue
+		}
+		require.NoError(t, err, tt.list)
+		assert.Equal(t, tt.manifests, m, tt.list)
+		assert.Equal(t, tt.annotations, a, tt.list)
+	}
+
+	// Manifests given but left out as a source: a contradiction, refused.
+	rt := fakeruntime.NewForTest(t)
+	var stderr strings.Builder
+	err := runAgent(context.Background(), []string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", "",
+		"--spec-sources", "annotations", "--pod-manifests", t.TempDir()}, io.Discard, &stderr)
+	require.ErrorIs(t, err, errUsage)
+	assert.Contains(t, stderr.String(), "--pod-manifests is set but --spec-sources leaves manifests out")
+}

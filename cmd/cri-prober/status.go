@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -51,22 +52,46 @@ Flags:
 `
 
 // apiRequest GETs path from a running agent and returns the response of a
-// 200; anything else is an error that says what to check.
+// 200; anything else is an error that says what to check. server is the
+// agent's --listen address as a URL: http://host:port, https://… (a
+// user:password in it is sent as basic auth, as curl does; the CA comes
+// from the system or SSL_CERT_FILE), or unix:///path for a unix socket.
 func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(server, "/")+path, nil)
-	if err != nil {
-		return nil, err
+	client, base := http.DefaultClient, strings.TrimSuffix(server, "/")
+	if socket, ok := strings.CutPrefix(server, "unix://"); ok {
+		client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}}
+		base = "http://localhost"
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", server, err)
+		return nil, fmt.Errorf("--server %s: %w", redactURL(server), err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // its URL may carry a password
+		}
+		return nil, fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", redactURL(server), err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("agent at %s answered %s: %s", server, resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("agent at %s answered %s: %s", redactURL(server), resp.Status, strings.TrimSpace(string(b)))
 	}
 	return resp, nil
+}
+
+// redactURL is server without the password it may carry.
+func redactURL(server string) string {
+	u, err := url.Parse(server)
+	if err != nil || u.User == nil {
+		return server
+	}
+	return u.Redacted()
 }
 
 // writeJSONTo prints v as indented JSON, as the API serves it.
@@ -89,14 +114,14 @@ func apiGet(ctx context.Context, server, path string, v any) error {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", statusHelp)
-	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
 	namespace := fs.String("namespace", "", "only pods of this namespace")
 	output := fs.String("o", "table", "output format: table or json")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err // flag.ErrHelp: run exits 0
 	}
 	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "-o %q: want table or json\n", *output)
+		safef(stderr, "-o %q: want table or json\n", *output)
 		return errUsage
 	}
 	var list api.PodList
@@ -110,7 +135,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if list.RuntimeError != "" {
-		fmt.Fprintf(stderr, "WARNING: %s; showing the pods as last seen\n", list.RuntimeError)
+		safef(stderr, "WARNING: %s; showing the pods as last seen\n", list.RuntimeError)
 	}
 	if *output == "json" {
 		return writeJSONTo(stdout, api.PodList{RuntimeError: list.RuntimeError, Pods: pods})
@@ -139,13 +164,13 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 				ready++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now))
+		safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now))
 	}
 	tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
-	fmt.Fprintln(w, rows[0])
+	safeln(w, rows[0])
 	for i, p := range pods {
-		fmt.Fprintln(w, rows[i+1])
+		safeln(w, rows[i+1])
 		for _, c := range p.Containers {
 			readiness := "ready"
 			if !c.Ready {
@@ -160,13 +185,13 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 				if c.Reason != "" {
 					state = c.Reason
 				}
-				fmt.Fprintf(w, "    %s: %s, restarts %d\n", name, strings.ToLower(state), c.RestartCount)
+				safef(w, "    %s: %s, restarts %d\n", name, strings.ToLower(state), c.RestartCount)
 				continue
 			}
-			fmt.Fprintf(w, "    %s: %s, %s, restarts %d — %s\n", name, readiness, c.State, c.RestartCount, probeSummary(c, now))
+			safef(w, "    %s: %s, %s, restarts %d — %s\n", name, readiness, c.State, c.RestartCount, probeSummary(c, now))
 		}
 		for _, problem := range p.Problems {
-			fmt.Fprintf(w, "    ! %s\n", terminalSafe(problem))
+			safef(w, "    ! %s\n", terminalSafe(problem))
 		}
 	}
 }
@@ -258,6 +283,33 @@ func firstLine(s string) string {
 	return terminalSafe(s)
 }
 
+// safef is fmt.Fprintf for lines that carry what workloads and users
+// supplied (names, probe output, errors, arguments): every string or error
+// argument goes through terminalSafe; the format is ours.
+func safef(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, format, safeArgs(args)...)
+}
+
+// safeln is safef for fmt.Fprintln.
+func safeln(w io.Writer, args ...any) {
+	fmt.Fprintln(w, safeArgs(args)...)
+}
+
+func safeArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = terminalSafe(v)
+		case error:
+			out[i] = terminalSafe(v.Error())
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}
+
 // terminalSafe shows probe output and other text from containers without
 // letting the terminal interpret it: control characters (escape sequences
 // that would move the cursor, retitle the window or hide text) are printed
@@ -269,7 +321,7 @@ func terminalSafe(s string) string {
 		case r == '\n' || r == '\r' || r == '\t':
 			b.WriteByte(' ')
 		case unicode.IsControl(r) || r == utf8.RuneError:
-			fmt.Fprintf(&b, "\\x%02x", r)
+			safef(&b, "\\x%02x", r)
 		default:
 			b.WriteRune(r)
 		}
@@ -299,7 +351,7 @@ func age(t, now time.Time) string {
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", eventsHelp)
-	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
 	follow := fs.Bool("f", false, "keep printing new events")
 	since := fs.Duration("since", 0, "only events of the last DURATION (e.g. 10m; default: all kept)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
@@ -370,5 +422,5 @@ func printEvent(w io.Writer, e events.Event) {
 	if e.Threshold > 0 {
 		count = fmt.Sprintf("%d/%d", e.Count, e.Threshold)
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), count, terminalSafe(strings.TrimSpace(e.Message)))
+	safef(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), count, terminalSafe(strings.TrimSpace(e.Message)))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 
@@ -39,7 +38,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err // flag.ErrHelp: run exits 0
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "validate needs at least one file or directory")
+		safeln(stderr, "validate needs at least one file or directory")
 		fs.Usage()
 		return errUsage
 	}
@@ -47,7 +46,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	for _, path := range fs.Args() {
 		fi, err := os.Stat(path)
 		if err != nil {
-			fmt.Fprintf(stdout, "%s: %v\n", path, err)
+			safef(stdout, "%s: %v\n", path, err)
 			problems++
 			continue
 		}
@@ -60,22 +59,22 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		pods += len(found)
 		for _, e := range errs {
-			fmt.Fprintln(stdout, e.Error())
+			safeln(stdout, e.Error())
 		}
 		problems += len(errs)
 		for _, p := range found {
 			for _, c := range p.Containers {
 				for _, w := range c.Warnings {
-					fmt.Fprintf(stdout, "warning: %s\n", w.Error())
+					safef(stdout, "warning: %s\n", w.Error())
 					warnings++
 				}
 			}
 		}
 	}
 	if problems > 0 || warnings > 0 {
-		fmt.Fprintf(stdout, "%d problem(s), %d warning(s); %d valid pod(s)\n", problems, warnings, pods)
+		safef(stdout, "%d problem(s), %d warning(s); %d valid pod(s)\n", problems, warnings, pods)
 		return errProblemsFound
 	}
-	fmt.Fprintf(stdout, "ok: %d valid pod(s)\n", pods)
+	safef(stdout, "ok: %d valid pod(s)\n", pods)
 	return nil
 }

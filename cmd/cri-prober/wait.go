@@ -62,12 +62,12 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	namespace, name, ok := strings.Cut(*pod, "/")
 	if !ok || namespace == "" || name == "" {
-		fmt.Fprintln(stderr, "--pod NAMESPACE/NAME is required")
+		safeln(stderr, "--pod NAMESPACE/NAME is required")
 		return errUsage
 	}
 	holds, ok := waitConditions[*cond]
 	if !ok {
-		fmt.Fprintf(stderr, "--for %q: want ready, started or healthy\n", *cond)
+		safef(stderr, "--for %q: want ready, started or healthy\n", *cond)
 		return errUsage
 	}
 
@@ -114,7 +114,7 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for {
 		report, found := engine.ReportPod(namespace, name)
 		if found && holds(report, *containerName) {
-			fmt.Fprintf(stdout, "pod %s is %s\n", *pod, *cond)
+			safef(stdout, "pod %s is %s\n", *pod, *cond)
 			return nil
 		}
 		select {
@@ -122,7 +122,7 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return nil // interrupted
 		case <-deadline.C:
 			report, found = engine.ReportPod(namespace, name)
-			fmt.Fprintf(stdout, "timed out after %s: pod %s is not %s\n", *timeout, *pod, *cond)
+			safef(stdout, "timed out after %s: pod %s is not %s\n", *timeout, *pod, *cond)
 			printLastResults(stdout, report, found)
 			return errProblemsFound
 		case <-check.C:
@@ -170,24 +170,24 @@ func allContainers(p pods.PodReport, only string, ok func(pods.ContainerReport) 
 
 func printLastResults(w io.Writer, p pods.PodReport, found bool) {
 	if !found {
-		fmt.Fprintln(w, "  the pod does not exist (see cri-prober pods)")
+		safeln(w, "  the pod does not exist (see cri-prober pods)")
 		return
 	}
 	for _, problem := range p.Problems {
-		fmt.Fprintf(w, "  ! %s\n", problem)
+		safef(w, "  ! %s\n", problem)
 	}
 	for _, c := range p.Containers {
-		fmt.Fprintf(w, "  %s: %s, started=%v, ready=%v\n", c.Name, c.State, c.Started, c.Ready)
+		safef(w, "  %s: %s, started=%v, ready=%v\n", c.Name, c.State, c.Started, c.Ready)
 		for _, problem := range c.Problems {
-			fmt.Fprintf(w, "    ! %s\n", problem)
+			safef(w, "    ! %s\n", problem)
 		}
 		for _, pr := range c.Probes {
 			if pr.Last == nil {
-				fmt.Fprintf(w, "    %s: not run yet\n", strings.ToLower(pr.Type.String()))
+				safef(w, "    %s: not run yet\n", strings.ToLower(pr.Type.String()))
 				continue
 			}
 			detail := strings.TrimSpace(pr.Last.Output + pr.Last.Err)
-			fmt.Fprintf(w, "    %s: %s (%d/%d): %s\n", strings.ToLower(pr.Type.String()), pr.Last.Outcome, pr.Last.Consecutive, pr.Last.Threshold, detail)
+			safef(w, "    %s: %s (%d/%d): %s\n", strings.ToLower(pr.Type.String()), pr.Last.Outcome, pr.Last.Consecutive, pr.Last.Threshold, detail)
 		}
 	}
 }

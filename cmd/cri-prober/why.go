@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -29,7 +28,7 @@ Flags:
 
 func runWhy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("why", whyHelp)
-	server := fs.String("server", defaultServer, "the agent's state API (its --listen address)")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
 	all := fs.Bool("all", false, "every restart kept, not only the last 3")
 	output := fs.String("o", "text", "output format: text or json")
 	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
@@ -37,11 +36,11 @@ func runWhy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	ns, name, ok := strings.Cut(fs.Arg(0), "/")
 	if fs.NArg() < 1 || fs.NArg() > 2 || !ok || ns == "" || name == "" {
-		fmt.Fprintln(stderr, "want NAMESPACE/NAME [CONTAINER], e.g. cri-prober why shop/web app")
+		safeln(stderr, "want NAMESPACE/NAME [CONTAINER], e.g. cri-prober why shop/web app")
 		return errUsage
 	}
 	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "-o %q: want text or json\n", *output)
+		safef(stderr, "-o %q: want text or json\n", *output)
 		return errUsage
 	}
 	var r api.Restarts
@@ -64,7 +63,7 @@ func runWhy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return writeJSONTo(stdout, r)
 	}
 	if len(r.Restarts) == 0 {
-		fmt.Fprintf(stdout, "%s/%s: the agent has restarted none of its containers\n", ns, name)
+		safef(stdout, "%s/%s: the agent has restarted none of its containers\n", ns, name)
 		return nil
 	}
 	for _, e := range r.Restarts {
@@ -78,30 +77,30 @@ func printWhy(w io.Writer, e restart.Entry) {
 	if e.Action == restart.ActionStopped {
 		what = "stopped (not restarted)"
 	}
-	fmt.Fprintf(w, "%s/%s %s: %s %s", e.Namespace, e.Pod, e.Container, what, e.Time.Local().Format("2006-01-02 15:04:05"))
+	safef(w, "%s/%s %s: %s %s", e.Namespace, e.Pod, e.Container, what, e.Time.Local().Format("2006-01-02 15:04:05"))
 	if e.Action == restart.ActionRestarted {
-		fmt.Fprintf(w, " as attempt %d", e.Attempt)
+		safef(w, " as attempt %d", e.Attempt)
 	}
-	fmt.Fprintln(w)
+	safeln(w)
 	switch restart.Cause(e.Cause) {
 	case restart.CauseExit:
-		fmt.Fprintf(w, "  why: it exited with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
+		safef(w, "  why: it exited with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
 	case restart.CausePostStart:
-		fmt.Fprintf(w, "  why: its postStart hook failed; it was killed and ended with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
+		safef(w, "  why: its postStart hook failed; it was killed and ended with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
 	default:
 		threshold := 0
 		if n := len(e.Failures); n > 0 {
 			threshold = e.Failures[n-1].Threshold
 		}
-		fmt.Fprintf(w, "  why: its %s probe failed %d time(s) in a row (failureThreshold %d):\n", e.Cause, len(e.Failures), threshold)
+		safef(w, "  why: its %s probe failed %d time(s) in a row (failureThreshold %d):\n", e.Cause, len(e.Failures), threshold)
 		for _, f := range e.Failures {
-			fmt.Fprintf(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, firstLine(f.Output))
+			safef(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, firstLine(f.Output))
 		}
-		fmt.Fprintf(w, "  killed with a %d s grace period; it ended with code %d%s\n", e.GracePeriodSeconds, e.ExitCode, reasonSuffix(e.ExitReason))
+		safef(w, "  killed with a %d s grace period; it ended with code %d%s\n", e.GracePeriodSeconds, e.ExitCode, reasonSuffix(e.ExitReason))
 	}
 	if e.Action == restart.ActionRestarted {
 		wait := time.Duration(e.BackOffSeconds * float64(time.Second)).Round(100 * time.Millisecond)
-		fmt.Fprintf(w, "  replaced %s by %s after %s of back-off\n", short(e.ContainerID), short(e.ReplacementID), wait)
+		safef(w, "  replaced %s by %s after %s of back-off\n", short(e.ContainerID), short(e.ReplacementID), wait)
 	}
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	// network probes are dialled from for pods that do not say.
 	HostIP       string
 	ProbeNetwork string
+	// IgnoreAnnotations leaves CRI annotations out as a spec source
+	// (--spec-sources=manifests).
+	IgnoreAnnotations bool
 	// MaxExecPerPod bounds the exec probes of one pod run at once (0: no
 	// limit, kubelet's way).
 	MaxExecPerPod int
@@ -98,6 +101,9 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	ropts := []pods.Option{pods.WithProbeNetwork(cfg.ProbeNetwork)}
+	if cfg.IgnoreAnnotations {
+		ropts = append(ropts, pods.WithoutAnnotations())
+	}
 	if cfg.HostIP != "" {
 		ropts = append(ropts, pods.WithHostIP(cfg.HostIP))
 	}

@@ -1,6 +1,10 @@
 // Package api serves the agent's state over HTTP: the agent's own health,
 // every pod and container with its probes, a readiness endpoint per pod
 // for load balancers, recent events (listed or streamed), and metrics.
+// Serve serves it as a Prometheus exporter is served (TLS and basic auth
+// from a web configuration file), within limits no client can exceed
+// (connections, event streams, timeouts), and only to requests that name
+// the agent in their Host header.
 //
 // It sits beside cmd at the top of the dependency order: it reads the
 // agent's view of the pods (with the probes' results), the probes'
@@ -9,10 +13,16 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -56,6 +66,13 @@ type Server struct {
 	metrics  http.Handler
 	probes   http.Handler
 	keepWarm time.Duration
+
+	// streams holds a token per event stream being served: a stream is
+	// a connection held open for as long as the client likes, so they
+	// are counted apart from (and capped below) the connections.
+	streams            chan struct{}
+	streamWriteTimeout time.Duration
+	m                  *metrics
 }
 
 // Config holds what the server reads from. Health returns nil while the
@@ -69,12 +86,34 @@ type Config struct {
 	Health       func() error
 	Metrics      http.Handler // /metrics
 	ProbeMetrics http.Handler // /metrics/probes
+
+	// Registerer gets the API's own metrics (cri_prober_api_…); nil: they
+	// are kept but not exported.
+	Registerer prometheus.Registerer
+	// MaxEventStreams caps the event streams (/api/v1/events?watch=1)
+	// served at once; beyond it a client gets 503 with Retry-After. 0:
+	// DefaultMaxEventStreams.
+	MaxEventStreams int
+	// StreamWriteTimeout bounds each write to an event stream: a client
+	// that stops reading is dropped once the socket's buffers are full
+	// for that long. 0: DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
-// New returns a server for cfg.
+// New returns a server for cfg. It panics if cfg.Registerer already has
+// the API's metrics (one server per registry).
 func New(cfg Config) *Server {
+	maxStreams := cfg.MaxEventStreams
+	if maxStreams <= 0 {
+		maxStreams = DefaultMaxEventStreams
+	}
+	writeTimeout := cfg.StreamWriteTimeout
+	if writeTimeout <= 0 {
+		writeTimeout = DefaultStreamWriteTimeout
+	}
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
-		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, keepWarm: 15 * time.Second}
+		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, keepWarm: 15 * time.Second,
+		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer)}
 }
 
 // Handler routes the API.
@@ -393,8 +432,29 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, since time.Time) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		s.m.rejected.WithLabelValues(rejectedStreamLimit).Inc()
+		// Closing the connection frees its descriptor now rather than
+		// after the idle timeout: a client turned away is likely to be
+		// one of many.
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfterSeconds))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf(
+			"too many event streams open (%d, the agent's --web.max-event-streams); retry later, or list the events without ?watch", cap(s.streams))})
+		return
+	}
+	s.m.streams.Inc()
+	defer s.m.streams.Dec()
+
+	rc := http.NewResponseController(w)
+	// The server's ReadTimeout is for reading the request: lift it, so
+	// that whatever the protocol, a stream does not end when it passes
+	// (net/http does so itself for HTTP/1.1). A client that goes away is
+	// still seen: its connection's read returns EOF.
+	if err := rc.SetReadDeadline(time.Time{}); err != nil {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
@@ -402,19 +462,38 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, since time.
 	defer watcher.Close()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	send := func(e events.Event) bool {
+	// write sends text and flushes it under a deadline of its own: the
+	// server's WriteTimeout is for whole responses, and a client that
+	// never reads must not hold its goroutine, buffers and descriptor
+	// forever.
+	write := func(text string) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(s.streamWriteTimeout)); err != nil {
+			return false
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			s.dropped(err)
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			s.dropped(err)
+			return false
+		}
+		return true
+	}
+	event := func(e events.Event) string {
 		b, _ := json.Marshal(e)
-		_, err := fmt.Fprintf(w, "data: %s\n\n", b)
-		return err == nil
+		return "data: " + string(b) + "\n\n"
 	}
 	if !since.IsZero() {
-		for _, e := range s.events.Since(since) {
-			if !send(e) {
+		for _, e := range s.events.Since(since) { // each under its deadline
+			if !write(event(e)) {
 				return
 			}
 		}
 	}
-	flusher.Flush()
+	if !write("") { // the headers, if nothing else
+		return
+	}
 	keepWarm := time.NewTicker(s.keepWarm)
 	defer keepWarm.Stop()
 	for {
@@ -422,19 +501,26 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, since time.
 		case <-r.Context().Done():
 			return
 		case e := <-watcher.C():
+			text := event(e)
 			if watcher.Missed() {
-				fmt.Fprint(w, ": some events were dropped because this stream fell behind\n\n")
+				text = ": some events were dropped because this stream fell behind\n\n" + text
 			}
-			if !send(e) {
+			if !write(text) {
 				return
 			}
-			flusher.Flush()
 		case <-keepWarm.C:
 			// A comment keeps proxies from closing an idle stream.
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !write(": keep-alive\n\n") {
 				return
 			}
-			flusher.Flush()
 		}
+	}
+}
+
+// dropped counts a stream ended by its write deadline: the client stopped
+// reading (a client that went away is not counted).
+func (s *Server) dropped(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.m.dropped.WithLabelValues(droppedSlowStream).Inc()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -381,7 +382,12 @@ func (c *Client) RunInContainer(ctx context.Context, containerID string, cmd []s
 // stop signal before it is killed. A container that is already gone counts
 // as stopped.
 func (c *Client) StopContainer(ctx context.Context, id string, gracePeriod int64) error {
-	ctx, cancel := context.WithTimeout(ctx, c.callTimeout+time.Duration(gracePeriod)*time.Second)
+	// Saturate rather than overflow: an overflowed deadline is already past.
+	wait := time.Duration(math.MaxInt64)
+	if gracePeriod < int64((wait-c.callTimeout)/time.Second) {
+		wait = c.callTimeout + time.Duration(gracePeriod)*time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: gracePeriod})
 	if err != nil && !IsNotFound(err) {

@@ -2,6 +2,7 @@ package cri_test
 
 import (
 	"context"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,7 +114,9 @@ func TestClientCalls(t *testing.T) {
 	assert.Equal(t, runtimeapi.ContainerState_CONTAINER_RUNNING, st.GetStatus().GetState())
 	assert.Contains(t, st.GetInfo()["info"], `"sandboxID"`, "verbose status carries the original config")
 
-	require.NoError(t, c.StopContainer(ctx, id, 2))
+	// A grace period past what a time.Duration holds must not overflow
+	// into a deadline that has already passed.
+	require.NoError(t, c.StopContainer(ctx, id, math.MaxInt64/int64(time.Second)+1)) // 292 years
 	require.NoError(t, c.RemoveContainer(ctx, id))
 	assert.NoError(t, c.StopContainer(ctx, id, 2), "stopping a removed container is not an error")
 	assert.NoError(t, c.RemoveContainer(ctx, id), "removing twice is not an error")

@@ -3,19 +3,69 @@
 // JSON on its standard input, or a webhook POSTed the same JSON. Load
 // balancers and alerting can follow containers without Kubernetes.
 //
+// # Delivery
+//
+// Record never blocks the prober or the restarter. The command and the
+// webhook each have their own queue and their own deliveries: neither ever
+// waits for the other.
+//
+//   - In order per container: a hook receives the transitions of one
+//     container (namespace, pod, container name) one at a time, in the
+//     order they happened; the next one starts when the one before has
+//     ended (delivered, failed, or cut at its timeout). A not-ready never
+//     overtakes a later ready. There is no order between containers: use
+//     the transition's time.
+//   - In parallel across containers: at most 4 deliveries at once per
+//     hook, each of a different container, so one slow delivery does not
+//     hold up the others' (until all 4 are slow).
+//   - Bounded: at most 100 transitions wait per hook. One more drops the
+//     oldest waiting one, whatever its container, counted in
+//     cri_prober_hook_deliveries_total{result="dropped"} and logged. A
+//     dropped transition is never delivered and the rest keep their order:
+//     a receiver may miss a state, never sees two out of order, and the
+//     last transition of a container is dropped only if 100 newer ones
+//     wait behind it.
+//   - When Run's context ends (the agent shuts down), waiting transitions
+//     are not delivered and deliveries in flight are cut short (a command's
+//     process group is killed); Run returns when they have ended.
+//
+// # The command
+//
+// The command runs in a process group of its own with the transition as
+// JSON on its standard input and in its environment (WithCommand). If it
+// has not exited after 10 s, or when the agent shuts down, the whole group
+// is killed (SIGKILL). When it exits, whatever it left running in its group
+// is killed too: no process of a hook outlives it. A process that leaves
+// the group (setsid) escapes the kill, but cannot hold the delivery: 1 s
+// after the command has ended, its standard error is closed whoever still
+// holds it.
+// A delivery fails on a non-zero exit or a timeout; the first 10 KiB of
+// standard error are logged with the failure.
+//
+// # The webhook
+//
+// The transition is POSTed as application/json with 5 s per try, and tried
+// 3 times in all (1 s, then 2 s apart) after a network error or a 5xx; any
+// other answer outside 2xx fails at once. Redirects are not followed at
+// all, to the same host or another: a 3xx is a failure that names where it
+// pointed. At most 64 KiB of an answer is read; a failure quotes its first
+// 512 bytes. The URL is logged and put in errors as scheme://host/path
+// only (RedactURL): its user, password, query and fragment never reach a
+// log line or an error, including net/http's errors, which quote the URL.
+// A secret in the path itself would be shown: carry it in the userinfo or
+// the query.
+//
+// What came from a workload (pod names, messages) is sent as it is, in the
+// JSON; log lines carry it as klog key/values, never inside the message.
+//
 // It sits beside pkg/api at the top of the dependency order: it reads the
 // events that carry a transition (events.Event.Transition).
 package hooks
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,24 +95,30 @@ type Transition struct {
 }
 
 const (
-	queueSize      = 1000
-	webhookTimeout = 5 * time.Second
-	commandTimeout = 10 * time.Second
-	webhookTries   = 3
+	// queueSize is how many transitions wait for each hook at most; one
+	// more drops the oldest.
+	queueSize = 100
+	// maxInFlight is how many transitions each hook delivers at once at
+	// most, each of a different container.
+	maxInFlight = 4
 )
 
-// Hooks delivers transitions, in order, on one goroutine (Run): Record
-// never blocks the prober or the restarter; when deliveries fall behind by
-// more than a thousand, new transitions are dropped and counted.
+// Hooks delivers transitions (see the package doc): Record queues, Run
+// delivers.
 type Hooks struct {
-	command []string // argv; nil: none
-	webhook string   // URL; "": none
-	podIP   func(namespace, pod string) string
-	client  *http.Client
-	backoff time.Duration
+	command        []string // argv; nil: none
+	webhook        string   // URL; "": none
+	webhookShown   string   // webhook as logs show it (RedactURL)
+	podIP          func(namespace, pod string) string
+	client         *http.Client
+	backoff        time.Duration
+	commandTimeout time.Duration
+	waitDelay      time.Duration
 
-	queue      chan Transition
+	queues     []*queue
 	deliveries *prometheus.CounterVec
+	inFlight   *prometheus.GaugeVec
+	waiting    *prometheus.GaugeVec
 }
 
 // Option configures New.
@@ -79,30 +135,50 @@ func WithWebhook(url string) Option { return func(h *Hooks) { h.webhook = url } 
 // WithPodIP looks up a pod's IP for the transition's podIP.
 func WithPodIP(f func(namespace, pod string) string) Option { return func(h *Hooks) { h.podIP = f } }
 
-// WithRegisterer exports cri_prober_hook_deliveries_total to reg.
+// WithRegisterer exports cri_prober_hook_deliveries_total,
+// cri_prober_hook_in_flight and cri_prober_hook_waiting to reg.
 func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(h *Hooks) { reg.MustRegister(h.deliveries) }
+	return func(h *Hooks) { reg.MustRegister(h.deliveries, h.inFlight, h.waiting) }
 }
 
 // withRetryBackoff shortens the wait between webhook tries (tests).
 func withRetryBackoff(d time.Duration) Option { return func(h *Hooks) { h.backoff = d } }
 
+// withCommandTimeout shortens the command's timeout (tests).
+func withCommandTimeout(d time.Duration) Option { return func(h *Hooks) { h.commandTimeout = d } }
+
 // New returns hooks for the given options; nil when none is set.
 func New(opts ...Option) *Hooks {
 	h := &Hooks{
-		client:  &http.Client{Timeout: webhookTimeout},
-		backoff: time.Second,
-		queue:   make(chan Transition, queueSize),
+		backoff:        time.Second,
+		commandTimeout: commandTimeout,
+		waitDelay:      commandWaitDelay,
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cri_prober_hook_deliveries_total",
-			Help: "Transitions given to the --on-transition command or the --webhook, by hook and result (ok, error, dropped).",
+			Help: "Transitions given to the --on-transition command or the --webhook, by hook and result (ok, error, dropped: the oldest waiting one, when " + strconv.Itoa(queueSize) + " wait).",
 		}, []string{"hook", "result"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cri_prober_hook_in_flight",
+			Help: "Transitions being delivered now, by hook (at most " + strconv.Itoa(maxInFlight) + " per hook).",
+		}, []string{"hook"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cri_prober_hook_waiting",
+			Help: "Transitions waiting for their delivery, by hook (at most " + strconv.Itoa(queueSize) + " per hook).",
+		}, []string{"hook"}),
 	}
 	for _, opt := range opts {
 		opt(h)
 	}
-	if h.command == nil && h.webhook == "" {
+	if len(h.command) == 0 && h.webhook == "" {
 		return nil
+	}
+	if len(h.command) > 0 {
+		h.queues = append(h.queues, h.newQueue("command", h.runCommand))
+	}
+	if h.webhook != "" {
+		h.webhookShown = RedactURL(h.webhook)
+		h.client = newWebhookClient()
+		h.queues = append(h.queues, h.newQueue("webhook", h.post))
 	}
 	return h
 }
@@ -116,111 +192,21 @@ func (h *Hooks) Record(e events.Event) {
 	if h.podIP != nil {
 		t.PodIP = h.podIP(e.Namespace, e.Pod)
 	}
-	select {
-	case h.queue <- t:
-	default:
-		for _, hook := range h.names() {
-			h.deliveries.WithLabelValues(hook, "dropped").Inc()
-		}
+	for _, q := range h.queues {
+		q.push(t)
 	}
 }
 
-func (h *Hooks) names() []string {
-	var out []string
-	if h.command != nil {
-		out = append(out, "command")
-	}
-	if h.webhook != "" {
-		out = append(out, "webhook")
-	}
-	return out
-}
-
-// Run delivers transitions until ctx is done.
+// Run delivers transitions until ctx is done, then returns once the
+// deliveries in flight have ended.
 func (h *Hooks) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case t := <-h.queue:
-			body, err := json.Marshal(t)
-			if err != nil {
-				logger.Error(err, "Cannot encode a transition", "transition", t.Transition)
-				continue
-			}
-			var wg sync.WaitGroup
-			if h.command != nil {
-				wg.Go(func() { h.deliver(logger, "command", t, func() error { return h.runCommand(ctx, t, body) }) })
-			}
-			if h.webhook != "" {
-				wg.Go(func() { h.deliver(logger, "webhook", t, func() error { return h.post(ctx, body) }) })
-			}
-			wg.Wait()
+	var wg sync.WaitGroup
+	for _, q := range h.queues {
+		context.AfterFunc(ctx, q.stop)
+		for range maxInFlight {
+			wg.Go(func() { q.work(ctx, logger) })
 		}
 	}
-}
-
-func (h *Hooks) deliver(logger klog.Logger, hook string, t Transition, send func() error) {
-	if err := send(); err != nil {
-		h.deliveries.WithLabelValues(hook, "error").Inc()
-		logger.Error(err, "Transition hook failed", "hook", hook, "transition", t.Transition, "pod", klog.KRef(t.Namespace, t.Pod), "container", t.Container)
-		return
-	}
-	h.deliveries.WithLabelValues(hook, "ok").Inc()
-}
-
-func (h *Hooks) runCommand(ctx context.Context, t Transition, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, h.command[0], h.command[1:]...)
-	cmd.Stdin = bytes.NewReader(body)
-	cmd.Env = append(os.Environ(),
-		"CRI_PROBER_TRANSITION="+t.Transition, "CRI_PROBER_NAMESPACE="+t.Namespace,
-		"CRI_PROBER_POD="+t.Pod, "CRI_PROBER_CONTAINER="+t.Container)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("--on-transition %s: %w: %s", h.command[0], err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return nil
-}
-
-// post sends body, trying again after a network error or a 5xx.
-func (h *Hooks) post(ctx context.Context, body []byte) error {
-	var err error
-	for try := range webhookTries {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(h.backoff << (try - 1)):
-			}
-		}
-		var retry bool
-		if retry, err = h.postOnce(ctx, body); !retry {
-			return err
-		}
-	}
-	return err
-}
-
-func (h *Hooks) postOnce(ctx context.Context, body []byte) (retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.webhook, bytes.NewReader(body))
-	if err != nil {
-		return false, fmt.Errorf("--webhook: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return !errors.Is(err, context.Canceled), fmt.Errorf("--webhook: %w", err)
-	}
-	resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 500:
-		return true, fmt.Errorf("--webhook %s answered %s", h.webhook, resp.Status)
-	case resp.StatusCode >= 300:
-		return false, fmt.Errorf("--webhook %s answered %s", h.webhook, resp.Status)
-	}
-	return false, nil
+	wg.Wait()
 }

@@ -1,22 +1,34 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/events"
 )
 
@@ -131,4 +143,424 @@ func TestRecordNeverBlocks(t *testing.T) {
 		h.Record(event("ContainerReady", "ready")) // returns at once, the webhook stuck
 	}
 	assert.GreaterOrEqual(t, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "dropped")), 9.0)
+}
+
+// logs keeps what the hooks log.
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// runLogged runs h with a logger that keeps its lines; stop ends Run and
+// returns when it has returned.
+func runLogged(t *testing.T, h *Hooks) (l *logs, stop func()) {
+	t.Helper()
+	l = &logs{}
+	logger := funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{})
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	var wg sync.WaitGroup
+	wg.Go(func() { h.Run(ctx) })
+	stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stop)
+	return l, stop
+}
+
+// value returns the value of a gauge or counter of reg with the given
+// hook label (0 when there is none).
+func value(t *testing.T, reg prometheus.Gatherer, name, hook string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "hook" && l.GetValue() == hook {
+					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func containerEvent(pod, message string) events.Event {
+	e := event("ContainerReady", message)
+	e.Pod = pod
+	return e
+}
+
+// stat returns a process's state and process group from /proc; ok is
+// false when it is gone or a zombie (dead, not yet reaped).
+func stat(pid int) (pgrp int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp …
+	if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+		return 0, false
+	}
+	pgrp, _ = strconv.Atoi(fields[2])
+	return pgrp, true
+}
+
+func alive(pid int) bool { _, ok := stat(pid); return ok }
+
+// group returns the live processes of process group pgid.
+func group(t *testing.T, pgid int) []int {
+	t.Helper()
+	dir, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []int
+	for _, d := range dir {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if g, ok := stat(pid); ok && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// pids waits for the pids a hook command wrote to path and kills them
+// when the test ends, whatever happens.
+func pids(t *testing.T, path string) []int {
+	t.Helper()
+	var out []int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		out = nil
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			out = append(out, pid)
+		}
+		return true
+	}, 10*time.Second, time.Millisecond)
+	t.Cleanup(func() {
+		for _, pid := range out {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return out
+}
+
+// At its timeout the command's whole process group is killed, a child in
+// the background included, and the delivery ends at once although that
+// child held the command's standard error.
+func TestCommandTimeoutKillsItsGroup(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pids")
+	h := New(WithCommand([]string{"sh", "-c", `sleep 300 & a=$!; sleep 300 & b=$!; echo $$ $a $b >` + file + `.tmp && mv ` + file + `.tmp ` + file + `; wait`}), withCommandTimeout(2*time.Second))
+	l, _ := runLogged(t, h)
+	h.Record(event("ContainerReady", "ready"))
+	ps := pids(t, file)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("command", "error")) == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !slices.ContainsFunc(ps, alive) && len(group(t, ps[0])) == 0 }, 10*time.Second, time.Millisecond)
+	assert.Contains(t, l.String(), "still running after 2s: its process group was killed")
+}
+
+// When the agent stops, a command in flight is killed with its group, and
+// Run returns.
+func TestShutdownKillsCommandGroup(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pids")
+	h := New(WithCommand([]string{"sh", "-c", `sleep 300 & a=$!; sleep 300 & b=$!; echo $$ $a $b >` + file + `.tmp && mv ` + file + `.tmp ` + file + `; wait`}))
+	_, stop := runLogged(t, h)
+	h.Record(event("ContainerReady", "ready"))
+	ps := pids(t, file)
+	assert.Subset(t, group(t, ps[0]), ps, "the command leads a process group of its own, its children in it")
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	require.Eventually(t, func() bool {
+		select {
+		case <-stopped:
+			return true
+		default:
+			return false
+		}
+	}, 10*time.Second, time.Millisecond, "Run returns")
+	require.Eventually(t, func() bool { return !slices.ContainsFunc(ps, alive) && len(group(t, ps[0])) == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// What a command leaves running in its group is killed when it exits: the
+// delivery does not wait for it, nor does it outlive the hook.
+func TestCommandLeavesNothingBehind(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pids")
+	h := New(WithCommand([]string{"sh", "-c", `sleep 300 & echo $$ $! >` + file + `.tmp && mv ` + file + `.tmp ` + file}))
+	run(t, h)
+	h.Record(event("ContainerReady", "ready"))
+	ps := pids(t, file)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("command", "ok")) == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !alive(ps[1]) && len(group(t, ps[0])) == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// A process that left the command's group (setsid) escapes the kill, but
+// its hold on the command's standard error does not hold the delivery.
+func TestEscapedChildDoesNotHoldDelivery(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	file := filepath.Join(t.TempDir(), "pids")
+	h := New(WithCommand([]string{"sh", "-c", `setsid sleep 300 & echo $! >` + file + `.tmp && mv ` + file + `.tmp ` + file}))
+	run(t, h)
+	h.Record(event("ContainerReady", "ready"))
+	pids(t, file) // killed at the end
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("command", "ok")) == 1 }, 10*time.Second, time.Millisecond)
+}
+
+// A command that hangs for one container does not delay another's
+// transition: it is delivered while the first still runs.
+func TestSlowCommandDoesNotDelayOthers(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	reg := prometheus.NewRegistry()
+	h := New(WithCommand([]string{"sh", "-c", `[ "$CRI_PROBER_POD" = slow ] && exec sleep 300; echo "$CRI_PROBER_POD" >>` + out}), WithRegisterer(reg))
+	run(t, h)
+	h.Record(containerEvent("slow", "ready"))
+	h.Record(containerEvent("fast", "ready"))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("command", "ok")) == 1 }, 5*time.Second, time.Millisecond,
+		"the fast one is delivered before the slow one's 10s timeout")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "fast\n", string(b))
+}
+
+// Deliveries of different containers run in parallel, at most
+// maxInFlight at once; the rest wait.
+func TestWebhookParallelBounded(t *testing.T) {
+	var mu sync.Mutex
+	now, most, seen := 0, 0, 0
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		now++
+		seen++
+		most = max(most, now)
+		mu.Unlock()
+		<-gate
+		mu.Lock()
+		now--
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	defer release() // before the server closes, whatever happens
+	reg := prometheus.NewRegistry()
+	h := New(WithWebhook(srv.URL), WithRegisterer(reg))
+	run(t, h)
+	for i := range 2 * maxInFlight {
+		h.Record(containerEvent(fmt.Sprintf("web-%d", i), "ready"))
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return now == maxInFlight && value(t, reg, "cri_prober_hook_in_flight", "webhook") == maxInFlight &&
+			value(t, reg, "cri_prober_hook_waiting", "webhook") == maxInFlight
+	}, 5*time.Second, time.Millisecond, "4 in flight, 4 waiting")
+	release()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "ok")) == 2*maxInFlight }, 5*time.Second, time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, maxInFlight, most)
+	assert.Equal(t, 2*maxInFlight, seen)
+}
+
+// The transitions of one container are delivered one at a time, in order,
+// while another container's go past them.
+func TestWebhookOrderPerContainer(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var tr Transition
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&tr))
+		mu.Lock()
+		got = append(got, tr.Pod+" "+tr.Transition)
+		mu.Unlock()
+		if tr.Pod == "a" && tr.Transition == NotReady {
+			<-gate
+		}
+	}))
+	defer srv.Close()
+	defer release() // before the server closes, whatever happens
+	reg := prometheus.NewRegistry()
+	h := New(WithWebhook(srv.URL), WithRegisterer(reg))
+	run(t, h)
+	seen := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+	notReady := event("ContainerNotReady", "not ready")
+	notReady.Pod = "a"
+	h.Record(notReady)
+	require.Eventually(t, func() bool { return len(seen()) == 1 }, 5*time.Second, time.Millisecond)
+	h.Record(containerEvent("a", "ready again"))
+	h.Record(containerEvent("b", "ready"))
+	require.Eventually(t, func() bool {
+		return len(seen()) == 2 && value(t, reg, "cri_prober_hook_in_flight", "webhook") == 1 && value(t, reg, "cri_prober_hook_waiting", "webhook") == 1
+	}, 5*time.Second, time.Millisecond, "b delivered, a's ready held behind its not-ready")
+	assert.Equal(t, []string{"a not-ready", "b ready"}, seen())
+	release()
+	require.Eventually(t, func() bool { return len(seen()) == 3 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, []string{"a not-ready", "b ready", "a ready"}, seen())
+}
+
+// Past queueSize waiting, the oldest waiting transition is dropped and
+// counted; the newest are delivered, in order.
+func TestQueueDropsOldest(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var tr Transition
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&tr))
+		mu.Lock()
+		got = append(got, tr.Message)
+		mu.Unlock()
+		if tr.Message == "m0" {
+			<-gate
+		}
+	}))
+	defer srv.Close()
+	defer release() // before the server closes, whatever happens
+	h := New(WithWebhook(srv.URL))
+	l, _ := runLogged(t, h)
+	seen := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+	h.Record(event("ContainerReady", "m0"))
+	require.Eventually(t, func() bool { return len(seen()) == 1 }, 5*time.Second, time.Millisecond)
+	for i := 1; i <= queueSize+10; i++ {
+		h.Record(event("ContainerReady", fmt.Sprintf("m%d", i)))
+	}
+	assert.Equal(t, 10.0, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "dropped")))
+	release()
+	require.Eventually(t, func() bool { return len(seen()) == queueSize+1 }, 10*time.Second, time.Millisecond)
+	want := []string{"m0"}
+	for i := 11; i <= queueSize+10; i++ {
+		want = append(want, fmt.Sprintf("m%d", i))
+	}
+	assert.Equal(t, want, seen())
+	assert.Contains(t, l.String(), `"dropped"=10`)
+}
+
+// Redirects are not followed, to another host or to the same one.
+func TestWebhookDoesNotFollowRedirects(t *testing.T) {
+	var followed atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Add(1) }))
+	defer other.Close()
+	for _, tc := range []struct{ name, to string }{
+		{"another host", other.URL + "/next?token=s3cr3t"},
+		{"the same host", "/next?token=s3cr3t"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/next" {
+					followed.Add(1)
+					return
+				}
+				http.Redirect(w, r, tc.to, http.StatusTemporaryRedirect)
+			}))
+			defer srv.Close()
+			h := New(WithWebhook(srv.URL+"/hook"), withRetryBackoff(time.Millisecond))
+			l, _ := runLogged(t, h)
+			h.Record(event("ContainerReady", "ready"))
+			require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "error")) == 1 }, 5*time.Second, time.Millisecond)
+			assert.Zero(t, followed.Load())
+			assert.Contains(t, l.String(), "answered 307 Temporary Redirect, to ")
+			assert.Contains(t, l.String(), "/next: redirects are not followed")
+			assert.NotContains(t, l.String(), "s3cr3t")
+		})
+	}
+}
+
+// The webhook's user, password, query and fragment appear in no log line,
+// whether the receiver answers an error or cannot be reached (net/http's
+// errors quote the URL).
+func TestWebhookURLRedacted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no such hook", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for name, base := range map[string]string{"an answer": srv.URL, "a network error": closed.URL} {
+		t.Run(name, func(t *testing.T) {
+			secret := strings.Replace(base, "http://", "http://alice:pa55w0rd@", 1) + "/hook?token=tok3n#fr4g"
+			h := New(WithWebhook(secret), withRetryBackoff(time.Millisecond))
+			l, _ := runLogged(t, h)
+			h.Record(event("ContainerReady", "ready"))
+			require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "error")) == 1 }, 10*time.Second, time.Millisecond)
+			out := l.String()
+			assert.Contains(t, out, base+"/hook")
+			for _, s := range []string{"alice", "pa55w0rd", "tok3n", "fr4g"} {
+				assert.NotContains(t, out, s)
+			}
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://user:pass@example.com:8443/a/b?token=x#frag": "https://example.com:8443/a/b",
+		"http://example.com":                 "http://example.com",
+		"http://[::1]:80/p%2Fq?x=1":          "http://[::1]:80/p%2Fq",
+		"/relative?token=x":                  "/relative",
+		"mailto:secret@example.com":          "mailto:",
+		"http://user:p%zz@example.com/?x=1":  "(unparsable URL)",
+		"http://example.com/\x7f?token=x":    "(unparsable URL)",
+		"http://user@example.com/hook;t=1?x": "http://example.com/hook;t=1",
+	} {
+		assert.Equal(t, want, RedactURL(raw), raw)
+	}
+	err := redactError(&url.Error{Op: "Post", URL: "http://u:p@example.com/x?t=1", Err: io.EOF})
+	assert.Equal(t, `Post "http://example.com/x": EOF`, err.Error())
+}
+
+// At most maxAnswer bytes of an answer are read: an endless one does not
+// hold the delivery until its timeout.
+func TestWebhookEndlessAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 32<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	h := New(WithWebhook(srv.URL))
+	run(t, h)
+	h.Record(event("ContainerReady", "ready"))
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "ok"))+testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "error")) == 1
+	}, 10*time.Second, time.Millisecond)
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "ok")))
+}
+
+// A command's standard error is logged, cut to bounded.Output.
+func TestCommandStderrBounded(t *testing.T) {
+	h := New(WithCommand([]string{"sh", "-c", `head -c 1000000 /dev/zero | tr '\0' x >&2; exit 3`}))
+	l, _ := runLogged(t, h)
+	h.Record(event("ContainerReady", "ready"))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("command", "error")) == 1 }, 10*time.Second, time.Millisecond)
+	out := l.String()
+	assert.Contains(t, out, "exit status 3")
+	assert.Contains(t, out, "more bytes cut")
+	assert.Less(t, len(out), 2*bounded.Output)
 }

@@ -169,6 +169,31 @@ func TestResolveSpecs(t *testing.T) {
 	assert.True(t, mustContainer(t, jobPod, "main").Managed)
 }
 
+// With annotations switched off as a spec source (--spec-sources=manifests),
+// nothing a pod's creator writes on its sandbox or containers opts it into
+// probes or restarts: beside kubelet, Pod annotations land on the sandbox.
+func TestResolveWithoutAnnotations(t *testing.T) {
+	job := sandbox("sb2", "job", "uid-job", true, 0)
+	job.Annotations = map[string]string{spec.RestartPolicyAnnotation: "OnFailure", spec.GracePeriodAnnotation: "7", spec.ProbeNetworkAnnotation: spec.ProbeNetworkPod}
+	probed := ctr("p", "sb2", "probed", 0, cri.StateRunning, 1)
+	probed.Annotations = map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["true"]}}`}
+	snap := cri.NewSnapshot(t0, []*cri.Pod{job}, []*cri.Container{ctr("m", "sb2", "main", 0, cri.StateRunning, 1), probed})
+
+	on := mustPod(t, Resolve(snap, Inputs{}), "uid-job")
+	require.True(t, mustContainer(t, on, "main").Managed, "annotations on: the restart-policy annotation manages the pod")
+	require.NotNil(t, mustContainer(t, on, "probed").Spec)
+
+	off := mustPod(t, Resolve(snap, Inputs{IgnoreAnnotations: true}), "uid-job")
+	assert.Equal(t, spec.PodPolicy{RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: spec.DefaultGracePeriodSecond}, off.Policy)
+	assert.False(t, off.InPodNetwork)
+	for _, name := range []string{"main", "probed"} {
+		c := mustContainer(t, off, name)
+		assert.False(t, c.Managed, "%s: never restarted", name)
+		assert.Nil(t, c.Spec, "%s: never probed", name)
+	}
+	assert.Empty(t, off.Source)
+}
+
 // kubelet 1.36's getPhase, with sidecars and init containers.
 func TestPhase(t *testing.T) {
 	never, onFailure, always := corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure, corev1.RestartPolicyAlways

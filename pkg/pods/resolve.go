@@ -25,6 +25,11 @@ type Inputs struct {
 	ManifestErrors []*spec.Error
 	// Annotations reads containers' annotations (default ReadAnnotations).
 	Annotations AnnotationReader
+	// IgnoreAnnotations leaves CRI annotations out as a spec source: no
+	// probes, restart policy, grace period or probe network from them (the
+	// operator's choice, --spec-sources: beside kubelet, whoever creates a
+	// Pod sets its sandbox's annotations).
+	IgnoreAnnotations bool
 	// Starting reports an instance the agent is still bringing up.
 	Starting func(*cri.Container) bool
 	// HostIP is probed for host-network pods, which have no IP of their
@@ -74,7 +79,11 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	for _, p := range v.pods {
 		slices.SortStableFunc(p.Sandboxes, currentSandboxFirst)
 		p.Sandbox = p.Sandboxes[0]
-		v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], specs[nsName{p.Namespace, p.Name}], in.Annotations)...)
+		annotations := in.Annotations
+		if in.IgnoreAnnotations {
+			annotations = nil
+		}
+		v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], specs[nsName{p.Namespace, p.Name}], annotations)...)
 		for _, c := range p.Containers {
 			setInstances(c, instances[p.Key][c.Name], in.Starting)
 		}
@@ -154,7 +163,9 @@ func indexSpecs(in Inputs) map[nsName]*namedSpecs {
 }
 
 // resolveSpecs gives the pod its source, policy and containers from the
-// matching manifest or else the annotations. It returns warnings.
+// matching manifest or else the annotations (none when annotations is
+// nil: then an unlisted pod keeps the default policy and is only observed).
+// It returns warnings.
 func resolveSpecs(p *Pod, observed map[string][]*cri.Container, named *namedSpecs, annotations AnnotationReader) []string {
 	if named == nil {
 		named = &namedSpecs{}
@@ -194,15 +205,21 @@ func resolveSpecs(p *Pod, observed map[string][]*cri.Container, named *namedSpec
 			}
 			return nil
 		}
-		p.Policy, p.Problems = spec.PodPolicyFromAnnotations(p.Namespace, p.Name, p.Sandbox.Annotations)
+		p.Policy = defaults
+		if annotations != nil {
+			p.Policy, p.Problems = spec.PodPolicyFromAnnotations(p.Namespace, p.Name, p.Sandbox.Annotations)
+		}
 	}
 	for _, name := range observedNames {
 		add(name, spec.Regular)
 	}
 	_, hasPolicy := p.Sandbox.Annotations[spec.RestartPolicyAnnotation]
-	hasPolicy = hasPolicy && manifest == nil && len(p.Problems) == 0
+	hasPolicy = hasPolicy && annotations != nil && manifest == nil && len(p.Problems) == 0
 	for _, name := range observedNames {
 		c, _ := p.Container(name)
+		if annotations == nil {
+			continue
+		}
 		// A container's configuration never changes: any instance's
 		// annotations will do; the newest is read.
 		newest := slices.MinFunc(observed[name], NewestFirst)

@@ -35,8 +35,10 @@ type Resolver struct {
 	manifests    ManifestSource
 	hostIP       string
 	probeNetwork string
-	recorder     Recorder
-	clock        clock.PassiveClock
+	// ignoreAnnotations: CRI annotations are not a spec source.
+	ignoreAnnotations bool
+	recorder          Recorder
+	clock             clock.PassiveClock
 
 	view atomic.Pointer[View]
 
@@ -84,6 +86,10 @@ func WithHostIP(ip string) Option { return func(r *Resolver) { r.hostIP = ip } }
 // WithProbeNetwork sets where network probes are dialled from for pods
 // that do not say (spec.ProbeNetworkNode, the default, or ProbeNetworkPod).
 func WithProbeNetwork(network string) Option { return func(r *Resolver) { r.probeNetwork = network } }
+
+// WithoutAnnotations leaves CRI annotations out as a spec source: only
+// manifests say what is probed and restarted.
+func WithoutAnnotations() Option { return func(r *Resolver) { r.ignoreAnnotations = true } }
 
 // WithRecorder receives configuration problems as events (default: logged).
 func WithRecorder(rec Recorder) Option { return func(r *Resolver) { r.recorder = rec } }
@@ -169,7 +175,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 
 // resolve builds the view of the last snapshot under the current specs.
 func (r *Resolver) resolve() *View {
-	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Starting: r.isStarting, Annotations: r.readAnnotations}
+	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Starting: r.isStarting, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
 	if r.manifests != nil {
 		in.Manifests, in.ManifestErrors = r.manifests.Pods()
 	}

@@ -436,11 +436,16 @@ func TestManagerRestartedContainerStartsOver(t *testing.T) {
 	mt.runner.set("alive", results.Success)
 	mt.relist(t)
 	mt.eventually(t, "the manager saw the new container", func() bool { c, _ := mt.lookup("web", "app"); return c.ID == second })
-	// The worker sees the new container at its next tick.
-	mt.clock.Step(10 * time.Second)
+	// The worker sees the new container at a tick after its own view of
+	// the pod changed, which may come after the manager's report: tick
+	// until it has.
 	mt.eventually(t, "the new container has its own result and is probed", func() bool {
 		r, ok := mt.store.Get(results.Key{ContainerID: second, Type: results.Liveness})
-		return ok && r == results.Success && mt.runner.count("alive") == 2
+		if ok && r == results.Success && mt.runner.count("alive") >= 2 {
+			return true
+		}
+		mt.clock.Step(10 * time.Second)
+		return false
 	})
 	_, ok := mt.store.Get(results.Key{ContainerID: first, Type: results.Liveness})
 	assert.False(t, ok, "the old container's result is gone")
@@ -463,10 +468,14 @@ func TestManagerNeverPolicyStopsWorkersOfTerminatedContainers(t *testing.T) {
 	require.NoError(t, mt.rt.SetContainerState(id, runtimeapi.ContainerState_CONTAINER_EXITED, 1))
 	mt.relist(t)
 	mt.eventually(t, "the manager saw the exit", func() bool { c, _ := mt.lookup("job", "main"); return c.State == cri.StateExited })
-	mt.clock.Step(time.Second) // the worker's next tick sees the exit
+	// A tick after the worker's own view has the exit (which may come
+	// after the manager's report) stops it.
 	mt.eventually(t, "result removed when the worker stopped", func() bool {
-		_, ok := mt.store.Get(results.Key{ContainerID: id, Type: results.Readiness})
-		return !ok
+		if _, ok := mt.store.Get(results.Key{ContainerID: id, Type: results.Readiness}); !ok {
+			return true
+		}
+		mt.clock.Step(time.Second)
+		return false
 	})
 	calls := mt.runner.count("ready")
 	for range 3 {

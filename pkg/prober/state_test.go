@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -84,7 +86,8 @@ func TestManagerStateAcrossRestart(t *testing.T) {
 	first.clock.Step(time.Second) // a resync: the state is written
 	first.eventually(t, "saved", func() bool {
 		s, err := loadProbeState(dir)
-		return err == nil && s[results.Key{ContainerID: id, Type: results.Readiness}].Result == results.Success
+		sv, ok := s[results.Key{ContainerID: id, Type: results.Readiness}]
+		return err == nil && ok && sv.Result == results.Success // Success is Result's zero value: ok says it was saved
 	})
 
 	next := newManagerTest(t, WithStateDir(dir))
@@ -97,4 +100,164 @@ func TestManagerStateAcrossRestart(t *testing.T) {
 	next.eventually(t, "probed once", func() bool { return next.runner.count("ready") >= 2 })
 	assert.True(t, next.ready("web", "app"), "still ready: one failure of three")
 	assert.False(t, next.ready("db", "db"), "unknown to the previous agent: kubelet's initial value")
+}
+
+// outside is a file outside the state directory that links planted in it
+// point to: it must never be written, nor read through them.
+func outside(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "precious")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+func assertContent(t *testing.T, path, want string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got), "written through a planted link")
+}
+
+// Links planted in the state directory are never followed: not at the
+// file's name, not at a temporary name (the fixed probes.json.tmp of
+// before); the file read through a link is refused and set aside, and a
+// FIFO there does not block the agent.
+func TestProbeStateFollowsNoLink(t *testing.T) {
+	state := map[results.Key]results.Saved{{ContainerID: "a", Type: results.Readiness}: {Result: results.Success}}
+	const evil = `[{"containerId":"evil","type":"Readiness","result":"Success"}]`
+
+	t.Run("save", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		target := outside(t, evil)
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, probeStateFile)))
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, probeStateFile+".tmp")))
+		require.NoError(t, saveProbeState(dir, state))
+		assertContent(t, target, evil)
+		fi, err := os.Lstat(filepath.Join(dir, probeStateFile))
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "the link at the name replaced, not followed")
+		got, err := loadProbeState(dir)
+		require.NoError(t, err)
+		assert.Equal(t, state, got)
+	})
+
+	t.Run("load", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		target := outside(t, evil)
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, probeStateFile)))
+		got, err := loadProbeState(dir)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "is a symbolic link")
+		assert.Contains(t, err.Error(), "moved to "+filepath.Join(dir, probeStateFile)+".bad")
+		assert.Nil(t, got, "nothing read through the link")
+		assertContent(t, target, evil)
+	})
+
+	t.Run("a FIFO", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		require.NoError(t, unix.Mkfifo(filepath.Join(dir, probeStateFile), 0o600))
+		done := make(chan error, 1)
+		go func() {
+			_, err := loadProbeState(dir)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "is not a regular file")
+		case <-time.After(30 * time.Second): // a deadline for a hang, not a timing
+			t.Fatal("blocked on a FIFO")
+		}
+	})
+
+	t.Run("too large", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		f, err := os.Create(filepath.Join(dir, probeStateFile))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(maxProbeState+1)) // sparse
+		require.NoError(t, f.Close())
+		got, err := loadProbeState(dir)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "over its limit")
+		assert.Nil(t, got)
+		assert.FileExists(t, filepath.Join(dir, probeStateFile+".bad"))
+	})
+}
+
+// The state directory is the agent's own: a new one is 0700 with a 0600
+// file; a link in its place or one that others can write is refused, and
+// nothing is written there.
+func TestProbeStateDirectory(t *testing.T) {
+	state := map[results.Key]results.Saved{{ContainerID: "a", Type: results.Readiness}: {Result: results.Success}}
+	dir := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, saveProbeState(dir, state))
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	fi, err = os.Stat(filepath.Join(dir, probeStateFile))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Symlink(real, link))
+	err = saveProbeState(link, state)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is a symbolic link")
+	assert.NoFileExists(t, filepath.Join(real, probeStateFile))
+
+	open := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Mkdir(open, 0o700))
+	require.NoError(t, os.Chmod(open, 0o777))
+	err = saveProbeState(open, state)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "chmod 0700 "+open)
+	assert.NoFileExists(t, filepath.Join(open, probeStateFile))
+}
+
+// The file carries its format version. One of a newer version is not
+// read, and is set aside rather than overwritten; the file of before the
+// version (a bare list) is read.
+func TestProbeStateVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	state := map[results.Key]results.Saved{{ContainerID: "a", Type: results.Readiness}: {Result: results.Success, Consecutive: 2}}
+	require.NoError(t, saveProbeState(dir, state))
+	raw, err := os.ReadFile(filepath.Join(dir, probeStateFile))
+	require.NoError(t, err)
+	var head struct {
+		Version int             `json:"version"`
+		Probes  json.RawMessage `json:"probes"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &head), string(raw))
+	assert.Equal(t, 1, head.Version)
+	assert.NotEmpty(t, head.Probes)
+
+	newer := `{"version":2,"probes":{"a":"in a format this agent does not know"}}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte(newer), 0o600))
+	got, err := loadProbeState(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has format version 2, newer than this agent's 1")
+	assert.Contains(t, err.Error(), "moved to "+filepath.Join(dir, probeStateFile)+".v2")
+	assert.Nil(t, got)
+	require.NoError(t, saveProbeState(dir, state))
+	assertContent(t, filepath.Join(dir, probeStateFile+".v2"), newer)
+	got, err = loadProbeState(dir)
+	require.NoError(t, err)
+	assert.Equal(t, state, got)
+
+	old, err := json.Marshal([]savedProbe{{ContainerID: "a", Type: "Readiness", Saved: state[results.Key{ContainerID: "a", Type: results.Readiness}]}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), old, 0o600))
+	got, err = loadProbeState(dir)
+	require.NoError(t, err)
+	assert.Equal(t, state, got)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte(`{"probes":[]}`), 0o600))
+	_, err = loadProbeState(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no format version")
 }

@@ -1,6 +1,7 @@
 package restart
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -108,4 +109,13 @@ func TestGracePeriod(t *testing.T) {
 	assert.Equal(t, int64(30), gracePeriod(p, probed, CausePodKill), "a pod kill: the pod's, whatever the probe says")
 	assert.Equal(t, int64(30), gracePeriod(p, probed, CausePostStart))
 	assert.Equal(t, int64(30), gracePeriod(p, &pods.Container{Name: "x"}, CauseLiveness), "no spec: the pod's")
+
+	// A grace period that would overflow a time.Duration is clamped: an
+	// overflowed deadline is in the past and the stop would never happen.
+	huge := int64(math.MaxInt64)
+	hugeProbe := &pods.Container{Name: "app", Spec: &spec.Container{Liveness: &corev1.Probe{TerminationGracePeriodSeconds: &huge}}}
+	assert.Equal(t, int64(maxGracePeriod), gracePeriod(p, hugeProbe, CauseLiveness))
+	hugePod := &pods.Pod{Policy: spec.PodPolicy{TerminationGracePeriodSeconds: huge}}
+	assert.Equal(t, int64(maxGracePeriod), gracePeriod(hugePod, plain, CausePodKill))
+	assert.Positive(t, time.Duration(gracePeriod(hugePod, plain, CausePodKill))*time.Second, "no overflow")
 }

@@ -92,16 +92,22 @@ func (r *Restarter) killContainer(ctx context.Context, p *pods.Pod, c *pods.Cont
 	return grace, nil
 }
 
+// maxGracePeriod bounds a grace period, in seconds: a century. The API
+// allows any int64, but seconds turned into a time.Duration overflow past
+// 292 years, and an overflowed deadline is already past: the container
+// would never be stopped at all.
+const maxGracePeriod = 100 * 365 * 24 * 3600
+
 // gracePeriod is kubelet's setTerminationGracePeriod: for a liveness or
 // startup kill the probe's terminationGracePeriodSeconds if it sets one,
-// else the pod's.
+// else the pod's; at most maxGracePeriod.
 func gracePeriod(p *pods.Pod, c *pods.Container, cause Cause) int64 {
 	if t, ok := probeOf(cause); ok && c.Spec != nil {
 		if probe := c.Spec.Probe(t); probe != nil && probe.TerminationGracePeriodSeconds != nil {
-			return *probe.TerminationGracePeriodSeconds
+			return min(*probe.TerminationGracePeriodSeconds, maxGracePeriod)
 		}
 	}
-	return p.Policy.TerminationGracePeriodSeconds
+	return min(p.Policy.TerminationGracePeriodSeconds, maxGracePeriod)
 }
 
 // runPreStop runs the preStop hook for at most grace seconds (kubelet's

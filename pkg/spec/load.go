@@ -1,13 +1,11 @@
 package spec
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,13 +19,23 @@ var ManifestExtensions = []string{".yaml", ".yml", ".json"}
 
 // LoadFile reads the Pod manifests in one YAML or JSON file (several
 // documents separated by "---" lines allowed). Bad documents are reported
-// and skipped; the good ones are returned.
+// and skipped; the good ones are returned. Only a regular file (directly or
+// through a symbolic link) of at most MaxManifestSize bytes is read: the
+// agent's commands read a file as the agent does.
 func LoadFile(path string) ([]*Pod, []*Error) {
-	data, err := os.ReadFile(path)
+	pods, errs, _ := loadFile(path)
+	return pods, errs
+}
+
+// loadFile is LoadFile that also says whether the file is gone (removed
+// since it was listed, or a dangling link): its pods go with it.
+func loadFile(path string) (pods []*Pod, errs []*Error, gone bool) {
+	data, err := readManifest(path)
 	if err != nil {
-		return nil, []*Error{{Source: path, Detail: err.Error()}}
+		return nil, []*Error{{Source: path, Detail: err.Error()}}, errors.Is(err, fs.ErrNotExist)
 	}
-	return LoadBytes(path, data)
+	pods, errs = LoadBytes(path, data)
+	return pods, errs, false
 }
 
 // LoadBytes is LoadFile for data read from path (which names the source in
@@ -60,20 +68,36 @@ func LoadBytes(path string, data []byte) ([]*Pod, []*Error) {
 	return pods, errs
 }
 
-// LoadDir reads every manifest file of dir (see ManifestExtensions; names
-// starting with "." are editor leftovers and skipped). A pod defined twice
-// is an error: the first definition in file-name order wins.
+// LoadDir reads every manifest file of dir (see ManifestFiles). A pod
+// defined twice is an error: the first definition in file-name order wins.
 func LoadDir(dir string) ([]*Pod, []*Error) {
-	files, errs, err := ManifestFiles(dir)
+	l, err := listDir(dir)
 	if err != nil {
 		return nil, []*Error{{Source: dir, Detail: err.Error()}}
 	}
+	loaded := make([]loadedFile, 0, len(l.files))
+	for _, f := range l.files {
+		pods, errs := LoadFile(f)
+		loaded = append(loaded, loadedFile{pods: pods, errs: errs})
+	}
+	return combine(l.ignored, loaded)
+}
+
+// loadedFile is what one manifest file contributes to its directory.
+type loadedFile struct {
+	pods []*Pod
+	errs []*Error
+}
+
+// combine joins the files' pods in file-name order, the first definition
+// of a pod winning, after the directory's own reports.
+func combine(ignored []*Error, files []loadedFile) ([]*Pod, []*Error) {
 	var pods []*Pod
+	errs := append([]*Error(nil), ignored...)
 	seen := map[string]string{}
 	for _, f := range files {
-		filePods, fileErrs := LoadFile(f)
-		errs = append(errs, fileErrs...)
-		for _, p := range filePods {
+		errs = append(errs, f.errs...)
+		for _, p := range f.pods {
 			key := p.Namespace + "/" + p.Name
 			if first, dup := seen[key]; dup {
 				errs = append(errs, &Error{Source: p.Source, Namespace: p.Namespace, Pod: p.Name,
@@ -87,26 +111,19 @@ func LoadDir(dir string) ([]*Pod, []*Error) {
 	return pods, errs
 }
 
-// ManifestFiles lists the manifest files of dir in name order. Other files
-// are reported, not silently skipped; err is set when dir cannot be read.
+// ManifestFiles lists the manifest files of dir in name order: names ending
+// in one of ManifestExtensions, at most MaxManifestFiles of them, among the
+// first MaxManifestDirEntries entries. Names starting with "." (editor
+// leftovers, a ConfigMap volume's ..data) are skipped silently; anything
+// else not listed (other names, directories, files past the limits) is
+// reported, not silently skipped. Whether a listed name leads to a regular
+// file is found out when it is read. err is set when dir cannot be read.
 func ManifestFiles(dir string) (files []string, ignored []*Error, err error) {
-	entries, err := os.ReadDir(dir)
+	l, err := listDir(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the manifest directory: %w", err)
+		return nil, nil, err
 	}
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || e.IsDir() {
-			continue
-		}
-		if !hasManifestExtension(name) {
-			ignored = append(ignored, &Error{Source: filepath.Join(dir, name), Detail: "ignored: manifest files must end in .yaml, .yml or .json"})
-			continue
-		}
-		files = append(files, filepath.Join(dir, name))
-	}
-	sort.Strings(files)
-	return files, ignored, nil
+	return l.files, l.ignored, nil
 }
 
 func hasManifestExtension(name string) bool {
@@ -145,17 +162,24 @@ func splitDocuments(data []byte) []document {
 		}
 		cur.Reset()
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	for sc.Scan() {
+	// Lines of any length: the data is in memory already (and a file is
+	// at most MaxManifestSize), so a line limit would only drop the rest
+	// of the file, as bufio.Scanner's did past 16 MiB.
+	for rest := data; len(rest) > 0; {
+		text := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			text, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		text = bytes.TrimSuffix(text, []byte("\r")) // CRLF files, as bufio.ScanLines
 		line++
-		text := sc.Text()
-		if text == "---" || strings.HasPrefix(text, "--- ") || strings.HasPrefix(text, "---\t") {
+		if string(text) == "---" || bytes.HasPrefix(text, []byte("--- ")) || bytes.HasPrefix(text, []byte("---\t")) {
 			flush()
 			start = line + 1
 			continue
 		}
-		cur.WriteString(text)
+		cur.Write(text)
 		cur.WriteByte('\n')
 	}
 	flush()

@@ -3,7 +3,6 @@ package spec
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -17,15 +16,28 @@ import (
 // reloads when anything changed. Polling needs nothing from the kernel and
 // catches edits through any path (editors that rename, bind mounts,
 // ConfigMap-style symlink swaps).
+//
+// A file keeps the last version of it that loaded without errors in force
+// while a newer one does not load (a file being written, a typo): its pods
+// go on being probed by that version, and the new version's errors are
+// reported with the file's name. Failing them closed instead would make a
+// pod's readiness flap at every edit that is not atomic. Only a file that
+// never loaded without errors fails its pods closed; a removed file drops
+// its pods.
 type ManifestDir struct {
 	dir     string
 	clock   clock.Clock
 	changed chan struct{}
 
-	mu          sync.Mutex
+	// One reload at a time; the fields below it are its own. Pods does not
+	// take it: readers never wait for the directory to be read.
+	reloadMu    sync.Mutex
 	fingerprint string
-	pods        []*Pod
-	errs        []*Error
+	lastGood    map[string][]*Pod // by path: the last version that loaded without errors
+
+	mu   sync.Mutex
+	pods []*Pod
+	errs []*Error
 }
 
 // NewManifestDir returns a watcher of dir; call Reload or Run to read it.
@@ -33,10 +45,10 @@ func NewManifestDir(dir string, clk clock.Clock) *ManifestDir {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &ManifestDir{dir: dir, clock: clk, changed: make(chan struct{}, 1)}
+	return &ManifestDir{dir: dir, clock: clk, changed: make(chan struct{}, 1), lastGood: map[string][]*Pod{}}
 }
 
-// Pods returns the valid pods and the problems found at the last reload.
+// Pods returns the pods in force and the problems found at the last reload.
 func (d *ManifestDir) Pods() ([]*Pod, []*Error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -48,15 +60,52 @@ func (d *ManifestDir) Changed() <-chan struct{} { return d.changed }
 
 // Reload reads the directory if any file changed and reports whether it
 // did.
-func (d *ManifestDir) Reload() bool {
-	fp := fingerprint(d.dir)
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *ManifestDir) Reload() bool { return d.reload(context.Background()) }
+
+// reload is Reload that gives up between files once ctx is done, leaving
+// what is in force as it was. Nothing in it waits on anything but the file
+// system (see readManifest), and it reads at most MaxManifestFiles files of
+// at most MaxManifestSize bytes.
+func (d *ManifestDir) reload(ctx context.Context) bool {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	l, err := listDir(d.dir)
+	// An unreadable directory has its error as fingerprint, so that it is
+	// reported once and reloaded when it becomes readable.
+	fp := "error: "
+	if err != nil {
+		fp += err.Error()
+	} else {
+		fp = l.fingerprint()
+	}
 	if fp == d.fingerprint && d.fingerprint != "" {
 		return false
 	}
-	d.fingerprint = fp
-	d.pods, d.errs = LoadDir(d.dir)
+	var pods []*Pod
+	var errs []*Error
+	lastGood := map[string][]*Pod{} // files no longer listed drop out
+	if err != nil {
+		errs = []*Error{{Source: d.dir, Detail: err.Error()}}
+	} else {
+		files := make([]loadedFile, 0, len(l.files))
+		for _, path := range l.files {
+			if ctx.Err() != nil {
+				return false // stopping; the next reload, if any, starts over
+			}
+			newPods, newErrs, gone := loadFile(path)
+			last, hadLast := d.lastGood[path]
+			f, good, ok := keepLastGood(path, newPods, newErrs, gone, last, hadLast)
+			if ok {
+				lastGood[path] = good
+			}
+			files = append(files, f)
+		}
+		pods, errs = combine(l.ignored, files)
+	}
+	d.fingerprint, d.lastGood = fp, lastGood
+	d.mu.Lock()
+	d.pods, d.errs = pods, errs
+	d.mu.Unlock()
 	select {
 	case d.changed <- struct{}{}:
 	default:
@@ -64,11 +113,61 @@ func (d *ManifestDir) Reload() bool {
 	return true
 }
 
+// keepLastGood decides what a file contributes from its new version (pods,
+// errs; gone: it is no longer there) and its last good version (last, if
+// hadLast), and what its last good version is from now on (good, if ok).
+func keepLastGood(path string, pods []*Pod, errs []*Error, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
+	switch {
+	case gone:
+		// Removed: its pods go with it.
+		return loadedFile{errs: errs}, nil, false
+	case len(errs) == 0 && (len(pods) > 0 || len(last) == 0):
+		return loadedFile{pods: pods}, pods, true
+	case !hadLast:
+		// Never loaded without errors: as it is, its bad pods failing
+		// closed (the good ones in it are used).
+		return loadedFile{pods: pods, errs: errs}, nil, false
+	case len(errs) == 0:
+		// No document at all where there were pods: a file truncated to
+		// be written again, most likely. Removing the file is how its
+		// pods are dropped.
+		return loadedFile{pods: last, errs: []*Error{{Source: path, Detail: fmt.Sprintf(
+			"holds no Pod manifest (is it being written?): its last version that loaded stays in force (%s) until it holds one again; remove the file to drop its pods", podNames(last))}}}, last, true
+	default:
+		// The new version's errors, each as it is (a pod they name that
+		// the last version has keeps that version; one it lacks fails
+		// closed), then what is in force instead.
+		errs = append(errs[:len(errs):len(errs)], &Error{Source: path, Detail: fmt.Sprintf(
+			"this version is not used: its last version that loaded without errors stays in force (%s) until the file loads without errors or is removed", podNames(last))})
+		return loadedFile{pods: last, errs: errs}, last, true
+	}
+}
+
+// podNames lists pods for a message, the first few of them.
+func podNames(pods []*Pod) string {
+	const most = 5
+	if len(pods) == 0 {
+		return "no pods"
+	}
+	var names []string
+	for i, p := range pods {
+		if i == most {
+			names = append(names, fmt.Sprintf("and %d more", len(pods)-most))
+			break
+		}
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	if len(pods) == 1 {
+		return "pod " + names[0]
+	}
+	return "pods " + strings.Join(names, ", ")
+}
+
 // Run reloads every interval until ctx is done.
 func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("dir", d.dir)
 	for {
-		if d.Reload() {
+		if d.reload(ctx) {
 			pods, errs := d.Pods()
 			logger.Info("Loaded pod manifests", "pods", len(pods), "problems", len(errs))
 		}
@@ -78,25 +177,4 @@ func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 		case <-d.clock.After(interval):
 		}
 	}
-}
-
-// fingerprint summarises the directory's files; an unreadable directory
-// has its error as fingerprint, so that it is reported once and reloaded
-// when it becomes readable.
-func fingerprint(dir string) string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	var b strings.Builder
-	for _, e := range entries {
-		// Stat follows symlinks: a swapped target is a change.
-		fi, err := os.Stat(dir + "/" + e.Name())
-		if err != nil {
-			fmt.Fprintf(&b, "%s:error;", e.Name())
-			continue
-		}
-		fmt.Fprintf(&b, "%s:%d:%d;", e.Name(), fi.Size(), fi.ModTime().UnixNano())
-	}
-	return "ok:" + b.String()
 }

@@ -51,8 +51,10 @@ func TestWhyAcrossAgentRestart(t *testing.T) {
 	ctr, _ := agent.container(t, name, "web")
 	eventually(t, 5*time.Second, "the replacement's readiness saved", func() bool {
 		raw, err := os.ReadFile(filepath.Join(state, "probes.json"))
-		var saved []struct{ ContainerID, Type, Result string }
-		return err == nil && json.Unmarshal(raw, &saved) == nil && slices.ContainsFunc(saved, func(p struct{ ContainerID, Type, Result string }) bool {
+		var saved struct {
+			Probes []struct{ ContainerID, Type, Result string }
+		}
+		return err == nil && json.Unmarshal(raw, &saved) == nil && slices.ContainsFunc(saved.Probes, func(p struct{ ContainerID, Type, Result string }) bool {
 			return p.ContainerID == ctr.ID && p.Type == "Readiness" && p.Result == "Success"
 		})
 	})

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// What a workload or a user supplied reaches the log as one line per
+// record, with no control character a terminal would act on.
+func TestLogRecordsAreOneEscapedLine(t *testing.T) {
+	var buf bytes.Buffer
+	logger := newLogger(&buf, 2)
+	hostile := "ok\nE1124 00:00:00.000000 1 fake.go:1] \"forged record\"\x1b[2J\x1b]0;title\x07"
+	logger.Info("Event", "message", hostile, "pod", klog.KRef("ns\n", "web\x1b[31m"))
+	logger.Error(errors.New("dial: "+hostile), "Probe errored", "output", []byte("raw\nbytes"))
+	logger.WithValues("container", "app\r\n").V(1).Info("With values")
+
+	out := buf.String()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	assert.Len(t, lines, 3, "one line per record:\n%s", out)
+	assert.NotContains(t, out, "\x1b", "no escape sequence reaches a terminal")
+	assert.NotContains(t, out, "\x07")
+	assert.NotContains(t, out, "\r")
+	assert.Contains(t, lines[0], `message="ok\nE1124`, "escaped, still readable")
+	assert.Contains(t, lines[0], `pod="ns\n/web\x1b[31m"`)
+	assert.Contains(t, lines[1], `err="dial: ok\n`)
+	assert.Contains(t, lines[2], `container="app\r\n"`)
+	for _, l := range lines {
+		assert.Contains(t, l, " logging_test.go:", "each record names its caller, not the escaping sink")
+	}
+}
+
+// Records logged through klog's functions, as the agent's packages log,
+// name their caller too.
+func TestKlogRecordsNameTheirCaller(t *testing.T) {
+	var buf bytes.Buffer
+	klog.SetLoggerWithOptions(newLogger(&buf, 2), klog.ContextualLogger(true))
+	t.Cleanup(klog.ClearLogger)
+	klog.InfoS("Structured", "pod", klog.KRef("ns", "web"))
+	klog.ErrorS(errors.New("boom"), "Failed")
+	klog.FromContext(context.Background()).Info("Contextual")
+	klog.Background().V(1).Info("Verbose")
+
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	require.Len(t, lines, 4, buf.String())
+	for _, l := range lines {
+		assert.Contains(t, l, " logging_test.go:", "each record names its caller")
+	}
+}
+
+// Names, outputs and errors that came from workloads or users are shown
+// with their control characters escaped, whichever command prints them.
+func TestTerminalOutputIsEscaped(t *testing.T) {
+	const evil = "x\x1b]0;pwned\x07\x1b[2J"
+	now := time.Now()
+	var b bytes.Buffer
+	printStatus(&b, []api.Pod{{Namespace: "ns" + evil, Name: "web" + evil, Containers: []api.Container{{Name: "app" + evil, State: "Running"}}}}, now)
+	printWhy(&b, restart.Entry{Namespace: "ns", Pod: "web" + evil, Container: "app" + evil, Cause: "liveness", ExitReason: "Error" + evil,
+		Failures: []restart.Failure{{Output: "out" + evil}}})
+	printLastResults(&b, pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
+		Containers: []pods.ContainerReport{{Name: "app" + evil, Probes: []pods.ProbeReport{{Type: results.Liveness,
+			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, true)
+	printHistory(&b, api.History{Namespace: "ns", Name: "web" + evil, Probes: []api.ProbeHistory{{Container: "app" + evil, Type: "liveness",
+		Recent: []api.Run{{Result: "failure", Output: "out" + evil}}}}})
+	out := b.String()
+	assert.NotContains(t, out, "\x1b", out)
+	assert.NotContains(t, out, "\x07", out)
+	assert.Contains(t, out, `x\x1b]0;pwned\x07\x1b[2J`)
+}
+
+// The CLI reaches an agent listening on a unix socket, and never prints
+// the password a --server URL carries.
+func TestCLIServerURLs(t *testing.T) {
+	dir, err := os.MkdirTemp("", "cli")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "api.sock")
+	l, err := net.Listen("unix", socket)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"pods":[]}`))
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+
+	var list api.PodList
+	require.NoError(t, apiGet(context.Background(), "unix://"+socket, "/api/v1/pods", &list))
+
+	err = apiGet(context.Background(), "http://prometheus:s3cret@127.0.0.1:1", "/api/v1/pods", &list)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+	assert.Contains(t, err.Error(), "cannot reach the agent at http://prometheus:xxxxx@127.0.0.1:1")
+}

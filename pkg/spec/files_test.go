@@ -1,0 +1,246 @@
+package spec
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/metrics"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// webPod is a one-pod manifest; period tells versions apart.
+func webPod(period int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: %d
+`, period)
+}
+
+// heapAllocs is every byte the program allocated so far.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// promptly runs load and fails unless it returns before a deadline and
+// allocates at most maxAlloc bytes meanwhile. At the deadline it calls
+// release (which should unblock a load stuck on a FIFO) before failing. A
+// load allocating without end is stopped by a panic well before it could
+// exhaust the machine's memory: a read of /dev/zero does that in seconds.
+func promptly(t *testing.T, maxAlloc uint64, release func(), load func()) {
+	t.Helper()
+	const deadline = 10 * time.Second
+	const runaway = 512 << 20
+	before := heapAllocs()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		load()
+	}()
+	timeout := time.After(deadline)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			assert.LessOrEqual(t, heapAllocs()-before, maxAlloc, "bytes allocated while loading")
+			return
+		case <-tick.C:
+			if used := heapAllocs() - before; used > runaway {
+				panic(fmt.Sprintf("the load has allocated %d MiB and goes on: a read without a limit; stopping before it exhausts memory", used>>20))
+			}
+		case <-timeout:
+			if release != nil {
+				release()
+			}
+			t.Fatalf("the load did not return within %v", deadline)
+		}
+	}
+}
+
+// releaseFIFO opens a FIFO for writing, without waiting, and closes it: a
+// reader blocked in its open gets end of file.
+func releaseFIFO(path string) func() {
+	return func() {
+		if fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			syscall.Close(fd)
+		}
+	}
+}
+
+func messages(errs []*Error) []string {
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return msgs
+}
+
+// A FIFO among the manifests (or as the directory) used to block the load
+// (its open waits for a writer) and with it start-up and the manager: now
+// it is skipped at once, reported by path, and the rest loads. Fails on the
+// old code: the load never returns.
+func TestLoadDirSkipsAFIFOPromptly(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	fifo := filepath.Join(dir, "b.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+
+	var pods []*Pod
+	var errs []*Error
+	promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(dir) })
+	require.Len(t, pods, 1, "the rest of the directory loads")
+	assert.Equal(t, []string{fifo + ": skipped: a named pipe (FIFO), not a regular file: only regular files, directly or through a symbolic link, are read"},
+		messages(errs))
+
+	t.Run("as the directory", func(t *testing.T) {
+		promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(fifo) })
+		assert.Empty(t, pods)
+		require.Len(t, errs, 1)
+		assert.Contains(t, errs[0].Error(), fifo+": cannot read the manifest directory: ")
+		assert.Contains(t, errs[0].Error(), "not a directory")
+	})
+	t.Run("as a file", func(t *testing.T) {
+		promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadFile(fifo) })
+		assert.Empty(t, pods)
+		assert.Len(t, errs, 1)
+	})
+}
+
+// A link to /dev/zero used to be read until memory ran out: now it is
+// skipped as not a regular file, having read nothing. Fails on the old
+// code: the load allocates without end (the test panics past 512 MiB).
+func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	link := filepath.Join(dir, "zero.yaml")
+	require.NoError(t, os.Symlink("/dev/zero", link))
+
+	var pods []*Pod
+	var errs []*Error
+	promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
+	require.Len(t, pods, 1)
+	assert.Equal(t, []string{link + ": skipped: a symbolic link to a character device, not to a regular file: only regular files, directly or through a symbolic link, are read"},
+		messages(errs))
+}
+
+// A file over MaxManifestSize is refused by name, not read in part; one at
+// the limit loads. Fails on the old code: the large file loads.
+func TestLoadDirRefusesAFileOverTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	padded := func(manifest string, size int) []byte {
+		b := []byte(manifest + "# ")
+		b = append(b, bytes.Repeat([]byte("x"), size-len(b)-1)...)
+		return append(b, '\n')
+	}
+	atLimit := padded(webPod(3), MaxManifestSize)
+	over := padded(strings.Replace(webPod(3), "name: web", "name: db", 1), MaxManifestSize+1)
+	require.Len(t, atLimit, MaxManifestSize)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), atLimit, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.yaml"), over, 0o644))
+
+	pods, errs := LoadDir(dir)
+	require.Len(t, pods, 1)
+	assert.Equal(t, filepath.Join(dir, "a.yaml")+":1", pods[0].Source, "the file at the limit")
+	assert.Equal(t, []string{filepath.Join(dir, "b.yaml") + ": refused: larger than 1048576 bytes (1 MiB), the most a manifest file may hold; split it into several files"},
+		messages(errs))
+}
+
+// Directories and sockets are reported by path and skipped; the old code
+// skipped directories silently and failed to open a socket with ENXIO.
+func TestLoadDirSkipsDirectoriesAndSockets(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "old"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755))
+	require.NoError(t, os.Symlink("old", filepath.Join(dir, "link.yaml")))
+	sock, err := net.Listen("unix", filepath.Join(dir, "s.yaml"))
+	require.NoError(t, err)
+	defer sock.Close()
+
+	pods, errs := LoadDir(dir)
+	require.Len(t, pods, 1)
+	const only = "only regular files, directly or through a symbolic link, are read"
+	assert.Equal(t, []string{
+		filepath.Join(dir, "old") + ": skipped: a directory: manifests in subdirectories are not read",
+		filepath.Join(dir, "sub.yaml") + ": skipped: a directory: manifests in subdirectories are not read",
+		filepath.Join(dir, "link.yaml") + ": skipped: a symbolic link to a directory, not to a regular file: " + only,
+		filepath.Join(dir, "s.yaml") + ": skipped: a socket, not a regular file: " + only,
+	}, messages(errs))
+}
+
+// At most MaxManifestFiles files are read per scan, the first in name
+// order; the others are reported once, naming the first of them. Fails on
+// the old code: every file is read.
+func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range MaxManifestFiles {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("a%04d.yaml", i)), nil, 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "z1.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "z2.yaml"), []byte(webPod(3)), 0o644))
+
+	files, ignored, err := ManifestFiles(dir)
+	require.NoError(t, err)
+	assert.Equal(t, MaxManifestFiles, len(files))
+	pods, errs := LoadDir(dir)
+	assert.Empty(t, pods, "z1.yaml and z2.yaml are not read")
+	want := []string{filepath.Join(dir, "z1.yaml") + ": not read, nor the 1 manifest file(s) after it in name order: at most 1000 manifest files are read from a directory"}
+	assert.Equal(t, want, messages(errs))
+	assert.Equal(t, want, messages(ignored))
+}
+
+// A directory of more than MaxManifestDirEntries entries is looked at no
+// further, and says so. Fails on the old code: it lists them all.
+func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
+	dir := t.TempDir()
+	for i := range MaxManifestDirEntries + 1 {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf(".junk%05d", i)))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	_, ignored, err := ManifestFiles(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{dir + ": more than 10000 entries: only the first 10000 the system listed are looked at, the others are ignored; keep manifests in a directory of their own"},
+		messages(ignored))
+}
+
+// A line of any length is read whole: bufio.Scanner's 16 MiB limit used to
+// end the file there silently, dropping every document after it. Fails on
+// the old code: the second pod is lost.
+func TestLoadBytesLongLine(t *testing.T) {
+	long := "# " + strings.Repeat("x", 16<<20) + "\n"
+	data := webPod(3) + "---\n" + long + "---\n" + strings.Replace(webPod(3), "name: web", "name: db", 1)
+	pods, errs := LoadBytes("pods.yaml", []byte(data))
+	assert.Empty(t, errs)
+	require.Len(t, pods, 2)
+	assert.Equal(t, "pods.yaml:14", pods[1].Source, "lines counted past the long one")
+}
+
+// CRLF files split as before: bufio.ScanLines dropped the \r.
+func TestSplitDocumentsCRLF(t *testing.T) {
+	docs := splitDocuments([]byte("a: 1\r\n---\r\nb: 2\r\nc: 3"))
+	require.Len(t, docs, 2)
+	assert.Equal(t, "a: 1\n", string(docs[0].data))
+	assert.Equal(t, "b: 2\nc: 3\n", string(docs[1].data))
+	assert.Equal(t, 3, docs[1].line)
+}

@@ -1,0 +1,302 @@
+// Package apiload floods the state API of an agent that has few file
+// descriptors, as a local user or a pod could (issue 14): the agent must
+// go on probing without blaming or killing anyone, and answer /healthz.
+package apiload
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/test/harness"
+)
+
+const (
+	// endpointEnv hands the child (the agent) the fake runtime's endpoint.
+	endpointEnv = "CRI_PROBER_APILOAD_ENDPOINT"
+	// plainEnv=1 serves the API as before issue 14 (an http.Server with a
+	// header timeout only), to see this test fail there.
+	plainEnv = "CRI_PROBER_APILOAD_PLAIN"
+	// listenPrefix starts the child's line that says where the API is.
+	listenPrefix = "APILOAD_LISTEN "
+
+	// fdLimit is the agent's RLIMIT_NOFILE: far above what it needs
+	// (the API's connection cap and the probes' sockets), far below the
+	// flood.
+	fdLimit       = 512
+	idleConns     = 2000
+	streamClients = 100
+	containers    = 30
+	// clientTimeout is what /healthz gets to answer from a new
+	// connection: a kubelet probe's timeout would be shorter.
+	clientTimeout = 5 * time.Second
+)
+
+// The agent runs in a child process whose descriptors are limited to
+// fdLimit; this process is the runtime, the probes' target and the
+// flood: 2,000 idle connections and 100 event streams that never read.
+// While they are open, /healthz answers from a new connection, the probes
+// go on (prober_probe_total grows, none comes out unknown for want of a
+// descriptor) and no container is stopped.
+//
+// Against the server before issue 14 (CRI_PROBER_APILOAD_PLAIN=1) the agent
+// runs out of descriptors: /healthz does not answer, probes error.
+func TestAPIUnderConnectionFlood(t *testing.T) {
+	if endpoint := os.Getenv(endpointEnv); endpoint != "" {
+		runAgent(t, endpoint)
+		return
+	}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	defer target.Close()
+	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
+	rt := fakeruntime.NewForTest(t)
+	for i := range containers {
+		sb := rt.AddSandbox("load", fmt.Sprintf("pod-%02d", i), fmt.Sprintf("uid-%02d", i), fakeruntime.WithIP("127.0.0.1"))
+		rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
+			spec.LivenessAnnotation: fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"failureThreshold":1}`, port)}))
+	}
+	var stops atomic.Int64
+	rt.OnStop(func(string) { stops.Add(1) })
+
+	agent := startChild(t, rt.Endpoint())
+	client := &http.Client{Timeout: clientTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://" + agent.addr
+	var m metrics
+	require.Eventually(t, func() bool {
+		m = scrape(t, client, url)
+		return m.sum("prober_probe_total", "") >= 2*containers
+	}, 30*time.Second, 100*time.Millisecond, "the probes run before the flood")
+	before := m
+
+	// The flood. Idle connections first, then streams that never read.
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range idleConns {
+		c, err := net.DialTimeout("tcp", agent.addr, clientTimeout)
+		require.NoError(t, err, "after %d connections", len(flood))
+		flood = append(flood, c)
+	}
+	for range streamClients {
+		c, err := net.DialTimeout("tcp", agent.addr, clientTimeout)
+		require.NoError(t, err)
+		flood = append(flood, c)
+		_, err = fmt.Fprintf(c, "GET /api/v1/events?watch=1 HTTP/1.1\r\nHost: %s\r\n\r\n", agent.addr)
+		require.NoError(t, err)
+	}
+	t.Logf("flood open: %d idle connections, %d event streams that never read", idleConns, streamClients)
+
+	// A client that comes after the flood gets its answer.
+	for range 3 {
+		code, err := get(client, url+"/healthz")
+		require.NoError(t, err, "/healthz from a new connection during the flood\nagent:\n%s", agent.output())
+		require.Equal(t, http.StatusOK, code)
+	}
+	// The probes go on: two more rounds of every container's.
+	require.Eventually(t, func() bool {
+		m = scrape(t, client, url)
+		return m.sum("prober_probe_total", "") >= before.sum("prober_probe_total", "")+2*containers
+	}, 30*time.Second, 100*time.Millisecond, "probes run during the flood\nagent:\n%s", agent.output())
+	code, err := get(client, url+"/healthz")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+
+	assert.Zero(t, stops.Load(), "no container stopped")
+	assert.Equal(t, before.sum("prober_probe_total", `result="unknown"`), m.sum("prober_probe_total", `result="unknown"`), "no probe could not run")
+	assert.Zero(t, m.sum("cri_prober_agent_resource_errors_total", ""), "the agent never ran out of descriptors")
+	assert.Equal(t, before.sum("prober_probe_total", `result="failed"`), m.sum("prober_probe_total", `result="failed"`), "no probe failed")
+	assert.LessOrEqual(t, m.sum("cri_prober_api_connections", ""), float64(api.DefaultMaxConnections))
+	assert.Equal(t, float64(api.DefaultMaxEventStreams), m.sum("cri_prober_api_event_streams", ""), "the streams that never read hold their slots, no more")
+	assert.Positive(t, m.sum("cri_prober_api_rejected_total", `reason="stream_limit"`))
+	assert.Positive(t, m.sum("cri_prober_api_dropped_total", `reason="idle_at_limit"`))
+	t.Logf("API: %v connections, %v streams; rejected %v streams; closed %v idle connections to make room",
+		m.sum("cri_prober_api_connections", ""), m.sum("cri_prober_api_event_streams", ""),
+		m.sum("cri_prober_api_rejected_total", `reason="stream_limit"`), m.sum("cri_prober_api_dropped_total", `reason="idle_at_limit"`))
+	t.Logf("probes: %v before the flood, %v after", before.sum("prober_probe_total", ""), m.sum("prober_probe_total", ""))
+	agent.stop(t)
+}
+
+// child is the agent's process.
+type child struct {
+	addr  string
+	cmd   *exec.Cmd
+	stdin io.Closer
+	done  chan struct{} // its output read to the end
+
+	mu  sync.Mutex
+	out strings.Builder
+}
+
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// startChild runs this test again in a child process, as the agent, and
+// waits for its API's address.
+func startChild(t *testing.T, endpoint string) *child {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
+	cmd.Env = append(os.Environ(), endpointEnv+"="+endpoint)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout
+	require.NoError(t, cmd.Start())
+	c := &child{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			c.mu.Lock()
+			c.out.WriteString(line + "\n")
+			c.mu.Unlock()
+			if a, ok := strings.CutPrefix(line, listenPrefix); ok {
+				addr <- a
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait() //nolint:errcheck // stop reports it
+	})
+	select {
+	case c.addr = <-addr:
+	case <-c.done:
+		t.Fatalf("the agent ended before serving:\n%s", c.output())
+	case <-ctx.Done():
+		t.Fatalf("the agent did not serve:\n%s", c.output())
+	}
+	return c
+}
+
+// stop ends the agent (its stdin closed) and requires that it passed.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	c.stdin.Close()
+	<-c.done
+	err := c.cmd.Wait()
+	require.NoError(t, err, "agent:\n%s", c.output())
+	require.Contains(t, c.output(), "--- PASS: "+t.Name(), "agent:\n%s", c.output())
+}
+
+// runAgent is the child: the engine and its API, with few descriptors,
+// until stdin closes.
+func runAgent(t *testing.T, endpoint string) {
+	var limit syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &limit))
+	limit.Cur = fdLimit
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit))
+
+	ring := events.NewRing(1000)
+	agent, err := harness.Start(endpoint, harness.Options{Recorder: ring})
+	require.NoError(t, err)
+	defer agent.Stop()
+	server := api.New(api.Config{
+		Pods: agent.Agent, History: agent.Histories, Waiting: agent.Restarter, Events: ring, Health: agent.Health,
+		Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agent.AgentRegistry, agent.ProbeRegistry}, promhttp.HandlerOpts{}),
+		ProbeMetrics: promhttp.HandlerFor(agent.ProbeRegistry, promhttp.HandlerOpts{}),
+		Registerer:   agent.AgentRegistry,
+	})
+	l, err := api.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	if os.Getenv(plainEnv) == "1" {
+		old := &http.Server{Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- old.Serve(l) }()
+		go func() { <-ctx.Done(); old.Close() }()
+	} else {
+		go func() { served <- server.Serve(ctx, l, api.ServeConfig{}) }() // the defaults, as run serves
+	}
+	fmt.Println(listenPrefix + l.Addr().String())
+	io.Copy(io.Discard, os.Stdin) //nolint:errcheck // until the parent is done
+	fds, _ := os.ReadDir("/proc/self/fd")
+	t.Logf("open descriptors at the end: %d (limit %d)", len(fds), fdLimit)
+	cancel()
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		t.Error(err)
+	}
+}
+
+func get(client *http.Client, url string) (int, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck
+	return resp.StatusCode, nil
+}
+
+// metrics are the series of a scrape, by their name{labels}.
+type metrics map[string]float64
+
+// scrape reads /metrics (empty if it does not answer).
+func scrape(t *testing.T, client *http.Client, url string) metrics {
+	t.Helper()
+	resp, err := client.Get(url + "/metrics")
+	if err != nil {
+		t.Logf("scrape: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	m := metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+// sum adds up the series of a family whose labels include label.
+func (m metrics) sum(name, label string) float64 {
+	var total float64
+	for series, v := range m {
+		family, labels, _ := strings.Cut(series, "{")
+		if family == name && strings.Contains(labels, label) {
+			total += v
+		}
+	}
+	return total
+}
