@@ -1,8 +1,11 @@
 # cri-prober. On a fresh machine, as root:
 #   make demo   the private containerd, a demo pod and what cri-prober sees
 #   make test   everything: lint, unit tests (-race), fuzzers (briefly), e2e on real containerd
-#   make bench  benchmarks and the load harness; writes docs/performance.md
+#   make bench  benchmarks, the load harness and the node cases (~10 min, optional; BENCH_RUNS=3,
+#               BENCH_* sizes: hack/bench.sh); writes docs/performance.md
 #   make soak   10 minutes of flapping targets; writes docs/reliability.md
+#   make bench-kubelet  the same 10 pods under a real kubelet, then cri-prober (optional,
+#               not part of make test; ~3 min a run, BENCH_KUBELET_RUNS=3); writes docs/performance.md
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -10,7 +13,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOFILES = $(shell find cmd pkg test hack -name '*.go')
 
-.PHONY: build test test-unit test-soak test-e2e lint fuzz bench soak demo demo-down crictl clean
+.PHONY: build test test-unit test-soak test-e2e lint fuzz bench bench-kubelet soak demo demo-down crictl clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/cri-prober ./cmd/cri-prober
@@ -43,6 +46,11 @@ fuzz:
 
 bench:
 	hack/bench.sh
+
+# Beside a real kubelet (issue 15): builds kubelet from the Go module proxy
+# once, measures both on one private containerd. Not part of make test.
+bench-kubelet: build
+	hack/bench-kubelet.sh
 
 soak:
 	hack/soak.sh

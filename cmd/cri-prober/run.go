@@ -76,6 +76,8 @@ type runOptions struct {
 	listen            string
 	config            string
 	maxExecPerPod     int
+	maxInFlight       int
+	profiling         bool
 	probeNetwork      string
 	onTransition      string
 	webhook           string
@@ -85,6 +87,7 @@ type runOptions struct {
 	maxConnections    int
 	maxEventStreams   int
 	specSources       string
+	probeMetrics      string
 }
 
 // newRunFlags declares run's flags (also the keys of its config file).
@@ -98,12 +101,15 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes): host:port, or unix:///path for a unix socket only the agent's user can use (0600); empty: none")
+	fs.StringVar(&o.probeMetrics, "probe-metrics", string(prober.PerProbeMetrics), "kubelet's probe series on /metrics/probes (prober_probe_total, prober_probe_duration_seconds): per-probe (kubelet's labels: container, pod, namespace and, on the total, pod_uid; about 470 bytes of memory per probe) or aggregate (by probe_type and result only: a few series for the node, whatever the number of probes)")
 	fs.StringVar(&o.webConfigFile, "web.config.file", "", "Prometheus exporter web configuration `file` for the state API: TLS, basic auth, headers (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md); read again at every request")
 	fs.StringVar(&o.allowedHosts, "web.allowed-hosts", "", "comma-separated `names` a request's Host header may carry besides the --listen address (and localhost on loopback), e.g. the node's name or a Service's that Prometheus scrapes; * for any. Others get 421, against DNS rebinding; unix sockets are not checked")
 	fs.IntVar(&o.maxConnections, "web.max-connections", api.DefaultMaxConnections, "connections to the state API served at once; at the cap a new one replaces the oldest idle one, or is closed if none is idle")
 	fs.IntVar(&o.maxEventStreams, "web.max-event-streams", api.DefaultMaxEventStreams, "event streams (events -f, /api/v1/events?watch=1) served at once, below --web.max-connections; beyond it 503 with Retry-After")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.IntVar(&o.maxExecPerPod, "max-concurrent-exec-per-pod", 0, "exec probes of one pod run at once at most (its others wait their turn, not counted against their timeout; other pods never wait for them); 0: no limit, kubelet's way")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles on the state API under /debug/pprof/ (as Kubernetes components' --profiling; CPU profiles of at most 25s, the API's write timeout being 30s); off by default: they show the process's internals")
+	fs.IntVar(&o.maxInFlight, "max-probes-in-flight", prober.DefaultMaxProbesInFlight, "HTTP, TCP and gRPC probes running at once at most: beyond it, due probes wait for a slot in the order they fell due (lateness shows in cri_prober_probe_lateness_seconds), which bounds the agent's memory and CPU run queue under overload; exec probes wait on the runtime and are not counted; 0: no bound")
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
@@ -138,6 +144,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mode, err := restart.ParseMode(o.restartMode)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	probeMetrics, err := prober.ParseProbeMetrics(o.probeMetrics)
+	if err != nil {
+		fmt.Fprintf(stderr, "--probe-metrics: %v\n", err)
 		return errUsage
 	}
 	useManifests, useAnnotations, err := parseSpecSources(o.specSources)
@@ -201,11 +212,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
 		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, Ledger: ledger, Recorder: recorder,
-		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
+		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	if o.stateDir != "" {
 		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
 	}
+	if o.maxInFlight < 0 {
+		fmt.Fprintln(stderr, "--max-probes-in-flight must be 0 (no bound) or positive")
+		return errUsage
+	}
+	cfg.ProberOptions = append(cfg.ProberOptions, prober.WithMaxProbesInFlight(o.maxInFlight))
 	if o.manifests != "" {
 		cfg.Manifests = spec.NewManifestDir(o.manifests, nil)
 		cfg.Manifests.Reload() // first read before probing starts
@@ -230,6 +246,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health,
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
+			Profiling:    o.profiling,
 			Registerer:   agentRegistry, MaxEventStreams: o.maxEventStreams,
 		})
 		if o.maxConnections <= 0 || o.maxEventStreams <= 0 {

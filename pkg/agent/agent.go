@@ -58,6 +58,9 @@ type Config struct {
 	// ProbeRegisterer gets kubelet's probe series, AgentRegisterer the
 	// agent's own (nil: not exported).
 	ProbeRegisterer, AgentRegisterer prometheus.Registerer
+	// ProbeMetrics is how kubelet's probe series are kept (--probe-metrics;
+	// "": prober.PerProbeMetrics).
+	ProbeMetrics prober.ProbeMetrics
 	// ProberOptions are more options for the manager (state dir, pod
 	// filter, jitter, lateness observer).
 	ProberOptions []prober.Option
@@ -129,6 +132,9 @@ func New(cfg Config) (*Agent, error) {
 	mopts := []prober.Option{prober.WithHistories(a.Histories)}
 	if cfg.Recorder != nil {
 		mopts = append(mopts, prober.WithRecorder(cfg.Recorder))
+	}
+	if cfg.ProbeMetrics != "" { // before the registerers
+		mopts = append(mopts, prober.WithProbeMetrics(cfg.ProbeMetrics))
 	}
 	if cfg.ProbeRegisterer != nil && cfg.AgentRegisterer != nil {
 		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegisterer, cfg.AgentRegisterer))

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"strings"
@@ -57,15 +58,16 @@ type Waiter interface {
 
 // Server serves the state API.
 type Server struct {
-	pods     Reporter
-	history  Historian
-	ledger   Ledger
-	waiting  Waiter
-	events   *events.Ring
-	health   func() error
-	metrics  http.Handler
-	probes   http.Handler
-	keepWarm time.Duration
+	pods      Reporter
+	history   Historian
+	ledger    Ledger
+	waiting   Waiter
+	events    *events.Ring
+	health    func() error
+	metrics   http.Handler
+	probes    http.Handler
+	profiling bool
+	keepWarm  time.Duration
 
 	// streams holds a token per event stream being served: a stream is
 	// a connection held open for as long as the client likes, so they
@@ -86,6 +88,9 @@ type Config struct {
 	Health       func() error
 	Metrics      http.Handler // /metrics
 	ProbeMetrics http.Handler // /metrics/probes
+	// Profiling serves Go's profiles under /debug/pprof/ (net/http/pprof),
+	// as Kubernetes components do with --profiling.
+	Profiling bool
 
 	// Registerer gets the API's own metrics (cri_prober_api_…); nil: they
 	// are kept but not exported.
@@ -112,7 +117,7 @@ func New(cfg Config) *Server {
 		writeTimeout = DefaultStreamWriteTimeout
 	}
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
-		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, keepWarm: 15 * time.Second,
+		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second,
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer)}
 }
 
@@ -135,6 +140,13 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.probes != nil {
 		mux.Handle("GET /metrics/probes", s.probes)
+	}
+	if s.profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
 }

@@ -273,3 +273,21 @@ func TestRestartsEndpoint(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, "a pod that is gone may still have restarts to explain")
 	assert.JSONEq(t, `{"namespace":"shop","name":"gone","restarts":[]}`, body)
 }
+
+// Go's profiles are served only when asked for (--profiling), and only to
+// GET.
+func TestProfilingIsOptIn(t *testing.T) {
+	off, _ := newServer(healthy)
+	code, _ := get(t, off.Handler(), "/debug/pprof/")
+	assert.Equal(t, http.StatusNotFound, code, "off by default")
+
+	on := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Profiling: true})
+	code, body := get(t, on.Handler(), "/debug/pprof/")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "goroutine")
+	code, _ = get(t, on.Handler(), "/debug/pprof/cmdline")
+	assert.Equal(t, http.StatusOK, code)
+	rec := httptest.NewRecorder()
+	on.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/debug/pprof/symbol", nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+}

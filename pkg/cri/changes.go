@@ -33,6 +33,8 @@ type Event struct {
 func diff(prev, next *Snapshot) []Event {
 	if prev == nil {
 		prev = NewSnapshot(next.Time, nil, nil)
+	} else if prev.sameContents(next) {
+		return nil // a relist that found nothing new
 	}
 	var added, lifecycle, removedContainers, stopped, removedPods []Event
 

@@ -51,8 +51,10 @@ type Poller struct {
 	metrics *Metrics
 
 	relistMu   sync.Mutex
-	pods       map[string]podEntry
-	containers map[string]containerEntry
+	pods       map[string]*podEntry
+	containers map[string]*containerEntry
+	last       *Snapshot // the snapshot pods and containers were published in
+	generation uint64    // counts relists, to find IDs listed twice
 
 	snapshot atomic.Pointer[Snapshot]
 	lastErr  atomic.Pointer[relistError]
@@ -69,12 +71,17 @@ type Poller struct {
 
 type podEntry struct {
 	pod      *Pod
-	statusOK bool // the IPs came from a successful PodSandboxStatus
+	statusOK bool   // the IPs came from a successful PodSandboxStatus
+	listed   uint64 // the generation of the relist that last listed it
+	placed   uint64 // the generation of the snapshot it was last put in
 }
 
 type containerEntry struct {
 	container *Container
-	statusOK  bool // times and exit details came from ContainerStatus for this state
+	statusOK  bool   // times and exit details came from ContainerStatus for this state
+	sandboxID string // the sandbox it was listed in, which that relist listed too
+	listed    uint64 // the generation of the relist that last listed it
+	placed    uint64 // the generation of the snapshot it was last put in
 }
 
 type relistError struct {
@@ -109,8 +116,8 @@ func WithClock(c clock.WithTicker) PollerOption {
 func NewPoller(runtime RuntimeReader, opts ...PollerOption) (*Poller, error) {
 	p := &Poller{
 		runtime:      runtime,
-		pods:         map[string]podEntry{},
-		containers:   map[string]containerEntry{},
+		pods:         map[string]*podEntry{},
+		containers:   map[string]*containerEntry{},
 		subs:         map[*Subscription]struct{}{},
 		trigger:      make(chan struct{}, 1),
 		expectations: map[string]change{},
@@ -209,19 +216,18 @@ func (p *Poller) Relist(ctx context.Context) (*Snapshot, error) {
 
 func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
 	logger := klog.FromContext(ctx)
-	// Containers first: a container's sandbox exists before it does, so every
-	// listed container's sandbox is in the sandbox listing that follows unless
-	// it was removed in between.
-	listedContainers, err := p.runtime.ListContainers(ctx, nil)
+	listedPods, listedContainers, unchanged, err := p.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	listedPods, err := p.runtime.ListPodSandbox(ctx, nil)
-	if err != nil {
-		return nil, err
+	if unchanged {
+		// Nothing to ask the runtime and nothing to rebuild: the new
+		// snapshot shares the previous one's (immutable) contents.
+		p.last = p.last.at(now)
+		return p.last, nil
 	}
 
-	pods := make(map[string]podEntry, len(listedPods))
+	pods := make(map[string]*podEntry, len(listedPods))
 	for _, sb := range listedPods {
 		e, ok, err := p.podEntry(ctx, sb)
 		if err != nil {
@@ -232,7 +238,7 @@ func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
 		}
 	}
 
-	containers := make(map[string]containerEntry, len(listedContainers))
+	containers := make(map[string]*containerEntry, len(listedContainers))
 	for _, lc := range listedContainers {
 		if _, ok := pods[lc.GetPodSandboxId()]; !ok {
 			logger.V(4).Info("Skipping container whose sandbox is gone", "containerID", lc.GetId(), "podSandboxID", lc.GetPodSandboxId())
@@ -243,26 +249,158 @@ func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
 			return nil, err
 		}
 		if ok {
+			if e.sandboxID != lc.GetPodSandboxId() { // a kept entry, listed elsewhere
+				e = &containerEntry{container: e.container, statusOK: e.statusOK, sandboxID: lc.GetPodSandboxId()}
+			}
 			containers[lc.GetId()] = e
 		}
 	}
 	p.pods, p.containers = pods, containers
 
+	// In the previous snapshot's order, which NewSnapshot's sort then mostly
+	// confirms: what an ID is sorted by (namespace, name, attempt, creation)
+	// does not change.
+	p.generation++
+	gen := p.generation
 	podList := make([]*Pod, 0, len(pods))
-	for _, e := range pods {
-		podList = append(podList, e.pod)
-	}
 	containerList := make([]*Container, 0, len(containers))
-	for _, e := range containers {
-		containerList = append(containerList, e.container)
+	if p.last != nil {
+		for _, old := range p.last.pods {
+			if e, ok := pods[old.ID]; ok && e.placed != gen {
+				e.placed = gen
+				podList = append(podList, e.pod)
+			}
+		}
+		for _, old := range p.last.containers {
+			if e, ok := containers[old.ID]; ok && e.placed != gen {
+				e.placed = gen
+				containerList = append(containerList, e.container)
+			}
+		}
 	}
-	return NewSnapshot(now, podList, containerList), nil
+	for _, e := range pods {
+		if e.placed != gen {
+			podList = append(podList, e.pod)
+		}
+	}
+	for _, e := range containers {
+		if e.placed != gen {
+			containerList = append(containerList, e.container)
+		}
+	}
+	p.last = NewSnapshot(now, podList, containerList)
+	return p.last, nil
+}
+
+// list lists containers, then sandboxes. Containers first: a container's
+// sandbox exists before it does, so every listed container's sandbox is in
+// the sandbox listing that follows unless it was removed in between.
+//
+// unchanged reports that the listing shows exactly what the previous relist
+// published (see beginSameAsLast); the lists are then not decoded from a
+// Client (encodedLister), and nil.
+func (p *Poller) list(ctx context.Context) (pods []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, unchanged bool, err error) {
+	enc, ok := p.runtime.(encodedLister)
+	if !ok {
+		if containers, err = p.runtime.ListContainers(ctx, nil); err != nil {
+			return nil, nil, false, err
+		}
+		if pods, err = p.runtime.ListPodSandbox(ctx, nil); err != nil {
+			return nil, nil, false, err
+		}
+		gen, same := p.beginSameAsLast()
+		same = same && len(pods) == len(p.pods) && len(containers) == len(p.containers)
+		for i := 0; same && i < len(pods); i++ {
+			same = sameSandboxAsLast(p, gen, pods[i].GetId(), pods[i].GetState())
+		}
+		for i := 0; same && i < len(containers); i++ {
+			c := containers[i]
+			same = sameContainerAsLast(p, gen, c.GetId(), c.GetPodSandboxId(), c.GetState())
+		}
+		return pods, containers, same, nil
+	}
+
+	encContainers, err := enc.listContainersEncoded(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	encPods, err := enc.listPodSandboxEncoded(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if gen, ok := p.beginSameAsLast(); ok {
+		nPods, nContainers := 0, 0
+		same := encPods.each(func(id []byte, state runtimeapi.PodSandboxState) bool {
+			nPods++
+			return sameSandboxAsLast(p, gen, id, state)
+		}) && encContainers.each(func(id, sandboxID []byte, state runtimeapi.ContainerState) bool {
+			nContainers++
+			return sameContainerAsLast(p, gen, id, sandboxID, state)
+		})
+		if same && nPods == len(p.pods) && nContainers == len(p.containers) {
+			return nil, nil, true, nil
+		}
+	}
+	if containers, err = encContainers.decode(); err != nil {
+		return nil, nil, false, err
+	}
+	if pods, err = encPods.decode(); err != nil {
+		return nil, nil, false, err
+	}
+	return pods, containers, false, nil
+}
+
+// The steady state is a listing that shows exactly what the previous relist
+// published: every listed sandbox and container is known, was read with a
+// successful status and is in the same state, none is listed twice and none
+// is missing. podEntry and containerEntry would then keep every entry as it
+// is; the poller decides it without an allocation and keeps the previous
+// snapshot's contents. The criteria are theirs: what a listing can change
+// for an ID is its state (metadata, labels, annotations, image and creation
+// are fixed when the object is created).
+
+// beginSameAsLast starts a comparison with the last relist; false if there
+// is none.
+func (p *Poller) beginSameAsLast() (generation uint64, ok bool) {
+	if p.last == nil {
+		return 0, false
+	}
+	// Entries listed in this generation are marked, to find an ID listed
+	// twice (with one missing, the counts would still match).
+	p.generation++
+	return p.generation, true
+}
+
+// sameSandboxAsLast reports whether a listed sandbox is known, not yet
+// listed in this generation, and unchanged; and marks it listed.
+func sameSandboxAsLast[S ~string | ~[]byte](p *Poller, gen uint64, id S, state runtimeapi.PodSandboxState) bool {
+	e, ok := p.pods[string(id)]
+	if !ok || !e.statusOK || e.listed == gen || e.pod.State != sandboxStateFromCRI(state) {
+		return false
+	}
+	e.listed = gen
+	return true
+}
+
+// sameContainerAsLast is sameSandboxAsLast for a container, which must be
+// listed in the same sandbox as last time: one that relist listed. Once every
+// listed sandbox was found the same, and as many as known, every known
+// sandbox is listed: this is relist's check that the container's sandbox is
+// in the listing.
+func sameContainerAsLast[S ~string | ~[]byte](p *Poller, gen uint64, id, sandboxID S, state runtimeapi.ContainerState) bool {
+	e, ok := p.containers[string(id)]
+	if !ok || !e.statusOK || e.listed == gen || string(sandboxID) != e.sandboxID ||
+		e.container.State != containerStateFromCRI(state) {
+		return false
+	}
+	e.listed = gen
+	return true
 }
 
 // podEntry builds the entry for a listed sandbox, calling PodSandboxStatus
 // only when the sandbox is new (or its status could not be read before).
 // ok is false when the sandbox vanished meanwhile.
-func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (podEntry, bool, error) {
+func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (*podEntry, bool, error) {
 	state := sandboxStateFromCRI(sb.GetState())
 	prev, known := p.pods[sb.GetId()]
 	if known && prev.statusOK {
@@ -271,7 +409,7 @@ func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (podEn
 		}
 		changed := *prev.pod
 		changed.State = state
-		return podEntry{pod: &changed, statusOK: true}, true, nil
+		return &podEntry{pod: &changed, statusOK: true}, true, nil
 	}
 
 	pod := podFromList(sb)
@@ -280,23 +418,23 @@ func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (podEn
 	resp, err := p.runtime.PodSandboxStatus(ctx, sb.GetId(), true)
 	switch {
 	case IsNotFound(err):
-		return podEntry{}, false, nil
+		return nil, false, nil
 	case err != nil:
 		if ctx.Err() != nil {
-			return podEntry{}, false, err
+			return nil, false, err
 		}
 		// Publish what the listing says and ask again next relist.
 		klog.FromContext(ctx).V(2).Info("Sandbox status failed; will retry", "podSandboxID", sb.GetId(), "err", err)
-		return podEntry{pod: pod}, true, nil
+		return &podEntry{pod: pod}, true, nil
 	}
 	applySandboxStatus(pod, resp.GetStatus())
 	pod.NetNS = netNSPath(resp.GetInfo())
-	return podEntry{pod: pod, statusOK: true}, true, nil
+	return &podEntry{pod: pod, statusOK: true}, true, nil
 }
 
 // containerEntry builds the entry for a listed container, calling
 // ContainerStatus only when the container is new or its state changed.
-func (p *Poller) containerEntry(ctx context.Context, lc *runtimeapi.Container) (containerEntry, bool, error) {
+func (p *Poller) containerEntry(ctx context.Context, lc *runtimeapi.Container) (*containerEntry, bool, error) {
 	state := containerStateFromCRI(lc.GetState())
 	prev, known := p.containers[lc.GetId()]
 	if known && prev.statusOK && prev.container.State == state {
@@ -306,10 +444,10 @@ func (p *Poller) containerEntry(ctx context.Context, lc *runtimeapi.Container) (
 	resp, err := p.runtime.ContainerStatus(ctx, lc.GetId(), false)
 	switch {
 	case IsNotFound(err):
-		return containerEntry{}, false, nil
+		return nil, false, nil
 	case err != nil:
 		if ctx.Err() != nil {
-			return containerEntry{}, false, err
+			return nil, false, err
 		}
 		klog.FromContext(ctx).V(2).Info("Container status failed; will retry", "containerID", lc.GetId(), "err", err)
 		c := ContainerFromList(lc)
@@ -319,9 +457,9 @@ func (p *Poller) containerEntry(ctx context.Context, lc *runtimeapi.Container) (
 			kept.State = c.State
 			c = &kept
 		}
-		return containerEntry{container: c}, true, nil
+		return &containerEntry{container: c, sandboxID: lc.GetPodSandboxId()}, true, nil
 	}
-	return containerEntry{container: containerFromStatus(lc, resp.GetStatus()), statusOK: true}, true, nil
+	return &containerEntry{container: containerFromStatus(lc, resp.GetStatus()), statusOK: true, sandboxID: lc.GetPodSandboxId()}, true, nil
 }
 
 func podFromList(sb *runtimeapi.PodSandbox) *Pod {

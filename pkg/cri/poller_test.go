@@ -403,3 +403,84 @@ func TestRunStopsWithContext(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 }
+
+// The steady state (nothing changed) keeps the previous snapshot's contents;
+// anything that changed must not be taken from it.
+func TestRelistReusesOnlyWhatDidNotChange(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	rt.CacheListings() // the cache must follow every change too
+	sb1 := rt.AddSandbox("ns", "one", "uid-1")
+	sb2 := rt.AddSandbox("ns", "two", "uid-2") // no containers: stoppable alone
+	a := rt.AddContainer(sb1, "a", running)
+	b := rt.AddContainer(sb1, "b", running)
+	p := newPoller(t, rt)
+	sub := p.Subscribe()
+	defer sub.Close()
+	first := relist(t, p)
+	sub.Next()
+	ctrA, _ := first.Container(a)
+	ctrB, _ := first.Container(b)
+
+	names := func(s *cri.Snapshot) []string {
+		var out []string
+		for _, c := range s.Containers() {
+			out = append(out, c.Name+"="+string(c.State))
+		}
+		return out
+	}
+
+	t.Run("nothing changed", func(t *testing.T) {
+		rt.ResetCalls()
+		snap := relist(t, p)
+		assert.NotSame(t, first, snap, "a new snapshot for each relist")
+		assert.Same(t, &first.Containers()[0], &snap.Containers()[0], "contents shared")
+		got, _ := snap.Container(a)
+		assert.Same(t, ctrA, got)
+		assert.Equal(t, map[string]int{"ListContainers": 1, "ListPodSandbox": 1}, rt.CallCounts())
+		assert.Empty(t, sub.Next().Events)
+	})
+
+	t.Run("a container's state changed", func(t *testing.T) {
+		require.NoError(t, rt.SetContainerState(a, exited, 2))
+		snap := relist(t, p)
+		got, _ := snap.Container(a)
+		assert.NotSame(t, ctrA, got)
+		assert.Equal(t, cri.StateExited, got.State)
+		assert.Equal(t, int32(2), got.ExitCode)
+		other, _ := snap.Container(b)
+		assert.Same(t, ctrB, other, "the unchanged container is kept")
+		assert.Equal(t, []string{"ContainerExited one/a"}, eventTypes(sub.Next().Events))
+	})
+
+	t.Run("a sandbox's state changed", func(t *testing.T) {
+		client := dialFake(t, rt)
+		require.NoError(t, client.StopPodSandbox(context.Background(), sb2))
+		snap := relist(t, p)
+		pod, _ := snap.Pod(sb2)
+		assert.Equal(t, cri.SandboxNotReady, pod.State)
+		assert.Equal(t, []string{"SandboxStopped two"}, eventTypes(sub.Next().Events))
+	})
+
+	t.Run("one container replaced by another: same count, other ID", func(t *testing.T) {
+		rt.DeleteContainer(b)
+		c := rt.AddContainer(sb1, "c", running)
+		snap := relist(t, p)
+		_, hasB := snap.Container(b)
+		assert.False(t, hasB)
+		_, hasC := snap.Container(c)
+		assert.True(t, hasC)
+		assert.Equal(t, []string{"a=Exited", "c=Running"}, names(snap))
+		assert.Equal(t, []string{"ContainerCreated one/c", "ContainerStarted one/c", "ContainerRemoved one/b"}, eventTypes(sub.Next().Events))
+	})
+
+	t.Run("a sandbox replaced by another", func(t *testing.T) {
+		rt.DeleteSandbox(sb2)
+		sb3 := rt.AddSandbox("ns", "three", "uid-3")
+		snap := relist(t, p)
+		_, has2 := snap.Pod(sb2)
+		_, has3 := snap.Pod(sb3)
+		assert.False(t, has2)
+		assert.True(t, has3)
+		assert.Equal(t, []string{"SandboxAdded three", "SandboxRemoved two"}, eventTypes(sub.Next().Events))
+	})
+}

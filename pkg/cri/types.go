@@ -1,8 +1,10 @@
 package cri
 
 import (
+	"cmp"
 	"encoding/json"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -111,25 +113,23 @@ type Snapshot struct {
 // at a time (the poller makes them; tests and tools may too). It takes
 // ownership of the slices.
 func NewSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
-	sort.Slice(pods, func(i, j int) bool {
-		a, b := pods[i], pods[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
+	slices.SortFunc(pods, func(a, b *Pod) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
 		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
 		}
-		return a.CreatedAt.Before(b.CreatedAt)
+		return a.CreatedAt.Compare(b.CreatedAt)
 	})
-	sort.Slice(containers, func(i, j int) bool {
-		a, b := containers[i], containers[j]
-		if a.Name != b.Name {
-			return a.Name < b.Name
+	slices.SortFunc(containers, func(a, b *Container) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
 		}
-		if a.Attempt != b.Attempt {
-			return a.Attempt < b.Attempt
+		if c := cmp.Compare(a.Attempt, b.Attempt); c != 0 {
+			return c
 		}
-		return a.CreatedAt.Before(b.CreatedAt)
+		return a.CreatedAt.Compare(b.CreatedAt)
 	})
 	s := &Snapshot{
 		Time:       at,
@@ -147,6 +147,26 @@ func NewSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
 		s.byPod[c.SandboxID] = append(s.byPod[c.SandboxID], c)
 	}
 	return s
+}
+
+// at returns a snapshot with the same contents taken at another time. The
+// contents are shared: both are immutable.
+func (s *Snapshot) at(t time.Time) *Snapshot {
+	c := *s
+	c.Time = t
+	return &c
+}
+
+// sameContents reports whether s and o share their contents (one was made
+// from the other by at), which then needs no comparison.
+func (s *Snapshot) sameContents(o *Snapshot) bool {
+	return sameSlice(s.pods, o.pods) && sameSlice(s.containers, o.containers)
+}
+
+// sameSlice reports whether a and b are the same slice (same array, same
+// length), not merely equal ones.
+func sameSlice[T any](a, b []*T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Pods returns all sandboxes ordered by namespace, name and creation.

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +49,8 @@ type Manager struct {
 	podFilter       func(namespace, name string) bool
 	noStartupJitter bool
 	extraLateness   prometheus.Observer
+	maxInFlight     int
+	sched           *scheduler
 
 	// view is the latest view, read by the workers.
 	view atomic.Pointer[pods.View]
@@ -67,12 +68,11 @@ type Manager struct {
 	finished   map[workerKey]string // container ID a worker stopped by itself at
 	resyncAt   map[string]time.Time
 	exited     chan *workerHandle
-	wg         sync.WaitGroup
 }
 
 type workerHandle struct {
 	w        *worker
-	cancel   context.CancelFunc
+	task     *task
 	stopping bool
 	exitID   string // the worker's container ID when it exited
 }
@@ -123,6 +123,19 @@ func WithoutStartupJitter() Option {
 	return func(m *Manager) error { m.noStartupJitter = true; return nil }
 }
 
+// WithMaxProbesInFlight bounds the network probes running at once (default
+// DefaultMaxProbesInFlight; 0: no bound). Due probes beyond it wait for a
+// slot in the order they fell due.
+func WithMaxProbesInFlight(n int) Option {
+	return func(m *Manager) error {
+		if n < 0 {
+			return fmt.Errorf("max probes in flight: %d is negative; 0 means no bound", n)
+		}
+		m.maxInFlight = n
+		return nil
+	}
+}
+
 // withRunner replaces the probe dispatcher (tests).
 func withRunner(r probeRunner) Option {
 	return func(m *Manager) error { m.runner = r; return nil }
@@ -144,6 +157,8 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		exited:   make(chan *workerHandle),
 		jitter:   rand.Float64,
 		metrics:  newMetrics(),
+
+		maxInFlight: DefaultMaxProbesInFlight,
 	}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
@@ -153,6 +168,7 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
+	m.sched = newScheduler(m.clock, m.maxInFlight)
 	if m.histories == nil {
 		m.histories = results.NewHistories()
 	}
@@ -189,7 +205,19 @@ func (m *Manager) Run(ctx context.Context, changes *pods.Subscription) {
 	defer updates.Close()
 	resync := m.clock.NewTicker(time.Second)
 	defer resync.Stop()
-	defer m.stopAll()
+	// The scheduler outlives ctx until every worker is stopped: it waits
+	// for their exits.
+	schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		m.sched.run(schedCtx)
+	}()
+	defer func() {
+		m.stopAll()
+		stopSched()
+		<-schedDone
+	}()
 	defer m.saveState(logger) // before the workers stop and drop their results
 	if m.stateErr != nil {
 		logger.Error(m.stateErr, "Probe state not restored")
@@ -293,7 +321,7 @@ func (m *Manager) reconcile(ctx context.Context, v *pods.View) {
 			// that two workers never write the same result.
 			if !h.stopping {
 				h.stopping = true
-				h.cancel()
+				m.sched.stop(h.task)
 			}
 		}
 	}
@@ -357,7 +385,6 @@ func sameExtensions(a, b *spec.Extensions) bool {
 }
 
 func (m *Manager) startWorker(ctx context.Context, key workerKey, d desiredWorker) {
-	wctx, cancel := context.WithCancel(ctx)
 	w := &worker{
 		key:       key,
 		namespace: d.pod.Namespace,
@@ -370,20 +397,15 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, d desiredWorke
 		runner:    m.runner,
 		results:   m.results,
 		recorder:  m.recorder,
-		trigger:   make(chan struct{}, 1),
 		metrics:   m.metrics.forWorker(key.probeType, key.container, d.pod.Name, d.pod.Namespace, d.pod.UID),
 		lateness:  m.latenessObserver(),
 		history:   m.histories.Get(results.HistoryKey{Pod: key.pod, Container: key.container, Type: key.probeType}),
 		restore:   m.restored,
 	}
-	h := &workerHandle{w: w, cancel: cancel}
+	h := &workerHandle{w: w}
 	m.workers[key] = h
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer cancel()
-		w.run(wctx, m.start, m.jitter)
-		// The worker's goroutine is over: its fields are ours to read.
+	h.task = m.sched.add(ctx, w, m.start, m.jitter, func() {
+		// The worker will never step again: its fields are ours to read.
 		if w.containerID != "" {
 			m.results.Remove(w.resultKey())
 		}
@@ -393,14 +415,14 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, d desiredWorke
 		case m.exited <- h:
 		case <-ctx.Done():
 		}
-	}()
+	})
 }
 
+// stopAll stops every worker; the scheduler waits for their exits.
 func (m *Manager) stopAll() {
 	for _, h := range m.workers {
-		h.cancel()
+		m.sched.stop(h.task)
 	}
-	m.wg.Wait()
 }
 
 // syncPod does what kubelet's pod sync does for probes: a started
@@ -420,7 +442,7 @@ func (m *Manager) syncPod(key string) {
 			continue
 		}
 		if h, ok := m.workers[workerKey{pod: key, container: c.Name, probeType: results.Readiness}]; ok {
-			h.w.triggerNow()
+			m.sched.trigger(h.task)
 		}
 	}
 	if _, ok := m.resyncAt[key]; ok {

@@ -42,10 +42,11 @@ var _ probeRunner = (*dispatcher)(nil)
 const reportedExecWait = time.Second
 
 // worker probes one container of a pod with one probe, with kubelet's
-// decision sequence (see step). Its run loop waits on a ticker of
-// periodSeconds, a manual trigger, or cancellation of its context.
+// decision sequence (see step). The scheduler runs its steps on a grid of
+// periodSeconds, or at once when triggered.
 //
-// Fields below the line are owned by the worker's goroutine.
+// Fields below the line are owned by the step in flight (the scheduler
+// runs one step of a worker at a time).
 type worker struct {
 	key       workerKey
 	namespace string
@@ -59,7 +60,6 @@ type worker struct {
 	runner   probeRunner
 	results  *results.Store
 	recorder Recorder
-	trigger  chan struct{} // buffered 1: triggers merge
 	metrics  *workerMetrics
 	lateness prometheus.Observer
 	history  *results.History // nil: none kept
@@ -92,52 +92,6 @@ func initialResult(t results.ProbeType) results.Result {
 
 func (w *worker) resultKey() results.Key {
 	return results.Key{ContainerID: w.containerID, Type: w.key.probeType}
-}
-
-// triggerNow asks for a probe now instead of at the next tick. It never
-// blocks; a pending trigger absorbs later ones.
-func (w *worker) triggerNow() {
-	select {
-	case w.trigger <- struct{}{}:
-	default:
-	}
-}
-
-// run probes until step says stop or ctx is cancelled (which also aborts a
-// probe in flight). jitter returns a random number in [0, 1).
-func (w *worker) run(ctx context.Context, agentStart time.Time, jitter func() float64) {
-	// Right after the agent (re)starts, every worker would probe at once:
-	// spread the first probes over a period, as kubelet does (over the
-	// startInterval, if one applies: it asks for a fast first probe).
-	interval := w.interval()
-	if interval > w.clock.Since(agentStart) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.clock.After(time.Duration(jitter() * float64(interval))):
-		}
-	}
-	ticker := w.clock.NewTicker(interval)
-	defer func() { ticker.Stop() }()
-	for w.step(ctx) {
-		if next := w.interval(); next != interval {
-			// In or out of a startInterval: the new pace starts now.
-			interval = next
-			ticker.Stop()
-			ticker = w.clock.NewTicker(interval)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case tick := <-ticker.C():
-			w.lateness.Observe(w.clock.Since(tick).Seconds())
-		case <-w.trigger:
-			// The next periodic probe comes a full period after this one
-			// (kubernetes#119089) instead of possibly right after it.
-			ticker.Stop()
-			ticker = w.clock.NewTicker(interval)
-		}
-	}
 }
 
 // resume returns the result a new container starts with: kubelet's

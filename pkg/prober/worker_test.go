@@ -103,16 +103,25 @@ type fakeRunner struct {
 	calls int
 	// block, if set, holds probes until their context ends.
 	block bool
+	// gate, if set, holds probes until it is closed or a value is sent.
+	gate chan struct{}
 }
 
 func (f *fakeRunner) probe(ctx context.Context, _ *corev1.Probe, _ target) outcome {
 	f.mu.Lock()
 	f.calls++
-	o, block := f.next, f.block
+	o, block, gate := f.next, f.block, f.gate
 	f.mu.Unlock()
 	if block {
 		<-ctx.Done()
 		return outcome{err: ctx.Err(), raw: results.OutcomeUnknown}
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return outcome{err: ctx.Err(), raw: results.OutcomeUnknown}
+		}
 	}
 	return o
 }
@@ -203,7 +212,6 @@ func newWorkerTest(t *testing.T, probeType results.ProbeType, tune func(*corev1.
 		runner:    wt.runner,
 		results:   wt.results,
 		recorder:  wt.events,
-		trigger:   make(chan struct{}, 1),
 		metrics:   wt.metrics.forWorker(probeType, testContainer, "web", "ns", testPod),
 		lateness:  wt.metrics.lateness,
 	}
@@ -636,25 +644,33 @@ func TestTransitionEvents(t *testing.T) {
 
 type runningWorker struct {
 	*workerTest
+	sched  *scheduler
+	task   *task
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when the worker exited
+	loop   chan struct{} // closed when the scheduler's loop returned
 }
 
+// startWorker runs wt's worker on a scheduler of its own, as the manager
+// does.
 func startWorker(t *testing.T, wt *workerTest, agentStart time.Time, jitter float64) *runningWorker {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rw := &runningWorker{workerTest: wt, cancel: cancel, done: make(chan struct{})}
+	rw := &runningWorker{workerTest: wt, sched: newScheduler(wt.clock, 0), cancel: cancel, done: make(chan struct{}), loop: make(chan struct{})}
 	go func() {
-		defer close(rw.done)
-		wt.w.run(ctx, agentStart, func() float64 { return jitter })
+		defer close(rw.loop)
+		rw.sched.run(ctx)
 	}()
+	rw.task = rw.sched.add(ctx, wt.w, agentStart, func() float64 { return jitter }, func() { close(rw.done) })
 	t.Cleanup(rw.stop)
 	return rw
 }
 
 func (rw *runningWorker) stop() {
-	rw.cancel()
+	rw.sched.stop(rw.task)
 	<-rw.done
+	rw.cancel()
+	<-rw.loop
 }
 
 func (rw *runningWorker) waitCalls(t *testing.T, n int) {
@@ -706,7 +722,7 @@ func TestRunManualTriggerResetsTheTicker(t *testing.T) {
 	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
 	rw.waitCalls(t, 1)
 	wt.clock.Step(6 * time.Second)
-	wt.w.triggerNow()
+	rw.sched.trigger(rw.task)
 	rw.waitCalls(t, 2)
 	wt.clock.Step(4 * time.Second) // the old schedule would probe now
 	rw.waitCalls(t, 2)
@@ -769,7 +785,7 @@ func TestStopAbortsAProbeInFlight(t *testing.T) {
 	wt.runner.block = true
 	rw := startWorker(t, wt, wt.clock.Now().Add(-time.Hour), 0)
 	require.Eventually(t, func() bool { return wt.runner.callCount() == 1 }, 5*time.Second, time.Millisecond)
-	rw.cancel()
+	rw.sched.stop(rw.task)
 	select {
 	case <-rw.done:
 	case <-time.After(5 * time.Second):

@@ -645,8 +645,16 @@ func TestPodManagedAfterTheRestarterSawIt(t *testing.T) {
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states(), "unknown: left alone")
 
 	rt.manifests.set(rt.manifest)
-	rt.clock.Step(time.Minute) // past the exit settle time
-	rt.eventually(t, "restarted once known", rt.hasEvent("Started: Container started"))
+	// Past the exit settle time, stepping until the restarter, which
+	// learns of the spec asynchronously, has set its timer and acted.
+	started := rt.hasEvent("Started: Container started")
+	rt.eventually(t, "restarted once known", func() bool {
+		if started() {
+			return true
+		}
+		rt.clock.Step(time.Minute)
+		return false
+	})
 	assert.Equal(t, id, rt.containers()[1].Annotations[cri.AnnotationRestartOf])
 }
 

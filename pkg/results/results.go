@@ -116,10 +116,13 @@ const (
 	OutcomeUnknown Outcome = "unknown"
 )
 
+// entry is one probe's: its last observation kept in place (a probe in
+// steady state writes it every run, allocating nothing).
 type entry struct {
 	result      Result
 	podUID      string
-	observation *Observation
+	observed    bool
+	observation Observation
 }
 
 // Store holds results. It is safe for concurrent use.
@@ -191,7 +194,7 @@ func (s *Store) Export() map[Key]Saved {
 	out := make(map[Key]Saved, len(s.entries))
 	for k, e := range s.entries {
 		sv := Saved{Result: e.result}
-		if o := e.observation; o != nil && o.Err == "" {
+		if o := &e.observation; e.observed && o.Err == "" {
 			sv.LastOutcome, sv.Consecutive = Failure, min(o.Consecutive, o.Threshold)
 			if o.Outcome == OutcomeSuccess || o.Outcome == OutcomeWarning {
 				sv.LastOutcome = Success
@@ -206,9 +209,16 @@ func (s *Store) Export() map[Key]Saved {
 func (s *Store) Observe(k Key, o Observation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.entries[k]; ok {
-		e.observation = &o
+	e, ok := s.entries[k]
+	if !ok {
+		return
 	}
+	// An output equal to the last one keeps the last one's string: the
+	// history holds that one too (probes mostly print the same thing).
+	if e.observed && o.Output == e.observation.Output {
+		o.Output = e.observation.Output
+	}
+	e.observation, e.observed = o, true
 }
 
 // LastObservation returns the last raw observation for k.
@@ -216,10 +226,10 @@ func (s *Store) LastObservation(k Key) (Observation, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.entries[k]
-	if !ok || e.observation == nil {
+	if !ok || !e.observed {
 		return Observation{}, false
 	}
-	return *e.observation, true
+	return e.observation, true
 }
 
 // Started reports a container's Started flag as kubelet's UpdatePodStatus

@@ -1,9 +1,12 @@
 package results
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSetEmitsOnlyChanges(t *testing.T) {
@@ -118,4 +121,22 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "UNKNOWN", Unknown.String())
 	assert.Equal(t, "Success", Success.String())
 	assert.Equal(t, "Failure", Failure.String())
+}
+
+// The last observation is kept in place; an output equal to the last one
+// keeps the last one's string (the one the history holds too).
+func TestObserveKeepsAnEqualOutputOnce(t *testing.T) {
+	s := NewStore()
+	k := Key{ContainerID: "c", Type: Readiness}
+	s.Observe(k, Observation{Output: "before any result"})
+	_, ok := s.LastObservation(k)
+	assert.False(t, ok, "no result, nothing kept")
+	s.Set(k, Success, "uid")
+	first := strings.Clone("ok")
+	s.Observe(k, Observation{Outcome: OutcomeSuccess, Output: first, Consecutive: 1})
+	s.Observe(k, Observation{Outcome: OutcomeSuccess, Output: strings.Clone("ok"), Consecutive: 2})
+	o, ok := s.LastObservation(k)
+	require.True(t, ok)
+	assert.Equal(t, 2, o.Consecutive)
+	assert.Same(t, unsafe.StringData(first), unsafe.StringData(o.Output))
 }

@@ -49,6 +49,7 @@ var (
 	plotPath   = flag.String("plot", "", "write the PNG plot here")
 	benchFile  = flag.String("benchmarks", "", "go test -bench output to include in the report")
 	kind       = flag.String("kind", "", "probe one kind only (http, tcp, grpc or exec) to find which one a figure comes from")
+	loadRuns   = flag.Int("runs", 1, "measure each size this many times (the report shows the spread)")
 )
 
 // kills is how many containers fail their liveness probe mid-window, to
@@ -82,9 +83,14 @@ func TestLoad(t *testing.T) {
 		t.Skip("child process")
 	}
 	var all []Result
+	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		require.NoError(t, err)
+		ns = append(ns, n)
+	}
+	for i := range *loadRuns * len(ns) {
+		n := ns[i%len(ns)] // the sizes in turn, so that drift hits each alike
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestLoadOne$", "-test.v", "-warmup", warmup.String(), "-window", window.String())
 		cmd.Env = append(os.Environ(), "CRI_PROBER_LOAD_SIZE="+strconv.Itoa(n), "CRI_PROBER_LOAD_KIND="+*kind)
 		out, err := cmd.CombinedOutput()
@@ -102,6 +108,7 @@ func TestLoad(t *testing.T) {
 		t.Logf("%d containers: %+v", n, r)
 		all = append(all, r)
 	}
+	slices.SortStableFunc(all, func(a, b Result) int { return a.Containers - b.Containers })
 	if *reportPath != "" {
 		require.NoError(t, writeReport(*reportPath, *plotPath, *benchFile, all))
 	}

@@ -4,178 +4,193 @@ package bench
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
 	"os"
+	"slices"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// writePlot draws two panels against container count (log scale): probe
-// scheduling lateness p50/p99, and CPU seconds per 1,000 probes.
-func writePlot(path string, rs []Result) error {
-	const panelW, panelH = 480, 320
-	img := image.NewRGBA(image.Rect(0, 0, 2*panelW, panelH))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	xs := make([]float64, len(rs))
-	p50, p99, cpu := make([]float64, len(rs)), make([]float64, len(rs)), make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = float64(r.Containers)
-		p50[i], p99[i], cpu[i] = r.LatenessP50Ms, r.LatenessP99Ms, r.CPUPer1000Probes
+// The figures are dot plots: for each category, each series' median over
+// the runs, with a whisker from the smallest to the largest run (the
+// spread), and the goals as dashed red lines.
+
+var (
+	blue   = color.RGBA{31, 119, 180, 255}
+	orange = color.RGBA{255, 127, 14, 255}
+	green  = color.RGBA{44, 160, 44, 255}
+	purple = color.RGBA{148, 103, 189, 255}
+	red    = color.RGBA{214, 39, 40, 255}
+	grey   = color.RGBA{127, 127, 127, 255}
+)
+
+// dotSeries is one series: vals[i] are the runs' values for category i
+// (none: nothing drawn there).
+type dotSeries struct {
+	name  string
+	color color.Color
+	vals  [][]float64
+}
+
+// goalLine is a horizontal line across the panel.
+type goalLine struct {
+	name  string
+	y     float64
+	color color.Color
+}
+
+// errPoints are medians with their spread, for plotter.NewYErrorBars.
+type errPoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// median, lo and hi of vals (which must not be empty).
+func medianMinMax(vals []float64) (med, lo, hi float64) {
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
 	}
-	blue := color.RGBA{31, 119, 180, 255}
-	orange := color.RGBA{255, 127, 14, 255}
-	green := color.RGBA{44, 160, 44, 255}
-	drawPanel(img, image.Rect(0, 0, panelW, panelH), "scheduling lateness (ms, log scale)", xs,
-		[]series{{"p50", blue, p50}, {"p99", orange, p99}}, 10, true)
-	drawPanel(img, image.Rect(panelW, 0, 2*panelW, panelH), "CPU s per 1,000 probes", xs,
-		[]series{{"cpu", green, cpu}}, 0, false)
+	return med, s[0], s[n-1]
+}
+
+// dotPanel draws series over nominal categories.
+func dotPanel(title, ylabel string, cats []string, series []dotSeries, goals []goalLine, logY bool) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	p.Legend.Top = true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	floor := func(v float64) float64 { return v }
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		floor = func(v float64) float64 { return math.Max(v, 0.01) } // a log axis has no 0
+	}
+	width := 0.5
+	for si, s := range series {
+		var pts errPoints
+		for ci, vals := range s.vals {
+			if len(vals) == 0 {
+				continue
+			}
+			med, lo, hi := medianMinMax(vals)
+			med, lo, hi = floor(med), floor(lo), floor(hi)
+			x := float64(ci)
+			if len(series) > 1 {
+				x += -width/2 + width*float64(si)/float64(len(series)-1)
+			}
+			pts.XYs = append(pts.XYs, plotter.XY{X: x, Y: med})
+			pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{med - lo, hi - med})
+		}
+		if len(pts.XYs) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Color = s.color
+		sc.GlyphStyle.Radius = vg.Points(3)
+		sc.GlyphStyle.Shape = draw.CircleGlyph{}
+		eb, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, err
+		}
+		eb.LineStyle.Color = s.color
+		eb.LineStyle.Width = vg.Points(1.2)
+		p.Add(eb, sc)
+		p.Legend.Add(s.name, sc)
+	}
+	for _, g := range goals {
+		if logY && g.y <= 0 {
+			continue
+		}
+		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: g.y}, {X: float64(len(cats)) - 0.5, Y: g.y}})
+		if err != nil {
+			return nil, err
+		}
+		l.LineStyle.Color = g.color
+		l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add(g.name, l)
+	}
+	p.NominalX(cats...)
+	p.X.Min, p.X.Max = -0.6, float64(len(cats))-0.4
+	p.Add(plotter.NewGrid())
+	if !logY && p.Y.Min > 0 {
+		p.Y.Min = 0
+	}
+	if logY {
+		p.Y.Max *= 4 // room for the legend
+	} else {
+		p.Y.Max *= 1.25
+	}
+	return p, nil
+}
+
+// savePanels writes panels (rows of plots) to a PNG.
+func savePanels(path string, panels [][]*plot.Plot, w, h vg.Length) error {
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(panels), Cols: len(panels[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(panels, tiles, dc)
+	for j := range panels {
+		for i, p := range panels[j] {
+			p.Draw(canvases[j][i])
+		}
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := png.Encode(f, img); err != nil {
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-type series struct {
-	name  string
-	color color.Color
-	ys    []float64
-}
-
-// drawPanel plots series against log10(x), and against log10(y) if logY
-// (lateness spans 0.1 ms to seconds once the node saturates); target, when
-// non-zero, is drawn as a dashed red line.
-func drawPanel(img *image.RGBA, r image.Rectangle, title string, xs []float64, ss []series, target float64, logY bool) {
-	const left, right, top, bottom = 60, 20, 30, 40
-	plot := image.Rect(r.Min.X+left, r.Min.Y+top, r.Max.X-right, r.Max.Y-bottom)
-	ymax := target
-	for _, s := range ss {
-		for _, y := range s.ys {
-			if y >= 0 {
-				ymax = math.Max(ymax, y)
+// writePlot draws the load harness's figure: scheduling lateness p50 and
+// p99, and CPU per 1,000 probes, against the container count, over the
+// runs of each size.
+func writePlot(path string, rs []Result) error {
+	var sizes []int
+	for _, r := range rs {
+		if !slices.Contains(sizes, r.Containers) {
+			sizes = append(sizes, r.Containers)
+		}
+	}
+	cats := make([]string, len(sizes))
+	p50, p99, cpu := make([][]float64, len(sizes)), make([][]float64, len(sizes)), make([][]float64, len(sizes))
+	for i, n := range sizes {
+		cats[i] = fmt.Sprintf("%d containers", n)
+		for _, r := range rs {
+			if r.Containers == n {
+				p50[i] = append(p50[i], r.LatenessP50Ms)
+				p99[i] = append(p99[i], r.LatenessP99Ms)
+				cpu[i] = append(cpu[i], r.CPUPer1000Probes)
 			}
 		}
 	}
-	ymax = niceCeil(ymax * 1.1)
-	ymin, ticks := 0.0, []float64{0, ymax / 4, ymax / 2, 3 * ymax / 4, ymax}
-	if logY {
-		ymax = math.Pow(10, math.Ceil(math.Log10(ymax)))
-		ymin, ticks = 0.1, nil
-		for y := ymin; y <= ymax*1.001; y *= 10 {
-			ticks = append(ticks, y)
-		}
+	late, err := dotPanel("scheduling lateness", "ms (log scale)", cats,
+		[]dotSeries{{"p50", blue, p50}, {"p99", orange, p99}}, []goalLine{{"goal: p99 ≤ 10 ms", 10, red}}, true)
+	if err != nil {
+		return err
 	}
-	xmin, xmax := math.Log10(xs[0]), math.Log10(xs[len(xs)-1])
-	if xmax == xmin {
-		xmin, xmax = xmin-1, xmax+1
+	c, err := dotPanel("CPU (agent, fake runtime and targets)", "CPU s per 1,000 probes", cats,
+		[]dotSeries{{"CPU", green, cpu}}, nil, false)
+	if err != nil {
+		return err
 	}
-	px := func(x float64) int {
-		return plot.Min.X + int((math.Log10(x)-xmin)/(xmax-xmin)*float64(plot.Dx()))
-	}
-	py := func(y float64) int {
-		frac := (y - ymin) / (ymax - ymin)
-		if logY {
-			frac = (math.Log10(math.Max(y, ymin)) - math.Log10(ymin)) / (math.Log10(ymax) - math.Log10(ymin))
-		}
-		return plot.Max.Y - int(frac*float64(plot.Dy()))
-	}
-	black := color.Black
-	grey := color.RGBA{220, 220, 220, 255}
-	label(img, r.Min.X+left, r.Min.Y+18, title, black)
-	for _, y := range ticks {
-		line(img, plot.Min.X, py(y), plot.Max.X, py(y), grey, false)
-		label(img, r.Min.X+4, py(y)+4, trimFloat(y), black)
-	}
-	for _, x := range xs {
-		line(img, px(x), plot.Min.Y, px(x), plot.Max.Y, grey, false)
-		s := fmt.Sprint(x)
-		label(img, min(px(x)-len(s)*7/2, r.Max.X-len(s)*7-2), plot.Max.Y+16, s, black)
-	}
-	label(img, plot.Min.X+plot.Dx()/2-40, plot.Max.Y+32, "containers", black)
-	line(img, plot.Min.X, plot.Min.Y, plot.Min.X, plot.Max.Y, black, false)
-	line(img, plot.Min.X, plot.Max.Y, plot.Max.X, plot.Max.Y, black, false)
-	if target > 0 {
-		red := color.RGBA{214, 39, 40, 255}
-		line(img, plot.Min.X, py(target), plot.Max.X, py(target), red, true)
-		label(img, plot.Max.X-60, py(target)-4, "target", red)
-	}
-	for i, s := range ss {
-		for j := range s.ys {
-			if s.ys[j] < 0 {
-				continue
-			}
-			dot(img, px(xs[j]), py(s.ys[j]), s.color)
-			if j > 0 && s.ys[j-1] >= 0 {
-				line(img, px(xs[j-1]), py(s.ys[j-1]), px(xs[j]), py(s.ys[j]), s.color, false)
-			}
-		}
-		label(img, plot.Min.X+10, plot.Min.Y+16+14*i, s.name, s.color)
-	}
+	return savePanels(path, [][]*plot.Plot{{late, c}}, vg.Points(760), vg.Points(300))
 }
-
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.3g", v)
-	return s
-}
-
-func label(img *image.RGBA, x, y int, s string, c color.Color) {
-	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-	d.DrawString(s)
-}
-
-func dot(img *image.RGBA, x, y int, c color.Color) {
-	for dx := -2; dx <= 2; dx++ {
-		for dy := -2; dy <= 2; dy++ {
-			img.Set(x+dx, y+dy, c)
-		}
-	}
-}
-
-// line draws with Bresenham's algorithm, two pixels thick.
-func line(img *image.RGBA, x0, y0, x1, y1 int, c color.Color, dashed bool) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	for n := 0; ; n++ {
-		if !dashed || (n/6)%2 == 0 {
-			img.Set(x0, y0, c)
-			img.Set(x0, y0+1, c)
-		}
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			x0 += sx
-		} else {
-			e += dx
-			y0 += sy
-		}
-	}
-}
-
-func abs(v int) int  { return max(v, -v) }
-func sign(v int) int { return max(-1, min(1, v)) }

@@ -23,7 +23,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // registers the codec wrapped by listingCodec
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -45,6 +49,16 @@ type Runtime struct {
 	onStop     func(id string)
 	exec       ExecHandler
 	hung       chan struct{} // non-nil while Hang is in effect; closed to release
+
+	// version counts changes to sandboxes and containers; with
+	// cacheListings, unfiltered listings are built and encoded once per
+	// version (see CacheListings).
+	version       uint64
+	cacheListings bool
+	listings      map[string]*listing // by method
+
+	encMu   sync.Mutex
+	encoded map[any][]byte // cached response → its encoding, for listingCodec
 
 	server *grpc.Server
 	socket string
@@ -110,7 +124,8 @@ func (r *Runtime) Start(socketPath string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", socketPath, err)
 	}
-	r.server = grpc.NewServer(grpc.UnaryInterceptor(r.intercept))
+	r.server = grpc.NewServer(grpc.UnaryInterceptor(r.intercept),
+		grpc.ForceServerCodecV2(listingCodec{r: r, CodecV2: encoding.GetCodecV2("proto")}))
 	runtimeapi.RegisterRuntimeServiceServer(r.server, r)
 	r.socket = socketPath
 	go r.server.Serve(lis) //nolint:errcheck // Serve returns when Stop is called.
@@ -164,6 +179,72 @@ func (r *Runtime) Hang() (release func()) {
 			close(ch)
 		}
 	}
+}
+
+// CacheListings makes unfiltered ListPodSandbox and ListContainers answers
+// built and encoded once for as long as nothing changes, as benchmarks of
+// a client want: a real runtime builds its answers in its own process, and
+// the fake's cost of doing it (several times the client's at node scale)
+// would hide the client's own. The client still receives and decodes the
+// whole answer every call. Every scripted or CRI change invalidates the
+// cache; mutating a map passed in an option afterwards does not.
+func (r *Runtime) CacheListings() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cacheListings = true
+}
+
+// listing is an unfiltered listing's answer as of a version.
+type listing struct {
+	version uint64
+	resp    proto.Message
+}
+
+// changedLocked records that sandboxes or containers changed.
+func (r *Runtime) changedLocked() { r.version++ }
+
+// cachedListingLocked returns the cached answer to an unfiltered method
+// call, building it (and its encoding) with build when missing or stale.
+func (r *Runtime) cachedListingLocked(method string, build func() proto.Message) (proto.Message, error) {
+	if l, ok := r.listings[method]; ok && l.version == r.version {
+		return l.resp, nil
+	}
+	resp := build()
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	r.encMu.Lock()
+	if old, ok := r.listings[method]; ok {
+		delete(r.encoded, old.resp)
+	}
+	if r.encoded == nil {
+		r.encoded = map[any][]byte{}
+	}
+	r.encoded[resp] = b
+	r.encMu.Unlock()
+	if r.listings == nil {
+		r.listings = map[string]*listing{}
+	}
+	r.listings[method] = &listing{version: r.version, resp: resp}
+	return resp, nil
+}
+
+// listingCodec sends a cached listing's encoding as it is; everything else
+// goes through the ordinary proto codec.
+type listingCodec struct {
+	encoding.CodecV2
+	r *Runtime
+}
+
+func (c listingCodec) Marshal(v any) (mem.BufferSlice, error) {
+	c.r.encMu.Lock()
+	b, ok := c.r.encoded[v]
+	c.r.encMu.Unlock()
+	if ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.CodecV2.Marshal(v)
 }
 
 // Calls returns how many times method (e.g. "ListContainers") was called.
@@ -312,6 +393,7 @@ func (r *Runtime) AddSandbox(namespace, name, uid string, opts ...SandboxOption)
 		opt(s)
 	}
 	r.sandboxes[s.id] = s
+	r.changedLocked()
 	return s.id
 }
 
@@ -354,6 +436,7 @@ func (r *Runtime) AddContainer(sandboxID, name string, state runtimeapi.Containe
 		opt(c)
 	}
 	r.containers[c.id] = c
+	r.changedLocked()
 	r.transitionLocked(c, state, 0)
 	return c.id
 }
@@ -376,6 +459,7 @@ func (r *Runtime) DeleteContainer(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.containers, id)
+	r.changedLocked()
 }
 
 // DeleteSandbox removes a sandbox and its containers without a CRI call.
@@ -386,6 +470,7 @@ func (r *Runtime) DeleteSandbox(id string) {
 }
 
 func (r *Runtime) transitionLocked(c *container, state runtimeapi.ContainerState, exitCode int32) {
+	r.changedLocked()
 	now := r.now()
 	if state == runtimeapi.ContainerState_CONTAINER_RUNNING && c.state != state {
 		c.startedAt = now
@@ -405,6 +490,7 @@ func (r *Runtime) transitionLocked(c *container, state runtimeapi.ContainerState
 }
 
 func (r *Runtime) removeSandboxLocked(id string) {
+	r.changedLocked()
 	delete(r.sandboxes, id)
 	for cid, c := range r.containers {
 		if c.sandboxID == id {
@@ -424,6 +510,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandbox
 	id := r.AddSandbox(md.GetNamespace(), md.GetName(), md.GetUid())
 	r.mu.Lock()
 	r.sandboxes[id].config = req.GetConfig()
+	r.changedLocked()
 	r.mu.Unlock()
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
@@ -441,6 +528,7 @@ func (r *Runtime) StopPodSandbox(_ context.Context, req *runtimeapi.StopPodSandb
 		}
 	}
 	s.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	r.changedLocked()
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
@@ -490,7 +578,17 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := req.GetFilter()
+	if r.cacheListings && req.GetFilter() == nil {
+		resp, err := r.cachedListingLocked("ListPodSandbox", func() proto.Message { return r.listPodSandboxLocked(nil) })
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*runtimeapi.ListPodSandboxResponse), nil
+	}
+	return r.listPodSandboxLocked(req.GetFilter()), nil
+}
+
+func (r *Runtime) listPodSandboxLocked(f *runtimeapi.PodSandboxFilter) *runtimeapi.ListPodSandboxResponse {
 	items := make([]*runtimeapi.PodSandbox, 0, len(r.sandboxes))
 	for _, s := range r.sandboxes {
 		if f.GetId() != "" && f.GetId() != s.id ||
@@ -507,7 +605,7 @@ func (r *Runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandb
 			Annotations: s.config.GetAnnotations(),
 		})
 	}
-	return &runtimeapi.ListPodSandboxResponse{Items: items}, nil
+	return &runtimeapi.ListPodSandboxResponse{Items: items}
 }
 
 func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
@@ -524,6 +622,7 @@ func (r *Runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		createdAt: r.now(),
 	}
 	r.containers[c.id] = c
+	r.changedLocked()
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
 }
 
@@ -551,6 +650,7 @@ func (r *Runtime) StopContainer(_ context.Context, req *runtimeapi.StopContainer
 	r.stops[c.id] = req.GetTimeout()
 	if r.onStop != nil {
 		r.onStop(c.id)
+		r.changedLocked()
 	}
 	if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.transitionLocked(c, runtimeapi.ContainerState_CONTAINER_EXITED, 137)
@@ -565,13 +665,24 @@ func (r *Runtime) RemoveContainer(_ context.Context, req *runtimeapi.RemoveConta
 		return nil, notFound("container", req.GetContainerId())
 	}
 	delete(r.containers, req.GetContainerId())
+	r.changedLocked()
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
 func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := req.GetFilter()
+	if r.cacheListings && req.GetFilter() == nil {
+		resp, err := r.cachedListingLocked("ListContainers", func() proto.Message { return r.listContainersLocked(nil) })
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*runtimeapi.ListContainersResponse), nil
+	}
+	return r.listContainersLocked(req.GetFilter()), nil
+}
+
+func (r *Runtime) listContainersLocked(f *runtimeapi.ContainerFilter) *runtimeapi.ListContainersResponse {
 	out := make([]*runtimeapi.Container, 0, len(r.containers))
 	for _, c := range r.containers {
 		if f.GetId() != "" && f.GetId() != c.id ||
@@ -592,7 +703,7 @@ func (r *Runtime) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 			Annotations:  c.config.GetAnnotations(),
 		})
 	}
-	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+	return &runtimeapi.ListContainersResponse{Containers: out}
 }
 
 func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
