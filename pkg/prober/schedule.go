@@ -47,9 +47,12 @@ func newScheduler(clk clock.WithTicker, maxInFlight int) *scheduler {
 // task is one worker's place in the scheduler; its fields are guarded by
 // the scheduler's mutex, except w, which belongs to the step in flight.
 type task struct {
-	w      *worker
-	ctx    context.Context
-	cancel context.CancelFunc
+	w *worker
+	// parent is the context steps run in; each step gets a child of its
+	// own, cancelled by stop (a waiting task holds no context: ten
+	// thousand of them would be ten thousand entries in parent's children).
+	parent context.Context
+	cancel context.CancelFunc // the step in flight's
 	// exit runs once, in a goroutine of the scheduler's, when the worker
 	// will never step again: its step said so, or it was stopped.
 	exit func()
@@ -73,8 +76,7 @@ type task struct {
 // after a random part of its interval (jitter returns [0, 1)), so that a
 // restarted agent does not probe everything at once (kubelet does this).
 func (s *scheduler) add(ctx context.Context, w *worker, agentStart time.Time, jitter func() float64, exit func()) *task {
-	ctx, cancel := context.WithCancel(ctx)
-	t := &task{w: w, ctx: ctx, cancel: cancel, exit: exit, index: -1, counted: w.probe.Exec == nil}
+	t := &task{w: w, parent: ctx, exit: exit, index: -1, counted: w.probe.Exec == nil}
 	now := s.clock.Now()
 	t.interval = w.interval()
 	t.due = now
@@ -111,13 +113,17 @@ func (s *scheduler) trigger(t *task) {
 // stop ends t: a step in flight is cancelled (and exits when it returns),
 // a waiting task exits now.
 func (s *scheduler) stop(t *task) {
-	t.cancel()
 	s.mu.Lock()
-	if t.stopped || t.running {
+	if t.stopped {
 		s.mu.Unlock()
 		return
 	}
 	t.stopped = true
+	if t.running {
+		t.cancel()
+		s.mu.Unlock()
+		return
+	}
 	if t.index >= 0 {
 		heap.Remove(&s.queue, t.index)
 	}
@@ -184,30 +190,34 @@ func (s *scheduler) dispatch() (wait time.Duration, ok bool) {
 		if t.tick {
 			late = now.Sub(t.due)
 		}
+		var ctx context.Context
+		ctx, t.cancel = context.WithCancel(t.parent)
 		s.steps.Add(1)
-		go s.step(t, now, late)
+		go s.step(ctx, t, now, late)
 	}
 	return 0, false
 }
 
 // step runs one step of t's worker, begun at start (late: how late its
 // tick is, negative when it is not a tick), and schedules the next.
-func (s *scheduler) step(t *task, start time.Time, late time.Duration) {
+func (s *scheduler) step(ctx context.Context, t *task, start time.Time, late time.Duration) {
 	defer s.steps.Done()
 	if late >= 0 {
 		t.w.lateness.Observe(late.Seconds())
 	}
-	keep := t.ctx.Err() == nil && t.w.step(t.ctx)
+	keep := ctx.Err() == nil && t.w.step(ctx)
 	// The worker may change pace (in or out of a startInterval); read
 	// before taking the lock: the worker's state is this goroutine's.
 	interval := t.w.interval()
 
 	s.mu.Lock()
 	t.running = false
+	cancelled := ctx.Err() != nil // stop, or the parent's end
+	t.cancel()
 	if t.counted {
 		s.inFlight--
 	}
-	if !keep || t.ctx.Err() != nil || t.stopped {
+	if !keep || cancelled || t.stopped {
 		t.stopped = true
 		s.mu.Unlock()
 		s.wakeUp()

@@ -423,17 +423,23 @@ func TestSameNameTwice(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(body), &p))
 		return code, r, p
 	}
-	eventually(t, 10*time.Second, "both pods seen, the old one ready", func() bool {
+	eventually(t, 10*time.Second, "both pods seen with their containers, the old one ready", func() bool {
 		_, body := agent.get(t, "/api/v1/pods")
 		var list api.PodList
 		require.NoError(t, json.Unmarshal([]byte(body), &list))
-		ready := 0
+		ready, withContainer := 0, 0
 		for _, p := range list.Pods {
-			if p.Name == name && p.Ready {
+			if p.Name != name {
+				continue
+			}
+			if p.Ready {
 				ready++
 			}
+			if len(p.Containers) == 1 && p.Containers[0].ID != "" {
+				withContainer++
+			}
 		}
-		return ready == 1
+		return ready == 1 && withContainer == 2
 	})
 	code, _, p := byName()
 	assert.Equal(t, http.StatusServiceUnavailable, code, "the newest pod (not ready) is the one the name stands for")
