@@ -49,6 +49,7 @@ type Manager struct {
 	podFilter       func(namespace, name string) bool
 	noStartupJitter bool
 	extraLateness   prometheus.Observer
+	lateness        prometheus.Observer // every worker's: the histogram, and extraLateness
 	maxInFlight     int
 	sched           *scheduler
 
@@ -169,6 +170,10 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		m.clock = clock.RealClock{}
 	}
 	m.sched = newScheduler(m.clock, m.maxInFlight)
+	m.lateness = m.metrics.lateness
+	if m.extraLateness != nil {
+		m.lateness = observers{m.metrics.lateness, m.extraLateness}
+	}
 	if m.histories == nil {
 		m.histories = results.NewHistories()
 	}
@@ -398,7 +403,7 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, d desiredWorke
 		results:   m.results,
 		recorder:  m.recorder,
 		metrics:   m.metrics.forWorker(key.probeType, key.container, d.pod.Name, d.pod.Namespace, d.pod.UID),
-		lateness:  m.latenessObserver(),
+		lateness:  m.lateness,
 		history:   m.histories.Get(results.HistoryKey{Pod: key.pod, Container: key.container, Type: key.probeType}),
 		restore:   m.restored,
 	}
@@ -452,13 +457,6 @@ func (m *Manager) syncPod(key string) {
 
 func (m *Manager) nextResync() time.Time {
 	return m.clock.Now().Add(time.Duration((1 + resyncJitter*m.jitter()) * float64(resyncInterval)))
-}
-
-func (m *Manager) latenessObserver() prometheus.Observer {
-	if m.extraLateness == nil {
-		return m.metrics.lateness
-	}
-	return observers{m.metrics.lateness, m.extraLateness}
 }
 
 type observers []prometheus.Observer

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -911,6 +912,13 @@ func agentChild(t *testing.T, cfg childConfig, mark func(string)) AgentRun {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	r.LiveHeapMiB = float64(ms.HeapAlloc) / (1 << 20)
+	if path := os.Getenv("BENCH_AGENT_HEAPPROFILE"); path != "" {
+		// What the live heap holds (go tool pprof -sample_index=inuse_space).
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	mark("END") // the parent waits for the last planned kill
 	failMu.Lock()
 	r.LivenessFailures = failures
