@@ -888,10 +888,21 @@ func agentChild(t *testing.T, cfg childConfig, mark func(string)) AgentRun {
 	probes0 := sumCounter(t, a.probeReg, "prober_probe_total")
 	cpu0, start := cpuSeconds(), time.Now()
 	mem := startMemSampler()
+	// Where the agent's CPU goes over the window (go tool pprof).
+	profiling := false
+	if path := os.Getenv("BENCH_AGENT_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			defer f.Close()
+			profiling = pprof.StartCPUProfile(f) == nil
+		}
+	}
 	<-time.After(cfg.Window / 2)
 	mark("HALF")
 	<-time.After(cfg.Window - cfg.Window/2)
 	end := time.Now()
+	if profiling {
+		pprof.StopCPUProfile()
+	}
 	cpu := cpuSeconds() - cpu0
 	rssMean, rssPeak, heapPeak := mem.stop()
 	probes := sumCounter(t, a.probeReg, "prober_probe_total") - probes0
