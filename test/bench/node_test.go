@@ -513,7 +513,51 @@ func (tg *nodeTargets) probeJSON(kind string, i, period int) (string, bareTarget
 
 // runCase runs a case's bare loop (if any), then the agent against a fresh
 // fake runtime holding the case's containers.
+// timeWaitSockets is how many TCP sockets the machine holds in TIME_WAIT
+// (/proc/net/sockstat), -1 if it cannot tell.
+func timeWaitSockets() int {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[0] == "TCP:" && f[i] == "tw" {
+				n, err := strconv.Atoi(f[i+1])
+				if err != nil {
+					return -1
+				}
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// drainTimeWait waits (up to TIME_WAIT's 60 s, and a little) until the
+// sockets the previous case closed have left TIME_WAIT: every probe closes
+// its connection (kubelet's SO_LINGER), so thousands a second leave tens
+// of thousands behind, and a case run on their heels finds the ephemeral
+// ports toward its targets taken (EADDRNOTAVAIL) and measures that.
+func drainTimeWait(t *testing.T) {
+	const few = 10000
+	deadline := time.Now().Add(70 * time.Second)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for n := timeWaitSockets(); n > few && time.Now().Before(deadline); n = timeWaitSockets() {
+		<-tick.C
+	}
+	if n := timeWaitSockets(); n > few {
+		t.Logf("still %d sockets in TIME_WAIT after 70 s", n)
+	}
+}
+
 func runCase(t *testing.T, tg *nodeTargets, c caseSpec) NodeResult {
+	if c.Bare != nil {
+		// Cases against a bare loop compare rates: both start clean.
+		drainTimeWait(t)
+	}
 	r := NodeResult{Case: c.Name, Probes: c.Probes, Period: c.Period, Mix: strings.Join(slices.Compact(slices.Clone(c.Mix)), "+"),
 		ProbeMetrics: c.ProbeMetrics}
 	var bareTargets []bareTarget
