@@ -372,5 +372,5 @@ done
 "$BENCH" report -dir "$RESULTS" -runs "$RUNS" -md "$MD" \
   -command "$([[ $RUNS == 3 ]] || echo "BENCH_KUBELET_RUNS=$RUNS ")make bench-kubelet" \
   -go "$(go version | awk '{print $3}')" -kubelet-version "$K8S_VERSION" -kubelet-v "$KUBELET_V" \
-  -pods "$PODS" -settle "$SETTLE" -timeout "$TIMEOUT" -image "$IMAGE" -agent-version "$("$REPO_ROOT/bin/cri-prober" version | awk '{print $2}')"
+  -pods "$PODS" -settle "$SETTLE" -timeout "$TIMEOUT" -image "$IMAGE" -agent-version "$("$REPO_ROOT/bin/cri-prober" version | head -1 | awk '{print $2}')"
 log "bench-kubelet: wrote $(realpath --relative-to="$REPO_ROOT" "$MD") (results in $RESULTS)"

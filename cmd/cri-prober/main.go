@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -90,12 +91,21 @@ func main() {
 	}
 }
 
+// interrupted is the cause of a context a signal cancelled: a command
+// that gives up because of it exits as a shell reports the signal.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// exitCode is 128 + the signal's number, as a shell reports it.
+func (i interrupted) exitCode() int { return 128 + int(i.sig) }
+
 // signalContext is cancelled by the first SIGINT or SIGTERM, which starts
 // an orderly shutdown; a second one exits at once (128 + the signal's
 // number, as a shell reports it), as kubectl and containerd do, so that an
 // operator is never stuck behind a shutdown that hangs.
 func signalContext() (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -103,8 +113,8 @@ func signalContext() (ctx context.Context, stop func()) {
 	go func() {
 		defer close(finished)
 		select {
-		case <-signals:
-			cancel()
+		case sig := <-signals:
+			cancel(interrupted{sig.(syscall.Signal)})
 		case <-done:
 			return
 		}
@@ -120,7 +130,7 @@ func signalContext() (ctx context.Context, stop func()) {
 		signal.Stop(signals)
 		close(done)
 		<-finished
-		cancel()
+		cancel(nil)
 	}
 }
 
@@ -169,6 +179,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runWhy(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
+		fmt.Fprint(stdout, versionDetails())
 		return nil
 	case "help", "--help", "-help", "-h":
 		fmt.Fprint(stdout, usage)
@@ -181,14 +192,42 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func versionString() string {
 	v := version
+	if rev := revision(); rev != "" {
+		v += " (" + rev + ")"
+	}
+	return "cri-prober " + v
+}
+
+// versionDetails is what `version` prints below versionString: what the
+// binary was built with, as kubectl version and crictl version say theirs.
+func versionDetails() string {
+	return fmt.Sprintf("  go: %s %s/%s\n  kubernetes api: %s (k8s.io/api), cri-api %s\n  probe semantics: kubelet v1.36\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, moduleVersion("k8s.io/api"), moduleVersion("k8s.io/cri-api"))
+}
+
+// revision is the commit the binary was built from (12 hex digits), if
+// the build recorded it.
+func revision() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
 			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
+				return s.Value[:12]
 			}
 		}
 	}
-	return "cri-prober " + v
+	return ""
+}
+
+// moduleVersion is the version of a module the binary was built with.
+func moduleVersion(path string) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			if d.Path == path {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
 }
 
 // runtimeFlags are the flags of every command that talks to the runtime.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	promversion "github.com/prometheus/common/version"
 	"io"
 	"net"
 	"net/url"
@@ -169,7 +171,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	probeRegistry := prometheus.NewRegistry()
 	agentRegistry := prometheus.NewRegistry()
-	agentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	agentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	criMetrics, err := cri.NewMetrics(agentRegistry)
 	if err != nil {
 		return err
@@ -383,4 +385,12 @@ func interfaceIPv4(name string) string {
 		}
 	}
 	return ""
+}
+
+// buildInfoCollector is cri_prober_build_info, as every exporter's
+// <program>_build_info: 1, labelled by version, revision, Go version and
+// platform, and the Kubernetes API version the agent was built with.
+func buildInfoCollector() prometheus.Collector {
+	promversion.Version, promversion.Revision = version, revision()
+	return versioncollector.NewCollector("cri_prober", versioncollector.WithExtraConstLabels(prometheus.Labels{"kubernetes_api": moduleVersion("k8s.io/api")}))
 }

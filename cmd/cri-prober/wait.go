@@ -20,9 +20,15 @@ const waitHelp = `Usage: cri-prober wait --for ready|started|healthy --pod NAMES
 
 Runs the pod's probes with their own periods and thresholds, as the agent
 would (no agent needed, nothing is restarted), and exits 0 as soon as the
-condition holds for the pod (or for --container-name only), or 1 when
---timeout passes first, printing the last probe results. A pod that does not
-exist yet is waited for. Exit code 2: bad arguments or runtime unreachable.
+condition holds for the pod (or for --container-name only). A pod that does
+not exist yet is waited for.
+
+Exit codes, for scripts:
+  0    the condition holds
+  1    --timeout passed first (the last probe results are printed)
+  2    bad arguments, or the runtime is unreachable
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (a cancelled CI step):
+       never 0, the condition was not seen to hold
 
   ready    every container ready: running, started, readiness passed (or no
            readiness probe)
@@ -42,7 +48,8 @@ Flags:
 // runWait exits 2 for every error: a timeout is the wait's answer (1).
 func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	err := waitFor(ctx, args, stdout, stderr)
-	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) {
+	var coded exitCode
+	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.As(err, &coded) {
 		return err
 	}
 	return withCode(2, err)
@@ -119,7 +126,7 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		select {
 		case <-ctx.Done():
-			return nil // interrupted
+			return interruptedWait(context.Cause(ctx), *pod, *cond)
 		case <-deadline.C:
 			report, found = engine.ReportPod(namespace, name)
 			safef(stdout, "timed out after %s: pod %s is not %s\n", *timeout, *pod, *cond)
@@ -128,6 +135,17 @@ func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case <-check.C:
 		}
 	}
+}
+
+// interruptedWait is the error of a wait given up before the condition
+// held: the signal's exit code, never 0.
+func interruptedWait(cause error, pod, cond string) error {
+	code := 130
+	var sig interrupted
+	if errors.As(cause, &sig) {
+		code = sig.exitCode()
+	}
+	return withCode(code, fmt.Errorf("%v while waiting: pod %s was not seen %s", cause, pod, cond))
 }
 
 var waitConditions = map[string]func(pods.PodReport, string) bool{
