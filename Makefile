@@ -11,12 +11,13 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 GOFILES = $(shell find cmd pkg test hack -name '*.go')
 
 .PHONY: build test test-unit test-soak test-e2e lint fuzz bench bench-kubelet soak demo demo-down crictl clean
 
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/cri-prober ./cmd/cri-prober
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/cri-prober ./cmd/cri-prober
 
 test: lint test-unit fuzz test-soak test-e2e
 

@@ -21,8 +21,13 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 )
 
-// version is set at build time (-ldflags "-X main.version=…").
-var version = "dev"
+// version and commit are set at build time (-ldflags "-X main.version=…
+// -X main.commit=…"); a plain go build records the commit itself when it
+// can (vcs.revision).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 const usage = `cri-prober: Kubernetes probe behaviour for containers run by containerd, without kubelet.
 
@@ -208,6 +213,9 @@ func versionDetails() string {
 // revision is the commit the binary was built from (12 hex digits), if
 // the build recorded it.
 func revision() string {
+	if commit != "" {
+		return commit
+	}
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
 			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
