@@ -216,6 +216,17 @@ type AgentRun struct {
 	// LivenessFailures are when each container's liveness result turned
 	// Failure (Unix nanoseconds).
 	LivenessFailures map[string]int64
+	// VictimFailures are the outputs of the victims' failed liveness
+	// probes, with when they ran (Unix nanoseconds): why each victim was
+	// killed.
+	VictimFailures []VictimFailure `json:",omitempty"`
+}
+
+// VictimFailure is one failed liveness probe of a victim.
+type VictimFailure struct {
+	Pod    string
+	At     int64
+	Output string
 }
 
 // BareRun is what a bare loop's process measured.
@@ -554,10 +565,10 @@ func drainTimeWait(t *testing.T) {
 }
 
 func runCase(t *testing.T, tg *nodeTargets, c caseSpec) NodeResult {
-	if c.Bare != nil {
-		// Cases against a bare loop compare rates: both start clean.
-		drainTimeWait(t)
-	}
+	// Every case starts clean: after an overload case, a density case's
+	// victims found their targets' connections failing and were killed
+	// before they were made to fail.
+	drainTimeWait(t)
 	r := NodeResult{Case: c.Name, Probes: c.Probes, Period: c.Period, Mix: strings.Join(slices.Compact(slices.Clone(c.Mix)), "+"),
 		ProbeMetrics: c.ProbeMetrics}
 	var bareTargets []bareTarget
@@ -962,6 +973,7 @@ func agentChild(t *testing.T, cfg childConfig, mark func(string)) AgentRun {
 		RSSMeanMiB:    rssMean, RSSPeakMiB: rssPeak, HeapPeakMiB: heapPeak, Goroutines: runtime.NumGoroutine(),
 	}
 	r.Runs = runsInWindow(a, start, end)
+	r.VictimFailures = victimFailures(a)
 	samples = nil
 	runtime.GC()
 	var ms runtime.MemStats
@@ -984,6 +996,26 @@ func agentChild(t *testing.T, cfg childConfig, mark func(string)) AgentRun {
 // runsInWindow counts each readiness probe's runs between start and end
 // from its history, read after the window so that it costs the window
 // nothing; nil when the history may hold fewer runs than the window had.
+// victimFailures lists every failed liveness probe of the victims the
+// agent's histories kept.
+func victimFailures(a *nodeAgent) []VictimFailure {
+	var out []VictimFailure
+	for _, p := range a.View().Pods() {
+		if p.Namespace != "kill" {
+			continue
+		}
+		for _, h := range a.Histories.For(p.Key) {
+			if h.Type != results.Liveness {
+				continue
+			}
+			for _, o := range h.Failures {
+				out = append(out, VictimFailure{Pod: p.Name, At: o.Time.UnixNano(), Output: o.Output + o.Err})
+			}
+		}
+	}
+	return out
+}
+
 func runsInWindow(a *nodeAgent, start, end time.Time) []float64 {
 	var out []float64
 	for _, p := range a.View().Pods() {
