@@ -30,7 +30,7 @@ Flags:
 
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("history", historyHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
 	output := fs.String("o", "table", "output format: table or json")
 	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
 		return err // flag.ErrHelp: run exits 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,16 @@ func TestCLIServerURLs(t *testing.T) {
 
 	var list api.PodList
 	require.NoError(t, apiGet(context.Background(), "unix://"+socket, "/api/v1/pods", &list))
+
+	// --listen's own forms, as the help suggests: host:port and :port.
+	tcp := httptest.NewServer(srv.Handler)
+	t.Cleanup(tcp.Close)
+	hostPort := strings.TrimPrefix(tcp.URL, "http://")
+	require.NoError(t, apiGet(context.Background(), hostPort, "/api/v1/pods", &list))
+	_, port, _ := net.SplitHostPort(hostPort)
+	require.NoError(t, apiGet(context.Background(), ":"+port, "/api/v1/pods", &list))
+	assert.Equal(t, "http://127.0.0.1:9440", serverURL(":9440"))
+	assert.Equal(t, "https://node1:9440", serverURL("https://node1:9440"))
 
 	err = apiGet(context.Background(), "http://prometheus:s3cret@127.0.0.1:1", "/api/v1/pods", &list)
 	require.Error(t, err)

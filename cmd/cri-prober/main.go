@@ -47,7 +47,7 @@ Commands:
   pods      list the pods and containers the runtime reports (the poller's view)
   version   print the version
 
-Run 'cri-prober <command> --help' for a command's flags and examples.
+Run 'cri-prober help <command>' (or 'cri-prober <command> --help') for a command's flags and examples.
 `
 
 // exitCode carries the exit code an error should end the program with.
@@ -187,6 +187,10 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprint(stdout, versionDetails())
 		return nil
 	case "help", "--help", "-help", "-h":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			// `help CMD` is `CMD --help`, as kubectl and crictl have it.
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:

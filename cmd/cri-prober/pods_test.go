@@ -283,6 +283,10 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			assert.Contains(t, out, "Usage: cri-prober "+cmd)
 			assert.Contains(t, out, "Examples:")
 			assert.Contains(t, out, "Flags:")
+			// `help CMD` says the same, as kubectl's and crictl's.
+			viaHelp, _, err := runCLI(t, "help", cmd)
+			require.NoError(t, err)
+			assert.Equal(t, out, viaHelp)
 		})
 	}
 	out, _, err := runCLI(t, "--help")

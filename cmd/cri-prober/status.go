@@ -57,6 +57,7 @@ Flags:
 // user:password in it is sent as basic auth, as curl does; the CA comes
 // from the system or SSL_CERT_FILE), or unix:///path for a unix socket.
 func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
+	server = serverURL(server)
 	client, base := http.DefaultClient, strings.TrimSuffix(server, "/")
 	if socket, ok := strings.CutPrefix(server, "unix://"); ok {
 		client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -83,6 +84,18 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 		return nil, fmt.Errorf("agent at %s answered %s: %s", redactURL(server), resp.Status, strings.TrimSpace(string(b)))
 	}
 	return resp, nil
+}
+
+// serverURL takes --server as the agent's --listen address may be
+// written: a URL, or host:port (http), or :port (this host).
+func serverURL(server string) string {
+	if strings.Contains(server, "://") || server == "" {
+		return server
+	}
+	if strings.HasPrefix(server, ":") {
+		server = "127.0.0.1" + server
+	}
+	return "http://" + server
 }
 
 // redactURL is server without the password it may carry.
@@ -114,7 +127,7 @@ func apiGet(ctx context.Context, server, path string, v any) error {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", statusHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
 	namespace := fs.String("namespace", "", "only pods of this namespace")
 	output := fs.String("o", "table", "output format: table or json")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
@@ -351,7 +364,7 @@ func age(t, now time.Time) string {
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", eventsHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
 	follow := fs.Bool("f", false, "keep printing new events")
 	since := fs.Duration("since", 0, "only events of the last DURATION (e.g. 10m; default: all kept)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {

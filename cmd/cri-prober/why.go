@@ -28,7 +28,7 @@ Flags:
 
 func runWhy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("why", whyHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as http://host:port, https://[user:password@]host:port, or unix:///path")
+	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
 	all := fs.Bool("all", false, "every restart kept, not only the last 3")
 	output := fs.String("o", "text", "output format: text or json")
 	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
