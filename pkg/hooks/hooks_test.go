@@ -383,29 +383,39 @@ func TestWebhookParallelBounded(t *testing.T) {
 	assert.Equal(t, 2*maxInFlight, seen)
 }
 
-// The transitions of one container are delivered one at a time, in order,
-// while another container's go past them.
-func TestWebhookOrderPerContainer(t *testing.T) {
+// gatedWebhook is a webhook server that records what each delivered
+// transition is (by name), holding the delivery of any transition hold
+// picks until release is called (at the latest when the test ends).
+func gatedWebhook(t *testing.T, name func(Transition) string, hold func(Transition) bool) (url string, seen func() []string, release func()) {
+	t.Helper()
 	var mu sync.Mutex
 	var got []string
 	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
+	release = sync.OnceFunc(func() { close(gate) })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var tr Transition
 		assert.NoError(t, json.NewDecoder(r.Body).Decode(&tr))
 		mu.Lock()
-		got = append(got, tr.Pod+" "+tr.Transition)
+		got = append(got, name(tr))
 		mu.Unlock()
-		if tr.Pod == "a" && tr.Transition == NotReady {
+		if hold(tr) {
 			<-gate
 		}
 	}))
-	defer srv.Close()
-	defer release() // before the server closes, whatever happens
+	t.Cleanup(srv.Close)
+	t.Cleanup(release) // before the server closes, whatever happens
+	seen = func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+	return srv.URL, seen, release
+}
+
+// The transitions of one container are delivered one at a time, in order,
+// while another container's go past them.
+func TestWebhookOrderPerContainer(t *testing.T) {
+	url, seen, release := gatedWebhook(t, func(tr Transition) string { return tr.Pod + " " + tr.Transition },
+		func(tr Transition) bool { return tr.Pod == "a" && tr.Transition == NotReady })
 	reg := prometheus.NewRegistry()
-	h := New(WithWebhook(srv.URL), WithRegisterer(reg))
+	h := New(WithWebhook(url), WithRegisterer(reg))
 	run(t, h)
-	seen := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
 	notReady := event("ContainerNotReady", "not ready")
 	notReady.Pod = "a"
 	h.Record(notReady)
@@ -424,25 +434,10 @@ func TestWebhookOrderPerContainer(t *testing.T) {
 // Past queueSize waiting, the oldest waiting transition is dropped and
 // counted; the newest are delivered, in order.
 func TestQueueDropsOldest(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var tr Transition
-		assert.NoError(t, json.NewDecoder(r.Body).Decode(&tr))
-		mu.Lock()
-		got = append(got, tr.Message)
-		mu.Unlock()
-		if tr.Message == "m0" {
-			<-gate
-		}
-	}))
-	defer srv.Close()
-	defer release() // before the server closes, whatever happens
-	h := New(WithWebhook(srv.URL))
+	url, seen, release := gatedWebhook(t, func(tr Transition) string { return tr.Message },
+		func(tr Transition) bool { return tr.Message == "m0" })
+	h := New(WithWebhook(url))
 	l, _ := runLogged(t, h)
-	seen := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
 	h.Record(event("ContainerReady", "m0"))
 	require.Eventually(t, func() bool { return len(seen()) == 1 }, 5*time.Second, time.Millisecond)
 	for i := 1; i <= queueSize+10; i++ {
