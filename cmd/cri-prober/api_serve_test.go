@@ -31,7 +31,7 @@ func startRun(t *testing.T, args ...string) func() string {
 	var stderr bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- runAgent(ctx, append([]string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none"}, args...), io.Discard,
+		done <- run(ctx, append([]string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none"}, args...), io.Discard,
 			writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return stderr.Write(p) }))
 	}()
 	t.Cleanup(func() {
@@ -144,7 +144,7 @@ func TestRunRefusesBadAPIFlags(t *testing.T) {
 	} {
 		var stderr bytes.Buffer
 		ctx := klog.NewContext(context.Background(), logr.Discard())
-		err := runAgent(ctx, append([]string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none"}, tt.args...), io.Discard, &stderr)
+		err := run(ctx, append([]string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none"}, tt.args...), io.Discard, &stderr)
 		require.Error(t, err, "%v", tt.args)
 		assert.Contains(t, stderr.String()+err.Error(), tt.want, "%v", tt.args)
 	}
@@ -153,7 +153,7 @@ func TestRunRefusesBadAPIFlags(t *testing.T) {
 // The API's flags have config file keys, as every flag.
 func TestAPIFlagsInTheConfigFile(t *testing.T) {
 	var o runOptions
-	fs := newRunFlags(&o)
+	fs := newRunCommand(&o).Flags()
 	require.NoError(t, fs.Parse([]string{"--web.max-connections", "64"}))
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("listen: unix:///run/cri-prober/api.sock\nweb.config.file: /etc/cri-prober/web-config.yml\n"+

@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 )
 
@@ -15,7 +15,7 @@ import (
 // a YAML file whose keys are the flag names (without dashes). Precedence:
 // defaults < config file < command line. An unknown key or a bad value is
 // an error naming the file and the key: nothing given is ignored.
-func applyConfig(fs *flag.FlagSet, path string) error {
+func applyConfig(fs *pflag.FlagSet, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
@@ -24,8 +24,6 @@ func applyConfig(fs *flag.FlagSet, path string) error {
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		return fmt.Errorf("config file %s: not a YAML mapping of flag names to values: %w", path, err)
 	}
-	onCommandLine := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	keys := make([]string, 0, len(values))
 	for k := range values {
 		keys = append(keys, k)
@@ -37,9 +35,9 @@ func applyConfig(fs *flag.FlagSet, path string) error {
 		}
 		f := fs.Lookup(key)
 		if f == nil {
-			return fmt.Errorf("config file %s: unknown key %q; the keys are %s's flags: %s", path, key, fs.Name(), strings.Join(flagNames(fs), ", "))
+			return fmt.Errorf("config file %s: unknown key %q; the keys are run's flags: %s", path, key, strings.Join(flagNames(fs), ", "))
 		}
-		if onCommandLine[key] {
+		if f.Changed {
 			continue
 		}
 		value, err := configValue(values[key])
@@ -69,9 +67,9 @@ func configValue(v any) (string, error) {
 	}
 }
 
-func flagNames(fs *flag.FlagSet) []string {
+func flagNames(fs *pflag.FlagSet) []string {
 	var names []string
-	fs.VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Name != "config" {
 			names = append(names, f.Name)
 		}

@@ -1,47 +1,41 @@
 package main
 
 import (
-	"context"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-const explainHelp = `Usage: cri-prober explain -f FILE [-f FILE…]
-
-For each probe of the pods in the manifests: when it first runs, the
+func newExplainCommand() *cobra.Command {
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "explain -f FILE [-f FILE…]",
+		Short: "Say when each probe of a manifest runs, detects and restarts; common mistakes",
+		Long: `For each probe of the pods in the manifests: when it first runs, the
 earliest and worst-case time to detect a failure and to act on it (restart
 or take out of traffic), following kubelet's semantics, and warnings for the
-usual mistakes. Nothing runs: it reads the manifests only.
-
-Examples:
-  cri-prober explain -f pod.yaml
-  cri-prober explain -f examples/demo/web.yaml
-
-Flags:
-`
-
-type fileList []string
-
-func (f *fileList) String() string     { return strings.Join(*f, ",") }
-func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
-
-func runExplain(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	var files fileList
-	fs := newFlagSet("explain", explainHelp)
-	fs.Var(&files, "f", "a Pod manifest (repeatable)")
-	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
+usual mistakes. Nothing runs: it reads the manifests only.`,
+		Example: `  cri-prober explain -f pod.yaml
+  cri-prober explain examples/demo/web.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			paths := append(files, args...)
+			if len(paths) == 0 {
+				return usageErrorf(cmd, "explain needs a manifest: -f FILE")
+			}
+			return explain(paths, cmd.OutOrStdout())
+		},
 	}
-	files = append(files, fs.Args()...)
-	if len(files) == 0 {
-		safeln(stderr, "explain needs a manifest: -f FILE")
-		fs.Usage()
-		return errUsage
-	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a Pod manifest `file` (repeatable; or give them as arguments)")
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	return cmd
+}
+
+func explain(files []string, stdout io.Writer) error {
 	var problems int
 	for _, f := range files {
 		pods, errs := spec.LoadFile(f)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -72,14 +74,14 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 	const evil = "x\x1b]0;pwned\x07\x1b[2J"
 	now := time.Now()
 	var b bytes.Buffer
-	printStatus(&b, []api.Pod{{Namespace: "ns" + evil, Name: "web" + evil, Containers: []api.Container{{Name: "app" + evil, State: "Running"}}}}, now)
+	printStatus(&b, []api.Pod{{Namespace: "ns" + evil, Name: "web" + evil, Containers: []api.Container{{Name: "app" + evil, State: "Running"}}}}, now, false, true)
 	printWhy(&b, restart.Entry{Namespace: "ns", Pod: "web" + evil, Container: "app" + evil, Cause: "liveness", ExitReason: "Error" + evil,
 		Failures: []restart.Failure{{Output: "out" + evil}}})
-	printLastResults(&b, pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
+	reportWaitState(pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
 		Containers: []pods.ContainerReport{{Name: "app" + evil, Probes: []pods.ProbeReport{{Type: results.Liveness,
-			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, true)
+			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, true).print(&b)
 	printHistory(&b, api.History{Namespace: "ns", Name: "web" + evil, Probes: []api.ProbeHistory{{Container: "app" + evil, Type: "liveness",
-		Recent: []api.Run{{Result: "failure", Output: "out" + evil}}}}})
+		Recent: []api.Run{{Result: "failure", Output: "out" + evil}}}}}, false)
 	out := b.String()
 	assert.NotContains(t, out, "\x1b", out)
 	assert.NotContains(t, out, "\x07", out)
@@ -118,4 +120,56 @@ func TestCLIServerURLs(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "s3cret")
 	assert.Contains(t, err.Error(), "cannot reach the agent at http://prometheus:xxxxx@127.0.0.1:1")
+}
+
+// Warning events are logged as warnings: klog's W in the text format,
+// "level":"WARN" in the JSON format; Normal ones as info. Each format
+// writes one record per line, naming the recorder's line.
+func TestWarningEventsAreWarnings(t *testing.T) {
+	warning := events.Event{Type: events.Warning, Reason: "Unhealthy", Namespace: "shop", Pod: "web", Container: "app",
+		Message: "Liveness probe failed: \x1b[2Jboom\nsecond line"}
+	normal := events.Event{Type: events.Normal, Reason: "Started", Namespace: "shop", Pod: "web", Container: "app", Message: "Container started"}
+
+	var text bytes.Buffer
+	recorder := events.Log(newLogger(&text, 0).WithValues("component", "agent"))
+	recorder.Record(warning)
+	recorder.Record(normal)
+	lines := strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n")
+	require.Len(t, lines, 2, text.String())
+	assert.True(t, strings.HasPrefix(lines[0], "W"), lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "I"), lines[1])
+	assert.Contains(t, lines[0], `message="Liveness probe failed: \x1b[2Jboom\nsecond line"`)
+	assert.Contains(t, lines[0], `component="agent"`)
+	for _, l := range lines {
+		assert.Contains(t, l, " events.go:", "the recorder's line, not the sink's")
+	}
+
+	var js bytes.Buffer
+	recorder = events.Log(newJSONLogger(&js, 0).WithValues("component", "agent"))
+	recorder.Record(warning)
+	recorder.Record(normal)
+	lines = strings.Split(strings.TrimSuffix(js.String(), "\n"), "\n")
+	require.Len(t, lines, 2, js.String())
+	var records []map[string]any
+	for _, l := range lines {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		records = append(records, r)
+	}
+	assert.Equal(t, "WARN", records[0]["level"])
+	assert.Equal(t, "INFO", records[1]["level"])
+	assert.Equal(t, "Liveness probe failed: \x1b[2Jboom\nsecond line", records[0]["message"], "JSON escapes it")
+	assert.NotContains(t, js.String(), "\x1b")
+	assert.Equal(t, "agent", records[0]["component"])
+	for _, r := range records {
+		source, _ := r["source"].(map[string]any)
+		assert.Contains(t, source["file"], "events.go", "the recorder's line: %v", r)
+	}
+}
+
+// --log-format is checked as it is parsed, on every command that logs.
+func TestLogFormatFlag(t *testing.T) {
+	_, errOut, err := runCLI(t, "pods", "--log-format", "xml")
+	assert.ErrorIs(t, err, errUsage)
+	assert.Contains(t, errOut, `invalid argument "xml" for "--log-format" flag: want text or json, not "xml"`)
 }

@@ -5,17 +5,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -28,27 +27,6 @@ var (
 	version = "dev"
 	commit  = ""
 )
-
-const usage = `cri-prober: Kubernetes probe behaviour for containers run by containerd, without kubelet.
-
-Usage:
-  cri-prober <command> [flags]
-
-Commands:
-  run       run the agent: probe containers with kubelet's semantics, restart them
-  status    print a running agent's pods, readiness, restarts and last probe results
-  events    print (or follow with -f) a running agent's events
-  history   print a pod's recent probe runs and its last failures, with threshold counts
-  why       say why the agent restarted a pod's containers (the failures, the exit, the back-off)
-  wait      wait until a pod is ready, started or healthy (for CI scripts)
-  probe     run one probe now (the container's own, or given inline) and print the result
-  validate  check Pod manifests as the agent reads them, with file and line
-  explain   when each probe of a manifest runs, detects and restarts; common mistakes
-  pods      list the pods and containers the runtime reports (the poller's view)
-  version   print the version
-
-Run 'cri-prober help <command>' (or 'cri-prober <command> --help') for a command's flags and examples.
-`
 
 // exitCode carries the exit code an error should end the program with.
 type exitCode struct {
@@ -78,21 +56,33 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	klog.Flush()
+	os.Exit(report(err, os.Stderr))
+}
+
+// report prints what err says that was not printed yet and returns the
+// exit code: 0 success, 1 problems found (or a failure), 2 usage errors
+// and errors (kubectl's and crictl's convention), or the code err carries.
+func report(err error, stderr io.Writer) int {
+	var usage usageError
+	var coded exitCode
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
 	case errors.Is(err, errUsage):
-		os.Exit(2)
+		return 2 // the command printed it
 	case errors.Is(err, errProblemsFound):
-		os.Exit(1) // already reported
+		return 1 // already reported
 	case errors.Is(err, errProbeError):
-		os.Exit(2) // already reported
+		return 2 // already reported
+	case errors.As(err, &coded):
+		fmt.Fprintln(stderr, "cri-prober:", err)
+		return coded.code
 	default:
-		var coded exitCode
-		fmt.Fprintln(os.Stderr, "cri-prober:", err)
-		if errors.As(err, &coded) {
-			os.Exit(coded.code)
-		}
-		os.Exit(1)
+		fmt.Fprintln(stderr, "cri-prober:", err)
+		return 1
 	}
 }
 
@@ -139,66 +129,6 @@ func signalContext() (ctx context.Context, stop func()) {
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if err := runCommand(ctx, args, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return nil // the command printed its help, as asked
-}
-
-// newFlagSet is a command's flag set; its usage is help, then the flags.
-func newFlagSet(name, help string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), help)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	switch args[0] {
-	case "run":
-		return runAgent(ctx, args[1:], stdout, stderr)
-	case "pods":
-		return runPods(ctx, args[1:], stdout, stderr)
-	case "wait":
-		return runWait(ctx, args[1:], stdout, stderr)
-	case "probe":
-		return runProbe(ctx, args[1:], stdout, stderr)
-	case "explain":
-		return runExplain(ctx, args[1:], stdout, stderr)
-	case "validate":
-		return runValidate(ctx, args[1:], stdout, stderr)
-	case "status":
-		return runStatus(ctx, args[1:], stdout, stderr)
-	case "events":
-		return runEvents(ctx, args[1:], stdout, stderr)
-	case "history":
-		return runHistory(ctx, args[1:], stdout, stderr)
-	case "why":
-		return runWhy(ctx, args[1:], stdout, stderr)
-	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, versionString())
-		fmt.Fprint(stdout, versionDetails())
-		return nil
-	case "help", "--help", "-help", "-h":
-		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
-			// `help CMD` is `CMD --help`, as kubectl and crictl have it.
-			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
-		}
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
-		return errUsage
-	}
-}
-
 func versionString() string {
 	v := version
 	if rev := revision(); rev != "" {
@@ -242,80 +172,86 @@ func moduleVersion(path string) string {
 	return "unknown"
 }
 
-// runtimeFlags are the flags of every command that talks to the runtime.
+// runtimeFlags are the flags of every command that talks to the runtime,
+// named and found as crictl's.
 type runtimeFlags struct {
 	endpoint       string
+	crictlConfig   string
 	connectTimeout time.Duration
 	requestTimeout time.Duration
 	maxExecReply   int
 	verbosity      int
+
+	flags              *pflag.FlagSet
+	connectTimeoutName string
 }
 
-func (f *runtimeFlags) register(fs *flag.FlagSet) { f.registerAs(fs, "timeout") }
+func (f *runtimeFlags) register(fs *pflag.FlagSet) { f.registerAs(fs, "timeout") }
 
 // registerAs registers the flags with the connect timeout under another
 // name, for commands whose --timeout means something else.
-func (f *runtimeFlags) registerAs(fs *flag.FlagSet, connectTimeout string) {
-	fs.StringVar(&f.endpoint, "runtime-endpoint", "", "CRI endpoint (default $"+cri.EndpointEnv+", else "+cri.DefaultEndpoint+")")
-	fs.DurationVar(&f.connectTimeout, connectTimeout, 5*time.Second, "timeout for connecting to the runtime")
+func (f *runtimeFlags) registerAs(fs *pflag.FlagSet, connectTimeout string) {
+	f.flags, f.connectTimeoutName = fs, connectTimeout
+	fs.StringVarP(&f.endpoint, "runtime-endpoint", "r", "", "CRI endpoint (default: $"+cri.EndpointEnv+", else runtime-endpoint in crictl's config file, else "+cri.DefaultEndpoint+")")
+	fs.StringVar(&f.crictlConfig, "crictl-config", "", "crictl's config `file`, for its runtime-endpoint and timeout (default: $"+cri.ConfigFileEnv+", else "+cri.DefaultConfigFile+" if it exists)")
+	if connectTimeout == "timeout" {
+		fs.DurationVarP(&f.connectTimeout, connectTimeout, "t", 5*time.Second, "timeout for connecting to the runtime (default: crictl config's timeout, else 5s)")
+	} else {
+		fs.DurationVar(&f.connectTimeout, connectTimeout, 5*time.Second, "timeout for connecting to the runtime (default: crictl config's timeout, else 5s)")
+	}
 	fs.DurationVar(&f.requestTimeout, "runtime-request-timeout", 30*time.Second, "deadline of each CRI call (an exec probe waits for the runtime's answer up to its timeout plus 2m, as kubelet)")
 	fs.IntVar(&f.maxExecReply, "max-exec-reply-bytes", cri.DefaultMaxExecReply, "largest exec reply (a probe command's output) read from the runtime; a longer one makes the probe an error, not a failure (kubelet: 16777216; only 10KiB of output is kept either way)")
-	fs.IntVar(&f.verbosity, "v", 0, "log verbosity (klog levels: 2 adds retries, 4 every runtime event)")
+	fs.IntVarP(&f.verbosity, "v", "v", 0, "log verbosity (klog levels: 2 adds retries, 4 every runtime event)")
+	fs.Var(logFormatValue{}, "log-format", "log format: text (klog's, one record per line) or json (one JSON object per line)")
 }
 
-// resolvedEndpoint applies crictl's precedence: flag, then environment,
-// then containerd's default socket.
-func (f *runtimeFlags) resolvedEndpoint() string {
-	if f.endpoint != "" {
-		return f.endpoint
+// logFormatValue is --log-format, checked as it is parsed.
+type logFormatValue struct{}
+
+func (logFormatValue) String() string { return logFormat }
+func (logFormatValue) Type() string   { return "format" }
+func (logFormatValue) Set(v string) error {
+	if err := checkLogFormat(v); err != nil {
+		return err
 	}
-	if env := os.Getenv(cri.EndpointEnv); env != "" {
-		return env
-	}
-	return cri.DefaultEndpoint
+	logFormat = v
+	return nil
 }
 
-func (f *runtimeFlags) dial(ctx context.Context) (*cri.Client, error) {
-	return cri.Dial(ctx, f.resolvedEndpoint(), f.dialOptions()...)
+// resolvedEndpoint applies crictl's precedence (cri.ResolveEndpoint); a
+// timeout in crictl's config file applies unless the flag is given.
+func (f *runtimeFlags) resolvedEndpoint() (cri.Endpoint, error) {
+	e, err := cri.ResolveEndpoint(f.endpoint, f.crictlConfig)
+	if err != nil {
+		return e, err
+	}
+	if e.Timeout > 0 && (f.flags == nil || !f.flags.Changed(f.connectTimeoutName)) {
+		f.connectTimeout = e.Timeout
+	}
+	return e, nil
+}
+
+func (f *runtimeFlags) dial(ctx context.Context, extra ...cri.Option) (*cri.Client, error) {
+	e, err := f.resolvedEndpoint()
+	if err != nil {
+		return nil, err
+	}
+	client, err := cri.Dial(ctx, e.Address, append(f.dialOptions(), extra...)...)
+	if err != nil && e.Source != cri.FromFlag {
+		return nil, fmt.Errorf("%w (endpoint from %s)", err, describeSource(e))
+	}
+	return client, err
+}
+
+// describeSource names the setting an endpoint came from.
+func describeSource(e cri.Endpoint) string {
+	if e.Source == cri.FromConfigFile {
+		return e.ConfigFile
+	}
+	return string(e.Source)
 }
 
 func (f *runtimeFlags) dialOptions() []cri.Option {
 	setVerbosity(f.verbosity)
 	return []cri.Option{cri.WithConnectTimeout(f.connectTimeout), cri.WithCallTimeout(f.requestTimeout), cri.WithMaxExecReply(f.maxExecReply)}
-}
-
-// parseFlagsWithArgs parses args, leaving positional arguments in fs.Args.
-func parseFlagsWithArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return flag.ErrHelp
-		}
-	}
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return flag.ErrHelp
-		}
-		return errUsage
-	}
-	return nil
-}
-
-// parseFlags parses args and rejects stray arguments. Help goes to stdout
-// (flag.ErrHelp, exit 0); mistakes go to stderr with the usage (exit 2).
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
-	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		fs.Usage()
-		return errUsage
-	}
-	return nil
 }

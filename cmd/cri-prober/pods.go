@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,53 +9,60 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 )
 
-const podsHelp = `Usage: cri-prober pods [flags]
-
-Lists the pods and containers the runtime reports, as cri-prober's poller
+func newPodsCommand() *cobra.Command {
+	var o podsOptions
+	cmd := &cobra.Command{
+		Use:   "pods",
+		Short: "List the pods and containers the runtime reports (the poller's view)",
+		Long: `Lists the pods and containers the runtime reports, as cri-prober's poller
 sees them: the first thing to run to check that cri-prober reaches your
-runtime. With --watch it keeps running and prints every change as it
-happens (containerd's event stream makes exits show within milliseconds).
+runtime. With -w it keeps running and prints every change as it happens
+(containerd's event stream makes exits show within milliseconds).
 
-Examples:
-  cri-prober pods
+The runtime is found as crictl finds it: --runtime-endpoint, else
+$CONTAINER_RUNTIME_ENDPOINT, else runtime-endpoint in crictl's config file
+($CRI_CONFIG_FILE, else /etc/crictl.yaml), else containerd's socket.`,
+		Example: `  cri-prober pods
   cri-prober pods -o json
-  cri-prober pods --namespace default --watch
-  CONTAINER_RUNTIME_ENDPOINT=unix:///run/k3s/containerd/containerd.sock cri-prober pods
-
-Flags:
-`
+  cri-prober pods -n default -w
+  cri-prober pods -r unix:///run/k3s/containerd/containerd.sock`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, o.output, readFormats...); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	o.register(fs)
+	addOutputFlag(cmd, &o.output, readFormats...)
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "only pods of this namespace")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default, as crictl pods)")
+	fs.BoolVarP(&o.watch, "watch", "w", false, "keep running and print changes as they happen")
+	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "with --watch: how often to list the runtime")
+	fs.StringVar(&o.containerdAddress, "containerd-address", "", "with --watch: containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
+	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
+	return cmd
+}
 
 type podsOptions struct {
 	runtimeFlags
 	output            string
 	namespace         string
+	allNamespaces     bool
 	watch             bool
 	relistPeriod      time.Duration
 	containerdAddress string
 }
 
-func runPods(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o podsOptions
-	fs := newFlagSet("pods", podsHelp)
-	o.register(fs)
-	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-	fs.StringVar(&o.namespace, "namespace", "", "only pods of this namespace")
-	fs.BoolVar(&o.watch, "watch", false, "keep running and print changes as they happen")
-	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "with --watch: how often to list the runtime")
-	fs.StringVar(&o.containerdAddress, "containerd-address", "", "with --watch: containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
-	}
-	if o.output != "table" && o.output != "json" {
-		safef(stderr, "-o %q: want table or json\n", o.output)
-		return errUsage
-	}
-
+func (o *podsOptions) run(ctx context.Context, stdout io.Writer) error {
 	client, err := o.dial(ctx)
 	if err != nil {
 		return err
@@ -73,7 +79,7 @@ func runPods(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return printSnapshot(stdout, snap, o.output, o.namespace, time.Now())
 	}
-	return watchPods(ctx, client, poller, o, stdout)
+	return watchPods(ctx, client, poller, *o, stdout)
 }
 
 // watchPods prints the current state, then one line per change until ctx
@@ -100,7 +106,6 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 		wg.Go(func() { watcher.Run(ctx) })
 	}
 
-	enc := json.NewEncoder(stdout)
 	first := true
 	for {
 		select {
@@ -121,8 +126,8 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 			if o.namespace != "" && ev.Pod.Namespace != o.namespace {
 				continue
 			}
-			if o.output == "json" {
-				if err := enc.Encode(eventJSON(ev)); err != nil {
+			if structured(o.output) {
+				if err := printStreamed(stdout, o.output, eventJSON(ev)); err != nil {
 					return err
 				}
 				continue
@@ -151,23 +156,32 @@ func printSnapshot(w io.Writer, snap *cri.Snapshot, output, namespace string, no
 	if namespace != "" {
 		snap = snap.Select(func(p *cri.Pod) bool { return p.Namespace == namespace })
 	}
-	if output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(snap)
+	if structured(output) {
+		return printObject(w, output, snap)
 	}
+	wide := output == outputWide
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tPOD\tIP\tCONTAINER\tID\tATTEMPT\tSTATE\tSTARTED\tEXIT")
+	if wide {
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tIP\tCONTAINER\tID\tATTEMPT\tSTATE\tSTARTED\tEXIT\tPOD ID\tIMAGE")
+	} else {
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tIP\tCONTAINER\tID\tATTEMPT\tSTATE\tSTARTED\tEXIT")
+	}
 	for _, p := range snap.Pods() {
 		ctrs := snap.PodContainers(p.ID)
+		extra := func(image string) string {
+			if !wide {
+				return ""
+			}
+			return "\t" + shortID(p.ID) + "\t" + dash(image)
+		}
 		if len(ctrs) == 0 {
-			safef(tw, "%s\t%s\t%s\t<none>\t%s\t%d\tSandbox%s\t%s\t-\n",
-				p.Namespace, p.Name, dash(p.IP()), shortID(p.ID), p.Attempt, p.State, ago(p.CreatedAt, now))
+			safef(tw, "%s\t%s\t%s\t<none>\t%s\t%d\tSandbox%s\t%s\t-%s\n",
+				p.Namespace, p.Name, dash(p.IP()), shortID(p.ID), p.Attempt, p.State, ago(p.CreatedAt, now), extra(""))
 			continue
 		}
 		for _, c := range ctrs {
-			safef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
-				p.Namespace, p.Name, dash(p.IP()), c.Name, shortID(c.ID), c.Attempt, c.State, ago(c.StartedAt, now), exit(c))
+			safef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n",
+				p.Namespace, p.Name, dash(p.IP()), c.Name, shortID(c.ID), c.Attempt, c.State, ago(c.StartedAt, now), exit(c), extra(c.Image))
 		}
 	}
 	return tw.Flush()

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +27,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err = run(context.Background(), args, &out, &errb)
+	report(err, &errb) // what main prints
 	return out.String(), errb.String(), err
 }
 
@@ -104,21 +105,25 @@ func TestUsageErrors(t *testing.T) {
 		wantStderr string
 		wantStdout string
 	}{
-		{name: "no command", args: nil, wantUsage: true, wantStderr: "Commands:"},
-		{name: "unknown command", args: []string{"frobnicate"}, wantUsage: true, wantStderr: `unknown command "frobnicate"`},
-		{name: "bad output format", args: []string{"pods", "-o", "yaml"}, wantUsage: true, wantStderr: "want table or json"},
-		{name: "unknown flag", args: []string{"pods", "--bogus"}, wantUsage: true, wantStderr: "flag provided but not defined: -bogus"},
-		{name: "stray argument", args: []string{"pods", "extra"}, wantUsage: true, wantStderr: "unexpected arguments: extra"},
+		{name: "no command: help", args: nil, wantStdout: "Running the agent:"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantUsage: true, wantStderr: `error: unknown command "frobnicate" for "cri-prober"`},
+		{name: "misspelt command", args: []string{"stauts"}, wantUsage: true, wantStderr: "Did you mean this?\n\tstatus"},
+		{name: "bad output format", args: []string{"pods", "-o", "xml"}, wantUsage: true, wantStderr: `-o "xml": want one of table, wide, json, yaml`},
+		{name: "unknown flag", args: []string{"pods", "--bogus"}, wantUsage: true, wantStderr: "unknown flag: --bogus\nSee 'cri-prober pods --help' for usage."},
+		{name: "stray argument", args: []string{"pods", "extra"}, wantUsage: true, wantStderr: "unexpected argument(s): extra"},
+		{name: "flags after arguments are flags", args: []string{"why", "shop/web", "--all", "-s", "unix:///nonexistent.sock"}, wantStderr: "cannot reach the agent"},
 		{name: "help is not an error", args: []string{"pods", "--help"}, wantStdout: "Examples:"},
-		{name: "top-level help", args: []string{"help"}, wantStdout: "Commands:"},
+		{name: "top-level help", args: []string{"help"}, wantStdout: "Asking a running agent:"},
 		{name: "version", args: []string{"--version"}, wantStdout: "cri-prober "},
+		{name: "namespace twice", args: []string{"history", "-n", "a", "b/web"}, wantUsage: true, wantStderr: `pod "b/web" is in namespace "b" but -n says "a"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, err := runCLI(t, tt.args...)
-			if tt.wantUsage {
+			switch {
+			case tt.wantUsage:
 				assert.True(t, errors.Is(err, errUsage), "err = %v", err)
-			} else {
+			case tt.wantStderr == "":
 				assert.NoError(t, err)
 			}
 			assert.Contains(t, errOut, tt.wantStderr)
@@ -178,7 +183,7 @@ func TestPrintStatus(t *testing.T) {
 			Containers: []api.Container{{Name: "c", State: "Running", Ready: true, Probes: map[string]api.Probe{}}}},
 	}
 	var out strings.Builder
-	printStatus(&out, pods, now)
+	printStatus(&out, pods, now, false, true)
 	want := `NAMESPACE  POD              READY  STATUS              RESTARTS  AGE
 shop       web              0/2    CrashLoopBackOff    5         5m0s
     app: not ready, Running, restarts 3 — liveness success 2s ago · readiness failure (1/3) 2s ago: HTTP probe failed with statuscode: 503 · startup not run yet
@@ -231,8 +236,8 @@ func TestExplainCommand(t *testing.T) {
 }
 
 func TestConfigFile(t *testing.T) {
-	newFS := func() (*flag.FlagSet, *string, *time.Duration, *bool) {
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	newFS := func() (*pflag.FlagSet, *string, *time.Duration, *bool) {
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		listen := fs.String("listen", "127.0.0.1:9440", "")
 		period := fs.Duration("relist-period", time.Second, "")
 		watch := fs.Bool("watch", false, "")
@@ -266,7 +271,7 @@ func TestConfigFile(t *testing.T) {
 // The example config of docs/deployment.md names run's flags only.
 func TestDeployConfigIsValid(t *testing.T) {
 	var o runOptions
-	fs := newRunFlags(&o)
+	fs := newRunCommand(&o).Flags()
 	require.NoError(t, fs.Parse(nil))
 	require.NoError(t, applyConfig(fs, "../../deploy/config.yaml"))
 	assert.Equal(t, "/etc/cri-prober/pods", o.manifests)
@@ -280,7 +285,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		t.Run(cmd, func(t *testing.T) {
 			out, _, err := runCLI(t, cmd, "--help")
 			require.NoError(t, err)
-			assert.Contains(t, out, "Usage: cri-prober "+cmd)
+			assert.Contains(t, out, "Usage:\n  cri-prober "+cmd)
 			assert.Contains(t, out, "Examples:")
 			assert.Contains(t, out, "Flags:")
 			// `help CMD` says the same, as kubectl's and crictl's.
@@ -304,7 +309,7 @@ func TestTerminalSafe(t *testing.T) {
 	assert.Equal(t, `bad \xfffd utf-8, ünïcode kept`, terminalSafe("bad \xff utf-8, ünïcode kept"))
 	var out strings.Builder
 	printEvent(&out, events.Event{Time: time.Unix(0, 0), Type: "Warning", Reason: "Unhealthy", Namespace: "ns", Pod: "p",
-		Message: "Readiness probe failed: \x1b[31mred\x1b[0m\nsecond line", Count: 2, Threshold: 3})
+		Message: "Readiness probe failed: \x1b[31mred\x1b[0m\nsecond line", Count: 2, Threshold: 3}, false)
 	assert.Contains(t, out.String(), "\t2/3\t", "the count beside kubelet's message")
 	assert.Contains(t, out.String(), `Readiness probe failed: \x1b[31mred\x1b[0m second line`)
 }
@@ -320,7 +325,7 @@ func TestPrintHistory(t *testing.T) {
 		Failures: []api.Run{run(1, "failure", 1, 3, false, "HTTP probe failed with statuscode: 500"), run(2, "failure", 2, 3, false, "HTTP probe failed with statuscode: 500")},
 	}}}
 	var out strings.Builder
-	printHistory(&out, h)
+	printHistory(&out, h, false)
 	assert.Equal(t, `CONTAINER  PROBE     TIME                RESULT   COUNT  TOOK  OUTPUT
 app        liveness  10:00:10.000        success  1/1*   2ms   
 app        liveness  10:00:11.000        success  2/1    2ms   
@@ -329,7 +334,7 @@ app        liveness  10:00:01.000        failure  1/3    2ms   HTTP probe failed
 app        liveness  10:00:02.000        failure  2/3    2ms   HTTP probe failed with statuscode: 500
 `, out.String())
 	out.Reset()
-	printHistory(&out, api.History{Namespace: "shop", Name: "db"})
+	printHistory(&out, api.History{Namespace: "shop", Name: "db"}, false)
 	assert.Equal(t, "pod shop/db: no probe has run\n", out.String())
 }
 
@@ -371,7 +376,7 @@ func TestPrintStatusWithInitContainers(t *testing.T) {
 		}},
 	}
 	var out strings.Builder
-	printStatus(&out, pods, now)
+	printStatus(&out, pods, now, false, true)
 	want := `NAMESPACE  POD       READY  STATUS     RESTARTS  AGE
 shop       starting  0/1    Init:1/2   0         0s
     setup (init): completed, restarts 0

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -20,87 +19,114 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-const probeHelp = `Usage: cri-prober probe TARGET PROBE [flags]
-
-Runs one probe now, through the same handlers as the agent (kubelet's
+func newProbeCommand() *cobra.Command {
+	var o probeOptions
+	cmd := &cobra.Command{
+		Use:   "probe [POD] (-c CONTAINER | --container-id ID) (--liveness | --readiness | --startup | INLINE) [-- COMMAND ARG...]",
+		Short: "Run one probe now (the container's own, or given inline) and print the result",
+		Long: `Runs one probe now, through the same handlers as the agent (kubelet's
 semantics: HTTP redirects, output caps, timeouts, three tries when it cannot
 run at all), and prints the result, output and duration. No agent needed.
 
-Exit code: 0 success (or warning), 1 failure, 2 error (bad arguments,
-container not found, runtime unreachable, probe could not run).
+The target is a container: POD (NAMESPACE/NAME, or NAME with -n) and
+-c CONTAINER (its name), or --container-id ID (a unique prefix will do, as
+with crictl).
 
-TARGET is --container ID (a unique prefix will do, as with crictl) or
---pod NAMESPACE/NAME --container-name NAME.
-PROBE is --liveness, --readiness or --startup (the container's own, from
---pod-manifests or its annotations), or one given inline: --exec, --http-get,
---tcp or --grpc.
+The probe is the container's own (--liveness, --readiness or --startup,
+from --pod-manifests or its annotations), or one given inline: --http-get,
+--tcp, --grpc, or an exec command given after --, word for word
+(no splitting: cri-prober probe web -c app -- sh -c 'test -f /tmp/ready').
 
-Examples:
-  cri-prober probe --pod demo/web --container-name web --liveness
-  cri-prober probe --container 69b0618 --http-get 8080/healthz
-  cri-prober probe --container 69b0618 --exec 'cat /tmp/ready' --timeout 2s
-  cri-prober probe --pod demo/web --container-name web --grpc 5000
-  cri-prober probe --pod shop/api --container-name api --http-get 8443/ready --scheme HTTPS --header 'Authorization: Bearer x'
-
-Flags:
-`
-
-type probeOptions struct {
-	runtimeFlags
-	containerID, pod, containerName string
-	manifests                       string
-	liveness, readiness, startup    bool
-	execCmd, httpGet, tcp, grpc     string
-	scheme                          string
-	headers                         fileList
-	timeout                         time.Duration
-	probeNetwork                    string
-}
-
-// runProbe exits 2 for every error: a failure is the probe's result (1).
-func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	err := probeOnce(ctx, args, stdout, stderr)
-	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.Is(err, errProbeError) {
-		return err
+Exit codes: 0 success (or warning), 1 failure, 2 error (bad arguments,
+container not found, runtime unreachable, probe could not run).`,
+		Example: `  cri-prober probe demo/web -c web --liveness
+  cri-prober probe --container-id 69b0618 --http-get 8080/healthz
+  cri-prober probe demo/web -c web --timeout 2s -- cat /tmp/ready
+  cri-prober probe demo/web -c web --grpc 5000
+  cri-prober probe -n shop api -c api --http-get 8443/ready --scheme HTTPS --header 'Authorization: Bearer x'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := o.run(cmd, args)
+			if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.Is(err, errProbeError) {
+				return err
+			}
+			return withCode(2, err) // a failure is the probe's result (1); the rest is 2
+		},
 	}
-	return withCode(2, err)
-}
-
-func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o probeOptions
-	fs := newFlagSet("probe", probeHelp)
+	fs := cmd.Flags()
 	o.registerAs(fs, "connect-timeout")
-	fs.StringVar(&o.containerID, "container", "", "target container `ID` (or a unique prefix)")
-	fs.StringVar(&o.pod, "pod", "", "target pod as `NAMESPACE/NAME` (with --container-name)")
-	fs.StringVar(&o.containerName, "container-name", "", "target container's `name` in --pod")
+	o.podRef.register(fs)
+	fs.StringVar(&o.pod, "pod", "", "target pod as `NAMESPACE/NAME` (or give it as the argument)")
+	fs.StringVarP(&o.containerName, "container", "c", "", "target container's `name` in the pod")
+	fs.StringVar(&o.containerName, "container-name", "", "the same as --container")
+	_ = fs.MarkDeprecated("container-name", "use -c/--container")
+	fs.StringVar(&o.containerID, "container-id", "", "target container `ID` (or a unique prefix), instead of POD and -c")
 	fs.StringVar(&o.manifests, "pod-manifests", "", "manifest `directory` to take the container's probe specs from (else its annotations)")
 	fs.BoolVar(&o.liveness, "liveness", false, "run the container's liveness probe")
 	fs.BoolVar(&o.readiness, "readiness", false, "run the container's readiness probe")
 	fs.BoolVar(&o.startup, "startup", false, "run the container's startup probe")
-	fs.StringVar(&o.execCmd, "exec", "", "run `COMMAND` in the container (split on spaces; use sh -c '…' for more)")
+	fs.StringVar(&o.execCmd, "exec", "", "run `COMMAND` in the container, split on spaces")
+	_ = fs.MarkDeprecated("exec", "give the command after --, word for word: probe POD -c NAME -- sh -c '…'")
 	fs.StringVar(&o.httpGet, "http-get", "", "HTTP GET `PORT/PATH` on the pod IP (e.g. 8080/healthz?full=1)")
 	fs.StringVar(&o.scheme, "scheme", "HTTP", "with --http-get: HTTP or HTTPS (not verified, as kubelet)")
-	fs.Var(&o.headers, "header", "with --http-get: a `'Name: value'` header (repeatable)")
+	fs.StringArrayVar(&o.headers, "header", nil, "with --http-get: a `'Name: value'` header (repeatable)")
 	fs.StringVar(&o.tcp, "tcp", "", "TCP connect to `PORT` on the pod IP")
 	fs.StringVar(&o.grpc, "grpc", "", "gRPC health check `PORT[/SERVICE]` on the pod IP")
 	fs.DurationVar(&o.timeout, "timeout", 0, "probe timeout (default: the spec's, else 1s)")
 	fs.StringVar(&o.probeNetwork, "probe-network", "", "node or pod: where network probes are dialled from (default: the pod's "+spec.ProbeNetworkAnnotation+", else node)")
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
+	return cmd
+}
+
+type probeOptions struct {
+	runtimeFlags
+	podRef
+	containerID, pod, containerName string
+	manifests                       string
+	liveness, readiness, startup    bool
+	execCmd, httpGet, tcp, grpc     string
+	execArgv                        []string
+	scheme                          string
+	headers                         []string
+	timeout                         time.Duration
+	probeNetwork                    string
+}
+
+func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
+	ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		args, o.execArgv = args[:dash], args[dash:]
+		if len(o.execArgv) == 0 {
+			return usageErrorf(cmd, "no command after --")
+		}
+	}
+	switch {
+	case len(args) > 1:
+		return usageErrorf(cmd, "unexpected argument(s): %s (an exec command goes after --)", strings.Join(args[1:], " "))
+	case len(args) == 1 && o.pod != "":
+		return usageErrorf(cmd, "the pod is given twice (argument and --pod): give one")
+	case len(args) == 1:
+		o.pod = args[0]
 	}
 	inline, err := o.inlineProbe()
 	if err != nil {
-		safeln(stderr, err)
-		return errUsage
+		return usageErrorf(cmd, "%v", err)
 	}
 	chosen := count(o.liveness, o.readiness, o.startup, inline != nil)
 	if chosen != 1 {
-		safeln(stderr, "give exactly one probe: --liveness, --readiness, --startup, --exec, --http-get, --tcp or --grpc")
-		return errUsage
+		return usageErrorf(cmd, "give exactly one probe: --liveness, --readiness, --startup, --http-get, --tcp, --grpc, or a command after --")
 	}
-	if (o.containerID == "") == (o.pod == "") {
-		safeln(stderr, "give the target as --container ID, or as --pod NAMESPACE/NAME --container-name NAME")
-		return errUsage
+	var namespace, name string
+	switch {
+	case o.containerID != "" && (o.pod != "" || o.containerName != ""):
+		return usageErrorf(cmd, "give the target as --container-id ID, or as POD -c NAME, not both")
+	case o.containerID == "" && (o.pod == "" || o.containerName == ""):
+		return usageErrorf(cmd, "give the target as POD -c NAME (POD: NAMESPACE/NAME, or NAME with -n), or as --container-id ID")
+	case o.pod != "":
+		if namespace, name, err = o.podRef.parse(cmd, o.pod); err != nil {
+			return err
+		}
+	}
+	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
+		return usageErrorf(cmd, "--probe-network: %v", err)
 	}
 
 	client, err := o.dial(ctx)
@@ -122,7 +148,7 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		manifests, manifestErrs = spec.LoadDir(o.manifests)
 	}
 	view := pods.Resolve(snap, pods.Inputs{Manifests: manifests, ManifestErrors: manifestErrs})
-	pod, ctr, instance, err := findContainer(view, o.containerID, o.pod, o.containerName)
+	pod, ctr, instance, err := findContainer(view, o.containerID, namespace, name, o.containerName)
 	if err != nil {
 		return err
 	}
@@ -153,10 +179,6 @@ func probeOnce(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if o.timeout > 0 {
 		probe.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
-	}
-	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
-		safef(stderr, "--probe-network: %v\n", err)
-		return errUsage
 	}
 	// The flag, else the pod's own choice as the agent resolves it.
 	host, inPodNetwork := pod.ProbeHost, pod.InPodNetwork
@@ -211,8 +233,14 @@ func count(bs ...bool) int {
 // API server's defaults.
 func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
 	var handlers []corev1.ProbeHandler
+	if o.execCmd != "" && len(o.execArgv) > 0 {
+		return nil, errors.New("give the command once: after -- (--exec is the old way)")
+	}
 	if o.execCmd != "" {
 		handlers = append(handlers, corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: strings.Fields(o.execCmd)}})
+	}
+	if len(o.execArgv) > 0 {
+		handlers = append(handlers, corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: o.execArgv}})
 	}
 	if o.httpGet != "" {
 		port, path, _ := strings.Cut(o.httpGet, "/")
@@ -246,7 +274,7 @@ func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
 		return nil, nil
 	case 1:
 	default:
-		return nil, errors.New("give one inline probe: --exec, --http-get, --tcp or --grpc")
+		return nil, errors.New("give one inline probe: --http-get, --tcp, --grpc, or a command after --")
 	}
 	p := &corev1.Probe{ProbeHandler: handlers[0]}
 	spec.DefaultProbe(p)
@@ -266,7 +294,7 @@ func portValue(s string) intstr.IntOrString {
 // findContainer finds a container instance by ID (or unique ID prefix), or
 // by pod (NAMESPACE/NAME: the pod that name stands for) and container name
 // (its current instance).
-func findContainer(v *pods.View, id, pod, name string) (*pods.Pod, *pods.Container, *cri.Container, error) {
+func findContainer(v *pods.View, id, namespace, podName, name string) (*pods.Pod, *pods.Container, *cri.Container, error) {
 	if id != "" {
 		var foundPod *pods.Pod
 		var found *pods.Container
@@ -288,11 +316,8 @@ func findContainer(v *pods.View, id, pod, name string) (*pods.Pod, *pods.Contain
 		}
 		return foundPod, found, instance, nil
 	}
-	ns, podName, ok := strings.Cut(pod, "/")
-	if !ok || name == "" {
-		return nil, nil, nil, fmt.Errorf("--pod %q: want NAMESPACE/NAME, with --container-name", pod)
-	}
-	p, ok := v.ByName(ns, podName)
+	pod := namespace + "/" + podName
+	p, ok := v.ByName(namespace, podName)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("no pod %s (see cri-prober pods)", pod)
 	}

@@ -44,7 +44,7 @@ func TestRunProbeMetricsAggregate(t *testing.T) {
 // refused.
 func TestProbeMetricsFlag(t *testing.T) {
 	var o runOptions
-	fs := newRunFlags(&o)
+	fs := newRunCommand(&o).Flags()
 	assert.Equal(t, "per-probe", o.probeMetrics, "kubelet's series by default")
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("probe-metrics: aggregate\n"), 0o600))
@@ -53,7 +53,7 @@ func TestProbeMetricsFlag(t *testing.T) {
 
 	rt := fakeruntime.NewForTest(t)
 	var stderr bytes.Buffer
-	err := runAgent(klog.NewContext(context.Background(), logr.Discard()), []string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none",
+	err := run(klog.NewContext(context.Background(), logr.Discard()), []string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none",
 		"--listen", "", "--probe-metrics", "per-pod"}, io.Discard, &stderr)
 	require.ErrorIs(t, err, errUsage)
 	assert.Contains(t, stderr.String(), `--probe-metrics: "per-pod" is not per-probe or aggregate`)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	promversion "github.com/prometheus/common/version"
@@ -20,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
@@ -33,9 +34,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-const runHelp = `Usage: cri-prober run [flags]
-
-Runs the agent: probes every container that a Pod manifest or a CRI
+const runLong = `Runs the agent: probes every container that a Pod manifest or a CRI
 annotation gives probes to, with kubelet's semantics, and logs each probe
 event as kubelet would record it ("Liveness probe failed: …").
 
@@ -57,15 +56,11 @@ Every flag can also be given in a YAML file (--config), under its name:
   pod-manifests: /etc/cri-prober/pods
   listen: 127.0.0.1:9440
   restart: recreate
-Precedence: defaults, then the config file, then the command line.
+Precedence: defaults, then the config file, then the command line.`
 
-Examples:
-  cri-prober run --pod-manifests /etc/cri-prober/pods
+const runExample = `  cri-prober run --pod-manifests /etc/cri-prober/pods
   cri-prober run --config /etc/cri-prober/config.yaml --restart none
-  cri-prober run --runtime-endpoint unix:///run/containerd/containerd.sock -v 2
-
-Flags:
-`
+  cri-prober run --runtime-endpoint unix:///run/containerd/containerd.sock -v 2`
 
 type runOptions struct {
 	runtimeFlags
@@ -92,9 +87,19 @@ type runOptions struct {
 	probeMetrics      string
 }
 
-// newRunFlags declares run's flags (also the keys of its config file).
-func newRunFlags(o *runOptions) *flag.FlagSet {
-	fs := newFlagSet("run", runHelp)
+// newRunCommand is run; its flags are also the keys of its config file.
+func newRunCommand(o *runOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "run",
+		Short:   "Run the agent: probe containers with kubelet's semantics, restart them",
+		Long:    runLong,
+		Example: runExample,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.Flags(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
 	o.register(fs)
 	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from")
 	fs.StringVar(&o.specSources, "spec-sources", "manifests,annotations", "where probes and restart policies may come from: manifests (--pod-manifests: the operator's files), annotations (cri-prober.io/ annotations on CRI sandboxes and containers: whoever creates the pod; beside kubelet, every Pod creator, since kubelet copies a Pod's annotations onto its sandbox); comma-separated")
@@ -117,18 +122,16 @@ func newRunFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why) and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
-	return fs
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	_ = cmd.MarkFlagDirname("pod-manifests")
+	_ = cmd.MarkFlagDirname("state-dir")
+	return cmd
 }
 
 // defaultProcs is the runtime's own GOMAXPROCS, read before run changes it.
 var defaultProcs = runtime.GOMAXPROCS(0)
 
-func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o runOptions
-	fs := newRunFlags(&o)
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
-	}
+func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr io.Writer) error {
 	if o.config != "" {
 		if err := applyConfig(fs, o.config); err != nil {
 			fmt.Fprintln(stderr, err)
@@ -162,6 +165,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
 		return errUsage
 	}
+	setVerbosity(o.verbosity) // -v and --log-format, from the flags and the config file
 	logger := klog.FromContext(ctx)
 	if os.Getenv("GOMAXPROCS") == "" { // the user's setting wins
 		procs := netprobe.Procs(defaultProcs)
@@ -177,7 +181,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	client, err := cri.Dial(ctx, o.resolvedEndpoint(), append(o.dialOptions(), cri.WithMetrics(criMetrics))...)
+	client, err := o.dial(ctx, cri.WithMetrics(criMetrics))
 	if err != nil {
 		return err
 	}
@@ -186,7 +190,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	hostIP := o.hostIP
 	if hostIP == "" {
-		hostIP = defaultRouteIP()
+		var err error
+		if hostIP, err = defaultRouteIP(); err != nil {
+			logger.Error(err, "Cannot find the node's address: host-network pods will be probed at 127.0.0.1; set --host-ip (under systemd, RestrictAddressFamilies must allow AF_NETLINK)")
+			hostIP = "127.0.0.1"
+		}
 	}
 	ring := events.NewRing(1000)
 	recorder := recorders{events.Log(logger), ring}
@@ -282,6 +290,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		})
 	}
+	// A relist makes up to 3 CRI calls, each bounded by the request
+	// timeout: a loop that has not finished one in that long is stuck.
+	notifier := systemdNotifier{ready: engine.Health, lastRelist: engine.Poller.LastRelist, alive: o.relistPeriod + 3*o.requestTimeout + time.Minute, now: time.Now}
+	wg.Go(func() { notifier.run(ctx) })
 	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "listen", o.listen)
 	<-ctx.Done()
 	logger.Info("Shutting down")
@@ -348,43 +360,49 @@ func isLocal(addr net.Addr) bool {
 }
 
 // defaultRouteIP returns the IPv4 address of the interface that carries
-// the default route, the address kubelet would report for the node;
-// 127.0.0.1 if there is none.
-func defaultRouteIP() string {
+// the default route, the address kubelet would report for the node.
+func defaultRouteIP() (string, error) {
 	f, err := os.Open("/proc/net/route")
 	if err != nil {
-		return "127.0.0.1"
+		return "", fmt.Errorf("default route: %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	var errs []error
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		// Iface Destination Gateway …: the default route has destination 0.
 		if len(fields) < 2 || fields[1] != "00000000" {
 			continue
 		}
-		if ip := interfaceIPv4(fields[0]); ip != "" {
-			return ip
+		ip, err := interfaceIPv4(fields[0])
+		if err == nil {
+			return ip, nil
 		}
+		errs = append(errs, err)
 	}
-	return "127.0.0.1"
+	if len(errs) == 0 {
+		return "", errors.New("no default route in /proc/net/route")
+	}
+	return "", errors.Join(errs...)
 }
 
-func interfaceIPv4(name string) string {
+// interfaceIPv4 is an interface's first IPv4 address (read over netlink).
+func interfaceIPv4(name string) (string, error) {
 	iface, err := net.InterfaceByName(name)
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("interface %s: %w", name, err)
 	}
 	addrs, err := iface.Addrs()
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("addresses of %s: %w", name, err)
 	}
 	for _, a := range addrs {
 		if ipnet, ok := a.(*net.IPNet); ok && ipnet.IP.To4() != nil {
-			return ipnet.IP.String()
+			return ipnet.IP.String(), nil
 		}
 	}
-	return ""
+	return "", fmt.Errorf("interface %s has no IPv4 address", name)
 }
 
 // buildInfoCollector is cri_prober_build_info, as every exporter's

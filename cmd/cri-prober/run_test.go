@@ -40,7 +40,7 @@ func TestRunWarnsWhenTheAPIIsReachableFromOtherHosts(t *testing.T) {
 			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 			done := make(chan error, 1)
 			go func() {
-				done <- runAgent(ctx, []string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", tt.listen}, io.Discard, io.Discard)
+				done <- run(ctx, []string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", tt.listen}, io.Discard, io.Discard)
 			}()
 			require.Eventually(t, func() bool { return strings.Contains(read(), `"msg"="Probing"`) }, 10*time.Second, 10*time.Millisecond, read())
 			cancel()
@@ -75,7 +75,7 @@ func TestSpecSources(t *testing.T) {
 	// Manifests given but left out as a source: a contradiction, refused.
 	rt := fakeruntime.NewForTest(t)
 	var stderr strings.Builder
-	err := runAgent(context.Background(), []string{"--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", "",
+	err := run(context.Background(), []string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", "",
 		"--spec-sources", "annotations", "--pod-manifests", t.TempDir()}, io.Discard, &stderr)
 	require.ErrorIs(t, err, errUsage)
 	assert.Contains(t, stderr.String(), "--pod-manifests is set but --spec-sources leaves manifests out")

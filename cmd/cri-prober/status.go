@@ -17,39 +17,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
 )
 
 const defaultServer = "http://127.0.0.1:9440"
-
-const statusHelp = `Usage: cri-prober status [flags]
-
-Prints a running agent's pods and containers: readiness, status, restarts
-and age as kubectl get pods shows them, and under each pod one line per
-container with its probes' last results.
-
-Examples:
-  cri-prober status
-  cri-prober status --namespace shop
-  cri-prober status -o json
-  cri-prober status --server http://10.0.0.5:9440
-
-Flags:
-`
-
-const eventsHelp = `Usage: cri-prober events [flags]
-
-Prints a running agent's recent events (probe failures, kills, restarts,
-back-offs), oldest first; with -f, keeps printing new ones as they happen.
-
-Examples:
-  cri-prober events
-  cri-prober events --since 10m
-  cri-prober events -f
-
-Flags:
-`
 
 // apiRequest GETs path from a running agent and returns the response of a
 // 200; anything else is an error that says what to check. server is the
@@ -81,10 +55,18 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("agent at %s answered %s: %s", redactURL(server), resp.Status, strings.TrimSpace(string(b)))
+		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), resp.Status, strings.TrimSpace(string(b)))}
 	}
 	return resp, nil
 }
+
+// apiStatusError is an agent's answer other than 200.
+type apiStatusError struct {
+	code int
+	err  error
+}
+
+func (e apiStatusError) Error() string { return e.err.Error() }
 
 // serverURL takes --server as the agent's --listen address may be
 // written: a URL, or host:port (http), or :port (this host).
@@ -107,13 +89,6 @@ func redactURL(server string) string {
 	return u.Redacted()
 }
 
-// writeJSONTo prints v as indented JSON, as the API serves it.
-func writeJSONTo(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func apiGet(ctx context.Context, server, path string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -125,44 +100,150 @@ func apiGet(ctx context.Context, server, path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", statusHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
-	namespace := fs.String("namespace", "", "only pods of this namespace")
-	output := fs.String("o", "table", "output format: table or json")
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
+func newStatusCommand() *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print a running agent's pods, readiness, restarts and last probe results",
+		Long: `Prints a running agent's pods and containers: readiness, status, restarts
+and age as kubectl get pods shows them, and under each pod one line per
+container with its probes' last results. Pods of every namespace are shown
+unless -n picks one (the node's view, as crictl pods). With -w, prints a
+pod's row again whenever it changes, as kubectl get -w.`,
+		Example: `  cri-prober status
+  cri-prober status -n shop
+  cri-prober status -o wide
+  cri-prober status -o yaml
+  cri-prober status -w
+  cri-prober status --server 10.0.0.5:9440`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, o.output, readFormats...); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if *output != "table" && *output != "json" {
-		safef(stderr, "-o %q: want table or json\n", *output)
-		return errUsage
-	}
+	fs := cmd.Flags()
+	addServerFlag(fs, &o.server)
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "only pods of this namespace")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default; as kubectl's -A)")
+	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each pod again when it changes")
+	addOutputFlag(cmd, &o.output, readFormats...)
+	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
+	return cmd
+}
+
+type statusOptions struct {
+	server        string
+	namespace     string
+	allNamespaces bool
+	watch         bool
+	output        string
+}
+
+// list is the agent's pods (of -n's namespace), and the runtime error it
+// reports, if any, on stderr.
+func (o *statusOptions) list(ctx context.Context, stderr io.Writer) (api.PodList, error) {
 	var list api.PodList
-	if err := apiGet(ctx, *server, "/api/v1/pods", &list); err != nil {
-		return err
+	if err := apiGet(ctx, o.server, "/api/v1/pods", &list); err != nil {
+		return list, err
 	}
 	pods := list.Pods[:0]
 	for _, p := range list.Pods {
-		if *namespace == "" || p.Namespace == *namespace {
+		if o.namespace == "" || p.Namespace == o.namespace {
 			pods = append(pods, p)
 		}
 	}
+	list.Pods = pods
 	if list.RuntimeError != "" {
 		safef(stderr, "WARNING: %s; showing the pods as last seen\n", list.RuntimeError)
 	}
-	if *output == "json" {
-		return writeJSONTo(stdout, api.PodList{RuntimeError: list.RuntimeError, Pods: pods})
-	}
-	printStatus(stdout, pods, time.Now())
-	return nil
+	return list, nil
 }
 
-func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
+func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	list, err := o.list(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	pods := list.Pods
+	if structured(o.output) {
+		if o.watch {
+			for _, p := range pods {
+				if err := printStreamed(stdout, o.output, p); err != nil {
+					return err
+				}
+			}
+		} else if err := printObject(stdout, o.output, list); err != nil {
+			return err
+		}
+	} else {
+		printStatus(stdout, pods, time.Now(), o.output == outputWide, true)
+	}
+	if !o.watch {
+		return nil
+	}
+	return o.watchPods(ctx, pods, stdout, stderr)
+}
+
+// watchPods prints every pod whose state changed, each time the agent
+// records an event (every change it makes or sees comes with one), as
+// kubectl get -w prints changed objects.
+func (o *statusOptions) watchPods(ctx context.Context, last []api.Pod, stdout, stderr io.Writer) error {
+	seen := map[string]string{}
+	remember := func(p api.Pod) bool {
+		key := p.Namespace + "/" + p.Name
+		b, _ := json.Marshal(p)
+		if seen[key] == string(b) {
+			return false
+		}
+		seen[key] = string(b)
+		return true
+	}
+	for _, p := range last {
+		remember(p)
+	}
+	query := url.Values{"watch": {"1"}}
+	return streamEvents(ctx, o.server, query, func(events.Event) error {
+		list, err := o.list(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		var changed []api.Pod
+		for _, p := range list.Pods {
+			if remember(p) {
+				changed = append(changed, p)
+			}
+		}
+		if len(changed) == 0 {
+			return nil
+		}
+		if structured(o.output) {
+			for _, p := range changed {
+				if err := printStreamed(stdout, o.output, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		printStatus(stdout, changed, time.Now(), o.output == outputWide, false)
+		return nil
+	})
+}
+
+// printStatus prints pods as kubectl get pods does (wide: with IP, UID
+// and where the specs came from), each with its containers below.
+func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) {
 	// The pod rows are aligned as a table; each pod's container lines go
 	// under its row, outside the alignment (they are long).
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
+	if wide {
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tSANDBOX\tSPEC")
+	} else {
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
+	}
 	for _, p := range pods {
 		// kubectl's READY: regular containers and sidecars; init
 		// containers never count.
@@ -177,11 +258,17 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time) {
 				ready++
 			}
 		}
+		if wide {
+			safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
+			continue
+		}
 		safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now))
 	}
 	tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
-	safeln(w, rows[0])
+	if header {
+		safeln(w, rows[0])
+	}
 	for i, p := range pods {
 		safeln(w, rows[i+1])
 		for _, c := range p.Containers {
@@ -362,39 +449,103 @@ func age(t, now time.Time) string {
 	}
 }
 
-func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("events", eventsHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
-	follow := fs.Bool("f", false, "keep printing new events")
-	since := fs.Duration("since", 0, "only events of the last DURATION (e.g. 10m; default: all kept)")
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
+func newEventsCommand() *cobra.Command {
+	var o eventsOptions
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Print (or follow with -w) a running agent's events",
+		Long: `Prints a running agent's recent events (probe failures, kills, restarts,
+back-offs), oldest first, in kubelet's words; with -w (or -f), keeps
+printing new ones as they happen, as kubectl events -w.`,
+		Example: `  cri-prober events
+  cri-prober events --since 10m
+  cri-prober events -w
+  cri-prober events -n shop -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, o.output, readFormats...); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
 	}
+	fs := cmd.Flags()
+	addServerFlag(fs, &o.server)
+	fs.BoolVarP(&o.follow, "watch", "w", false, "after the list, keep printing new events")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "the same as --watch")
+	fs.DurationVar(&o.since, "since", 0, "only events of the last `DURATION` (e.g. 10m; default: all kept)")
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "only events of this namespace's pods")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "events of every namespace (the default)")
+	addOutputFlag(cmd, &o.output, readFormats...)
+	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
+	return cmd
+}
+
+type eventsOptions struct {
+	server        string
+	follow        bool
+	since         time.Duration
+	namespace     string
+	allNamespaces bool
+	output        string
+}
+
+func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
 	query := url.Values{}
-	if *since > 0 {
-		query.Set("since", time.Now().Add(-*since).UTC().Format(time.RFC3339))
+	if o.since > 0 {
+		query.Set("since", time.Now().Add(-o.since).UTC().Format(time.RFC3339))
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tCOUNT\tMESSAGE")
-	if !*follow {
+	print := func(e events.Event) error {
+		if o.namespace != "" && e.Namespace != o.namespace {
+			return nil
+		}
+		if structured(o.output) {
+			return printStreamed(stdout, o.output, e)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+		printEvent(tw, e, o.output == outputWide)
+		return tw.Flush()
+	}
+	if !o.follow {
 		var list api.EventList
-		if err := apiGet(ctx, *server, "/api/v1/events?"+query.Encode(), &list); err != nil {
+		if err := apiGet(ctx, o.server, "/api/v1/events?"+query.Encode(), &list); err != nil {
 			return err
 		}
+		if o.namespace != "" {
+			kept := list.Events[:0]
+			for _, e := range list.Events {
+				if e.Namespace == o.namespace {
+					kept = append(kept, e)
+				}
+			}
+			list.Events = kept
+		}
+		if structured(o.output) {
+			return printObject(stdout, o.output, list)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+		printEventHeader(tw)
 		for _, e := range list.Events {
-			printEvent(tw, e)
+			printEvent(tw, e, o.output == outputWide)
 		}
 		return tw.Flush()
 	}
-	tw.Flush()
-	if *since == 0 {
+	if !structured(o.output) {
+		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+		printEventHeader(tw)
+		tw.Flush()
+	}
+	if o.since == 0 {
 		query.Set("since", time.Unix(0, 0).UTC().Format(time.RFC3339)) // the backlog first
 	}
 	query.Set("watch", "1")
-	return followEvents(ctx, *server, query, stdout)
+	return streamEvents(ctx, o.server, query, print)
 }
 
-func followEvents(ctx context.Context, server string, query url.Values, out io.Writer) error {
+// streamEvents calls handle with each event of the agent's event stream
+// until ctx is done (nil) or the stream ends (an error).
+func streamEvents(ctx context.Context, server string, query url.Values, handle func(events.Event) error) error {
+	query.Set("watch", "1")
 	resp, err := apiRequest(ctx, server, "/api/v1/events?"+query.Encode())
 	if err != nil {
 		return err
@@ -411,9 +562,9 @@ func followEvents(ctx context.Context, server string, query url.Values, out io.W
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			continue
 		}
-		tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
-		printEvent(tw, e)
-		tw.Flush()
+		if err := handle(e); err != nil {
+			return err
+		}
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -424,7 +575,13 @@ func followEvents(ctx context.Context, server string, query url.Values, out io.W
 	return errors.New("the agent closed the event stream (did it stop?)")
 }
 
-func printEvent(w io.Writer, e events.Event) {
+func printEventHeader(w io.Writer) {
+	fmt.Fprintln(w, "TIME\tTYPE\tREASON\tOBJECT\tCOUNT\tMESSAGE")
+}
+
+// printEvent prints one event row (wide: with the date, and the message
+// whole rather than its first line).
+func printEvent(w io.Writer, e events.Event, wide bool) {
 	object := e.Namespace + "/" + e.Pod
 	if e.Container != "" {
 		object += "/" + e.Container
@@ -435,5 +592,9 @@ func printEvent(w io.Writer, e events.Event) {
 	if e.Threshold > 0 {
 		count = fmt.Sprintf("%d/%d", e.Count, e.Threshold)
 	}
-	safef(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, terminalSafe(object), count, terminalSafe(strings.TrimSpace(e.Message)))
+	when := e.Time.Local().Format("15:04:05")
+	if wide {
+		when = e.Time.Local().Format("2006-01-02T15:04:05.000")
+	}
+	safef(w, "%s\t%s\t%s\t%s\t%s\t%s\n", when, e.Type, e.Reason, terminalSafe(object), count, terminalSafe(strings.TrimSpace(e.Message)))
 }

@@ -1,49 +1,50 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-const validateHelp = `Usage: cri-prober validate FILE|DIR...
-
-Checks Pod manifests as the agent reads them: strict decoding (unknown and
+func newValidateCommand() *cobra.Command {
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "validate (-f FILE | FILE | DIR)...",
+		Short: "Check Pod manifests as the agent reads them, with file and line",
+		Long: `Checks Pod manifests as the agent reads them: strict decoding (unknown and
 duplicate fields are errors), the API server's defaults and validation
 rules (kubelet 1.36's), and what cri-prober cannot honour. Prints every
 problem with its file and line, pod, container and field, and every
 warning: a probe naming a port its container does not declare is accepted
 (as kubelet accepts it) but errors at every run and never changes its
-result. Exits 1 if there is any problem or warning, 0 if all is well.
-Directories are read as --pod-manifests reads them (*.yaml, *.yml, *.json).
+result. Directories are read as --pod-manifests reads them (*.yaml, *.yml,
+*.json).
 
-Examples:
-  cri-prober validate pod.yaml
+Exit codes: 0 all is well, 1 a problem or warning was found, 2 bad
+arguments.`,
+		Example: `  cri-prober validate pod.yaml
+  cri-prober validate -f pod.yaml -f other.yaml
   cri-prober validate /etc/cri-prober/pods
-  cri-prober validate examples/demo && cri-prober run --pod-manifests examples/demo
-
-Flags:
-`
-
-// errProblemsFound makes the exit code 1 after the problems were printed.
-var errProblemsFound = errors.New("problems found")
-
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("validate", validateHelp)
-	fs.SetOutput(stderr)
-	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
+  cri-prober validate examples/demo && cri-prober run --pod-manifests examples/demo`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			paths := append(files, args...)
+			if len(paths) == 0 {
+				return usageErrorf(cmd, "validate needs at least one file or directory")
+			}
+			return validate(paths, cmd.OutOrStdout())
+		},
 	}
-	if fs.NArg() == 0 {
-		safeln(stderr, "validate needs at least one file or directory")
-		fs.Usage()
-		return errUsage
-	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a manifest `file` or directory (repeatable; or give them as arguments)")
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	return cmd
+}
+
+func validate(paths []string, stdout io.Writer) error {
 	var pods, problems, warnings int
-	for _, path := range fs.Args() {
+	for _, path := range paths {
 		fi, err := os.Stat(path)
 		if err != nil {
 			safef(stdout, "%s: %v\n", path, err)

@@ -5,136 +5,210 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cri-prober/cri-prober/pkg/agent"
+	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-const waitHelp = `Usage: cri-prober wait --for ready|started|healthy --pod NAMESPACE/NAME [flags]
+func newWaitCommand() *cobra.Command {
+	var o waitOptions
+	cmd := &cobra.Command{
+		Use:   "wait POD --for ready|started|healthy",
+		Short: "Wait until a pod is ready, started or healthy (for CI scripts)",
+		Long: `Waits until the condition holds for the pod (or for --container only) and
+exits 0. By default it runs the pod's probes itself, with their own periods
+and thresholds, as the agent would (no agent needed, nothing is restarted);
+with --server it asks a running agent instead. A pod that does not exist
+yet is waited for. On a terminal it shows what it waits for, the current
+state and the time spent.
 
-Runs the pod's probes with their own periods and thresholds, as the agent
-would (no agent needed, nothing is restarted), and exits 0 as soon as the
-condition holds for the pod (or for --container-name only). A pod that does
-not exist yet is waited for.
-
-Exit codes, for scripts:
-  0    the condition holds
-  1    --timeout passed first (the last probe results are printed)
-  2    bad arguments, or the runtime is unreachable
-  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (a cancelled CI step):
-       never 0, the condition was not seen to hold
+POD is NAMESPACE/NAME, or NAME with -n NAMESPACE.
 
   ready    every container ready: running, started, readiness passed (or no
            readiness probe)
   started  every container started: running, startup probe passed (or none)
   healthy  every container started and its liveness probe (if any) passing
 
-Probe specs come from --pod-manifests or the containers' annotations.
+Exit codes, for scripts:
+  0    the condition holds
+  1    --timeout passed first (the last probe results are printed)
+  2    bad arguments, the runtime or agent is unreachable, a bad manifest
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (a cancelled CI step):
+       never 0, the condition was not seen to hold
 
-Examples:
-  crictl runp pod.json && crictl create … && crictl start … &&
-    cri-prober wait --for ready --pod ci/web --timeout 60s
-  cri-prober wait --for healthy --pod demo/web --container-name web --pod-manifests examples/demo
-
-Flags:
-`
-
-// runWait exits 2 for every error: a timeout is the wait's answer (1).
-func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	err := waitFor(ctx, args, stdout, stderr)
-	var coded exitCode
-	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.As(err, &coded) {
-		return err
+Probe specs come from --pod-manifests or the containers' annotations.`,
+		Example: `  crictl runp pod.json && crictl create … && crictl start … &&
+    cri-prober wait ci/web --for ready --timeout 60s
+  cri-prober wait demo/web --for healthy -c web --pod-manifests examples/demo
+  cri-prober wait -n shop api --for ready --server 127.0.0.1:9440`,
+		Args: rangeArgs(0, 1, "POD"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := o.run(cmd, args)
+			var coded exitCode
+			if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.As(err, &coded) {
+				return err
+			}
+			return withCode(2, err) // a timeout is the wait's answer (1); the rest is 2
+		},
 	}
-	return withCode(2, err)
+	fs := cmd.Flags()
+	o.registerAs(fs, "connect-timeout")
+	o.podRef.register(fs)
+	fs.StringVar(&o.cond, "for", "ready", "the condition: ready, started or healthy")
+	_ = cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions([]string{"ready", "started", "healthy"}, cobra.ShellCompDirectiveNoFileComp))
+	fs.StringVar(&o.pod, "pod", "", "the pod as `NAMESPACE/NAME` (or give it as the argument)")
+	fs.StringVarP(&o.container, "container", "c", "", "only this container, by name (default: all of the pod's)")
+	fs.StringVar(&o.container, "container-name", "", "the same as --container")
+	_ = fs.MarkDeprecated("container-name", "use -c/--container")
+	fs.StringVar(&o.manifests, "pod-manifests", "", "manifest `directory` with the pod's probe specs (else annotations)")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long (exit code 1)")
+	fs.StringVarP(&o.server, "server", "s", "", "ask the agent at this state API address (as --server of status) instead of probing here")
+	fs.StringVar(&o.progress, "progress", "auto", "the progress line on stderr: auto (when stderr is a terminal), always, never")
+	return cmd
 }
 
-func waitFor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var rf runtimeFlags
-	fs := newFlagSet("wait", waitHelp)
-	rf.registerAs(fs, "connect-timeout")
-	cond := fs.String("for", "ready", "the condition: ready, started or healthy")
-	pod := fs.String("pod", "", "the pod as `NAMESPACE/NAME`")
-	containerName := fs.String("container-name", "", "only this container (default: all of the pod's)")
-	manifests := fs.String("pod-manifests", "", "manifest `directory` with the pod's probe specs (else annotations)")
-	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
-	}
-	namespace, name, ok := strings.Cut(*pod, "/")
-	if !ok || namespace == "" || name == "" {
-		safeln(stderr, "--pod NAMESPACE/NAME is required")
-		return errUsage
-	}
-	holds, ok := waitConditions[*cond]
-	if !ok {
-		safef(stderr, "--for %q: want ready, started or healthy\n", *cond)
-		return errUsage
-	}
+type waitOptions struct {
+	runtimeFlags
+	podRef
+	cond, pod, container, manifests, server, progress string
+	timeout                                           time.Duration
+}
 
-	client, err := rf.dial(ctx)
+func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
+	ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	arg := o.pod
+	switch {
+	case len(args) == 1 && o.pod != "":
+		return usageErrorf(cmd, "the pod is given twice (argument and --pod): give one")
+	case len(args) == 1:
+		arg = args[0]
+	case arg == "":
+		return usageErrorf(cmd, "which pod? give it as NAMESPACE/NAME, or NAME with -n")
+	}
+	namespace, name, err := o.podRef.parse(cmd, arg)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	holds, ok := waitConditions[o.cond]
+	if !ok {
+		return usageErrorf(cmd, "--for %q: want ready, started or healthy", o.cond)
+	}
+	show, err := progressWanted(o.progress, stderr)
+	if err != nil {
+		return usageErrorf(cmd, "--progress: %v", err)
+	}
+	if o.server != "" && o.manifests != "" {
+		return usageErrorf(cmd, "--pod-manifests is for probing here; with --server the agent uses its own")
+	}
+	pod := namespace + "/" + name
+	var state func(ctx context.Context) (waitState, error)
+	if o.server != "" {
+		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, o.server, namespace, name) }
+	} else {
+		engine, stop, err := o.startEngine(ctx, namespace, name)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		state = func(context.Context) (waitState, error) {
+			report, found := engine.ReportPod(namespace, name)
+			return reportWaitState(report, found), nil
+		}
+	}
+
+	line := newProgressLine(stderr, show)
+	defer line.clear()
+	started := time.Now()
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
+	deadline := time.NewTimer(o.timeout)
+	defer deadline.Stop()
+	var last waitState
+	for {
+		st, err := state(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			line.clear()
+			return err
+		case err == nil:
+			last = st
+			if st.holds(holds, o.container) {
+				line.clear()
+				safef(stdout, "pod %s is %s\n", pod, o.cond)
+				return nil
+			}
+		}
+		line.show(fmt.Sprintf("waiting for %s to be %s: %s (%s)", pod, o.cond, last.summary(o.container), time.Since(started).Round(time.Second)))
+		select {
+		case <-ctx.Done():
+			line.clear()
+			return interruptedWait(context.Cause(ctx), pod, o.cond)
+		case <-deadline.C:
+			line.clear()
+			if st, err := state(ctx); err == nil {
+				last = st
+			}
+			safef(stdout, "timed out after %s: pod %s is not %s\n", o.timeout, pod, o.cond)
+			last.print(stdout)
+			return errProblemsFound
+		case <-check.C:
+		}
+	}
+}
+
+// startEngine runs the pod's probes here, quietly: the result is the exit
+// code. The engine stops only after the last results are read (stop):
+// its workers forget their results as they stop.
+func (o *waitOptions) startEngine(ctx context.Context, namespace, name string) (*agent.Agent, func(), error) {
+	client, err := o.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client),
-		Recorder: recorders{}, // quiet: the result is the exit code
+		Recorder: recorders{},
 		ProberOptions: []prober.Option{
 			prober.WithPodFilter(func(ns, n string) bool { return ns == namespace && n == name }),
 			prober.WithoutStartupJitter(),
 		},
 	}
-	if *manifests != "" {
-		dir := spec.NewManifestDir(*manifests, nil)
+	if o.manifests != "" {
+		dir := spec.NewManifestDir(o.manifests, nil)
 		dir.Reload()
 		_, errs := dir.Pods()
 		for _, e := range errs {
 			if e.Namespace == namespace && e.Pod == name {
-				return fmt.Errorf("the pod's manifest is invalid: %v", e)
+				client.Close()
+				return nil, nil, fmt.Errorf("the pod's manifest is invalid: %v", e)
 			}
 		}
 		cfg.Manifests = dir
 	}
 	engine, err := agent.New(cfg)
 	if err != nil {
-		return err
+		client.Close()
+		return nil, nil, err
 	}
-	// The engine stops only after the last results are read: its workers
-	// forget their results as they stop.
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
 	wg.Go(func() { engine.Run(ctx) })
-
-	check := time.NewTicker(100 * time.Millisecond)
-	defer check.Stop()
-	deadline := time.NewTimer(*timeout)
-	defer deadline.Stop()
-	for {
-		report, found := engine.ReportPod(namespace, name)
-		if found && holds(report, *containerName) {
-			safef(stdout, "pod %s is %s\n", *pod, *cond)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return interruptedWait(context.Cause(ctx), *pod, *cond)
-		case <-deadline.C:
-			report, found = engine.ReportPod(namespace, name)
-			safef(stdout, "timed out after %s: pod %s is not %s\n", *timeout, *pod, *cond)
-			printLastResults(stdout, report, found)
-			return errProblemsFound
-		case <-check.C:
-		}
-	}
+	return engine, func() {
+		cancel()
+		wg.Wait()
+		client.Close()
+	}, nil
 }
 
 // interruptedWait is the error of a wait given up before the condition
@@ -148,37 +222,38 @@ func interruptedWait(cause error, pod, cond string) error {
 	return withCode(code, fmt.Errorf("%v while waiting: pod %s was not seen %s", cause, pod, cond))
 }
 
-var waitConditions = map[string]func(pods.PodReport, string) bool{
-	"ready": func(p pods.PodReport, only string) bool {
-		return allContainers(p, only, func(c pods.ContainerReport) bool { return c.Ready })
-	},
-	"started": func(p pods.PodReport, only string) bool {
-		return allContainers(p, only, func(c pods.ContainerReport) bool { return c.Started })
-	},
-	"healthy": func(p pods.PodReport, only string) bool {
-		return allContainers(p, only, func(c pods.ContainerReport) bool {
-			if !c.Started || len(c.Problems) > 0 {
-				return false
-			}
-			for _, pr := range c.Probes {
-				if pr.Type == results.Liveness && (pr.Last == nil || pr.Last.Outcome == results.OutcomeFailure || pr.Result != results.Success) {
-					return false
-				}
-			}
-			return true
-		})
-	},
+// waitState is what wait reads of a pod, from its own engine or from an
+// agent, so that both answer by the same rules.
+type waitState struct {
+	found      bool
+	problems   []string
+	containers []waitContainer
 }
 
-// allContainers reports whether ok holds for every container of the pod
-// (init containers aside: they never count, as kubelet's ContainersReady).
-func allContainers(p pods.PodReport, only string, ok func(pods.ContainerReport) bool) bool {
+type waitContainer struct {
+	name, state      string
+	init             bool // init containers never count, as in kubelet's ContainersReady
+	present          bool // an instance exists
+	started, ready   bool
+	live             bool // no spec problem and every liveness probe passing
+	problems, probes []string
+}
+
+var waitConditions = map[string]func(waitContainer) bool{
+	"ready":   func(c waitContainer) bool { return c.ready },
+	"started": func(c waitContainer) bool { return c.started },
+	"healthy": func(c waitContainer) bool { return c.started && c.live },
+}
+
+// holds reports whether ok holds for every container of the pod (or only
+// the one named), and there is at least one.
+func (s waitState) holds(ok func(waitContainer) bool, only string) bool {
 	seen := false
-	for _, c := range p.Containers {
-		if (only != "" && c.Name != only) || (only == "" && c.Kind == spec.Init) {
+	for _, c := range s.containers {
+		if (only != "" && c.name != only) || (only == "" && c.init) {
 			continue
 		}
-		if c.ID == "" || !ok(c) {
+		if !c.present || !ok(c) {
 			return false
 		}
 		seen = true
@@ -186,26 +261,110 @@ func allContainers(p pods.PodReport, only string, ok func(pods.ContainerReport) 
 	return seen
 }
 
-func printLastResults(w io.Writer, p pods.PodReport, found bool) {
-	if !found {
+// summary is the progress line's state: each container's readiness.
+func (s waitState) summary(only string) string {
+	if !s.found {
+		return "no such pod yet"
+	}
+	var parts []string
+	for _, c := range s.containers {
+		if (only != "" && c.name != only) || (only == "" && c.init) {
+			continue
+		}
+		st := c.state
+		switch {
+		case !c.present:
+			st = "not created"
+		case c.ready:
+			st += ", ready"
+		case c.started:
+			st += ", not ready"
+		default:
+			st += ", not started"
+		}
+		parts = append(parts, c.name+" "+st)
+	}
+	if len(parts) == 0 {
+		return "no container yet"
+	}
+	return terminalSafe(strings.Join(parts, "; "))
+}
+
+func (s waitState) print(w io.Writer) {
+	if !s.found {
 		safeln(w, "  the pod does not exist (see cri-prober pods)")
 		return
 	}
-	for _, problem := range p.Problems {
+	for _, problem := range s.problems {
 		safef(w, "  ! %s\n", problem)
 	}
-	for _, c := range p.Containers {
-		safef(w, "  %s: %s, started=%v, ready=%v\n", c.Name, c.State, c.Started, c.Ready)
-		for _, problem := range c.Problems {
+	for _, c := range s.containers {
+		safef(w, "  %s: %s, started=%v, ready=%v\n", c.name, c.state, c.started, c.ready)
+		for _, problem := range c.problems {
 			safef(w, "    ! %s\n", problem)
 		}
+		for _, p := range c.probes {
+			safef(w, "    %s\n", p)
+		}
+	}
+}
+
+// reportWaitState reads the wait's own engine.
+func reportWaitState(p pods.PodReport, found bool) waitState {
+	s := waitState{found: found, problems: p.Problems}
+	for _, c := range p.Containers {
+		wc := waitContainer{name: c.Name, state: string(c.State), init: c.Kind == spec.Init, present: c.ID != "", started: c.Started, ready: c.Ready,
+			live: len(c.Problems) == 0, problems: c.Problems}
 		for _, pr := range c.Probes {
+			kind := strings.ToLower(pr.Type.String())
+			if pr.Type == results.Liveness && (pr.Last == nil || pr.Last.Outcome == results.OutcomeFailure || pr.Result != results.Success) {
+				wc.live = false
+			}
 			if pr.Last == nil {
-				safef(w, "    %s: not run yet\n", strings.ToLower(pr.Type.String()))
+				wc.probes = append(wc.probes, kind+": not run yet")
 				continue
 			}
 			detail := strings.TrimSpace(pr.Last.Output + pr.Last.Err)
-			safef(w, "    %s: %s (%d/%d): %s\n", strings.ToLower(pr.Type.String()), pr.Last.Outcome, pr.Last.Consecutive, pr.Last.Threshold, detail)
+			wc.probes = append(wc.probes, fmt.Sprintf("%s: %s (%d/%d): %s", kind, pr.Last.Outcome, pr.Last.Consecutive, pr.Last.Threshold, detail))
 		}
+		s.containers = append(s.containers, wc)
 	}
+	return s
+}
+
+// agentWaitState asks a running agent; a pod it does not know is not
+// found yet (waited for), any other answer but 200 is an error.
+func agentWaitState(ctx context.Context, server, namespace, name string) (waitState, error) {
+	var p api.Pod
+	err := apiGet(ctx, server, "/api/v1/pods/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), &p)
+	var status apiStatusError
+	if errors.As(err, &status) && status.code == http.StatusNotFound {
+		return waitState{}, nil
+	}
+	if err != nil {
+		return waitState{}, err
+	}
+	s := waitState{found: true, problems: p.Problems}
+	for _, c := range p.Containers {
+		wc := waitContainer{name: c.Name, state: c.State, init: c.Kind == "init", present: c.ID != "", started: c.Started, ready: c.Ready,
+			live: len(c.Problems) == 0, problems: c.Problems}
+		kinds := make([]string, 0, len(c.Probes))
+		for kind := range c.Probes {
+			kinds = append(kinds, kind)
+		}
+		sort.Strings(kinds)
+		for _, kind := range kinds {
+			pr := c.Probes[kind]
+			if kind == "liveness" && (pr.LastProbeTime == nil || pr.Result == string(results.OutcomeFailure) || pr.Stable != results.Success.String()) {
+				wc.live = false
+			}
+			if pr.LastProbeTime == nil {
+				wc.probes = append(wc.probes, kind+": not run yet")
+				continue
+			}
+			wc.probes = append(wc.probes, fmt.Sprintf("%s: %s (%d/%d): %s", kind, pr.Result, pr.Consecutive, pr.Threshold, strings.TrimSpace(pr.Output+pr.Error)))
+		}
+		s.containers = append(s.containers, wc)
+	}
+	return s, nil
 }

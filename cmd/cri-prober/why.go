@@ -3,51 +3,52 @@ package main
 import (
 	"context"
 	"io"
-	"net/url"
-	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
-const whyHelp = `Usage: cri-prober why [flags] NAMESPACE/NAME [CONTAINER]
-
-Says why a running agent restarted (or stopped) a pod's containers: the
+func newWhyCommand() *cobra.Command {
+	var o podQuery
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "why POD [CONTAINER]",
+		Short: "Say why the agent restarted a pod's containers (the failures, the exit, the back-off)",
+		Long: `Says why a running agent restarted (or stopped) a pod's containers: the
 probe results that reached the failure threshold, or the exit code; the
 grace period of the kill; the back-off before the replacement started.
 With --state-dir the agent keeps this across its own restarts.
 
-Examples:
-  cri-prober why shop/web
-  cri-prober why --all shop/web app
-  cri-prober why -o json shop/web
+POD is NAMESPACE/NAME, or NAME with -n NAMESPACE.`,
+		Example: `  cri-prober why shop/web
+  cri-prober why shop/web app --all
+  cri-prober why -n shop web -o yaml`,
+		Args: rangeArgs(1, 2, "POD [CONTAINER]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.output == "text" { // the name this format had before -o table
+				o.output = outputTable
+			}
+			if err := o.parse(cmd, args, outputTable, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			return o.why(cmd.Context(), cmd.OutOrStdout(), all)
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().Lookup("output").Usage = "output format: table (the default: a paragraph per restart), json, yaml"
+	cmd.Flags().BoolVar(&all, "all", false, "every restart kept, not only the last 3")
+	return cmd
+}
 
-Flags:
-`
-
-func runWhy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("why", whyHelp)
-	server := fs.String("server", defaultServer, "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path")
-	all := fs.Bool("all", false, "every restart kept, not only the last 3")
-	output := fs.String("o", "text", "output format: text or json")
-	if err := parseFlagsWithArgs(fs, args, stdout, stderr); err != nil {
-		return err // flag.ErrHelp: run exits 0
-	}
-	ns, name, ok := strings.Cut(fs.Arg(0), "/")
-	if fs.NArg() < 1 || fs.NArg() > 2 || !ok || ns == "" || name == "" {
-		safeln(stderr, "want NAMESPACE/NAME [CONTAINER], e.g. cri-prober why shop/web app")
-		return errUsage
-	}
-	if *output != "text" && *output != "json" {
-		safef(stderr, "-o %q: want text or json\n", *output)
-		return errUsage
-	}
+func (q *podQuery) why(ctx context.Context, stdout io.Writer, all bool) error {
 	var r api.Restarts
-	if err := apiGet(ctx, *server, "/api/v1/pods/"+url.PathEscape(ns)+"/"+url.PathEscape(name)+"/restarts", &r); err != nil {
+	if err := apiGet(ctx, q.server, q.path("restarts"), &r); err != nil {
 		return err
 	}
-	if c := fs.Arg(1); c != "" {
+	if c := q.container; c != "" {
 		kept := r.Restarts[:0]
 		for _, e := range r.Restarts {
 			if e.Container == c {
@@ -56,14 +57,14 @@ func runWhy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		r.Restarts = kept
 	}
-	if !*all && len(r.Restarts) > 3 {
+	if !all && len(r.Restarts) > 3 {
 		r.Restarts = r.Restarts[len(r.Restarts)-3:]
 	}
-	if *output == "json" {
-		return writeJSONTo(stdout, r)
+	if structured(q.output) {
+		return printObject(stdout, q.output, r)
 	}
 	if len(r.Restarts) == 0 {
-		safef(stdout, "%s/%s: the agent has restarted none of its containers\n", ns, name)
+		safef(stdout, "%s/%s: the agent has restarted none of its containers\n", q.ns, q.name)
 		return nil
 	}
 	for _, e := range r.Restarts {

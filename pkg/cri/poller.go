@@ -58,6 +58,9 @@ type Poller struct {
 
 	snapshot atomic.Pointer[Snapshot]
 	lastErr  atomic.Pointer[relistError]
+	// lastDone is when the last relist ended, failed or not (UnixNano):
+	// a watchdog's proof that the loop is alive.
+	lastDone atomic.Int64
 
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -149,6 +152,15 @@ func (p *Poller) LastError() (at time.Time, err error) {
 	return time.Time{}, nil
 }
 
+// LastRelist returns when the last relist ended, whether it succeeded or
+// not (zero before the first): a stuck loop shows as an old time.
+func (p *Poller) LastRelist() time.Time {
+	if n := p.lastDone.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // Trigger asks Run for a relist now. It never blocks; triggers that arrive
 // while one is pending are merged.
 func (p *Poller) Trigger() {
@@ -201,6 +213,7 @@ func (p *Poller) Relist(ctx context.Context) (*Snapshot, error) {
 
 	start := p.clock.Now()
 	snap, err := p.relist(ctx, start)
+	p.lastDone.Store(p.clock.Now().UnixNano())
 	if p.metrics != nil {
 		p.metrics.relist.Observe(p.clock.Since(start).Seconds())
 	}

@@ -145,8 +145,16 @@ func (w *Watcher) Close() {
 // Log returns a recorder that logs each event as a structured klog line.
 func Log(logger klog.Logger) LogRecorder { return LogRecorder{logger: logger} }
 
-// LogRecorder logs events.
+// LogRecorder logs events; Warning events as warnings, where the log sink
+// has that severity (Warner).
 type LogRecorder struct{ logger klog.Logger }
+
+// Warner is a log sink with a warning severity (logr has only info and
+// error): cri-prober's text format writes klog's W, its JSON format
+// "level":"WARN".
+type Warner interface {
+	Warning(msg string, kv ...any)
+}
 
 // Record logs e.
 func (l LogRecorder) Record(e Event) {
@@ -154,6 +162,10 @@ func (l LogRecorder) Record(e Event) {
 	kv := []any{"type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message}
 	if e.Threshold > 0 {
 		kv = append(kv, "count", e.Count, "threshold", e.Threshold)
+	}
+	if w, ok := l.logger.GetSink().(Warner); ok && e.Type == Warning {
+		w.Warning("Event", kv...)
+		return
 	}
 	l.logger.Info("Event", kv...)
 }

@@ -47,39 +47,44 @@ func TestProbeCommand(t *testing.T) {
 		return exitCode(t, append(append([]string{"probe"}, rt...), args...)...)
 	}
 	eventually(t, 10*time.Second, "target serving", func() bool {
-		_, code := probe("--pod", ref, "--container-name", "web", "--tcp", "8080")
+		_, code := probe(ref, "-c", "web", "--tcp", "8080")
 		return code == 0
 	})
 
-	out, code := probe("--pod", ref, "--container-name", "web", "--readiness")
+	out, code := probe(ref, "-c", "web", "--readiness")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "result:   success\noutput:   ready")
 
-	out, code = probe("--container", id[:8], "--http-get", "8080/status/503")
+	out, code = probe("--container-id", id[:8], "--http-get", "8080/status/503")
 	assert.Equal(t, 1, code, out)
 	assert.Contains(t, out, "result:   failure\noutput:   HTTP probe failed with statuscode: 503")
 
-	out, code = probe("--container", id, "--exec", "cat /etc/passwd")
+	out, code = probe("--container-id", id, "--", "cat", "/etc/passwd")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "root:x:0:0")
 
-	out, code = probe("--container", id, "--exec", "sleep 5", "--timeout", "1s")
+	// The command after -- is taken word for word: a shell script works.
+	out, code = probe("-n", testNamespace, name, "-c", "web", "--", "sh", "-c", "echo 'two  spaces' && test -f /etc/passwd")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "output:   two  spaces")
+
+	out, code = probe("--container-id", id, "--timeout", "1s", "--", "sleep", "5")
 	assert.Equal(t, 1, code, out)
 	assert.Contains(t, out, `output:   command timed out: "sleep 5" timed out after 1s`)
 
-	out, code = probe("--pod", ref, "--container-name", "web", "--grpc", "5000")
+	out, code = probe(ref, "--grpc", "5000", "-c", "web")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "service healthy")
 
-	out, code = probe("--pod", ref, "--container-name", "web", "--liveness")
+	out, code = probe("--liveness", ref, "-c", "web")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, out, "has no liveness probe")
 
-	out, code = probe("--container", "doesnotexist", "--tcp", "80")
+	out, code = probe("--container-id", "doesnotexist", "--tcp", "80")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, out, `no container with ID "doesnotexist"`)
 
-	out, code = probe("--container", id)
+	out, code = probe("--container-id", id)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, out, "give exactly one probe")
 }
@@ -190,14 +195,14 @@ func TestWaitStartedAndHealthy(t *testing.T) {
 	var code int
 	go func() {
 		defer close(done)
-		out, code = exitCode(t, "wait", "--runtime-endpoint", endpoint, "--for", "healthy", "--pod", testNamespace+"/"+name, "--pod-manifests", dir, "--timeout", "60s")
+		out, code = exitCode(t, "wait", testNamespace+"/"+name, "-r", endpoint, "--for", "healthy", "--pod-manifests", dir, "--timeout", "60s")
 	}()
 	runPodNamed(t, c, name, nil).startContainer(container{name: "web", image: targetImage})
 	<-done
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "is healthy")
 
-	out, code = exitCode(t, "wait", "--runtime-endpoint", endpoint, "--for", "started", "--pod", testNamespace+"/"+name, "--container-name", "web", "--pod-manifests", dir, "--timeout", "30s")
+	out, code = exitCode(t, "wait", "-n", testNamespace, name, "--runtime-endpoint", endpoint, "--for", "started", "-c", "web", "--pod-manifests", dir, "--timeout", "30s")
 	assert.Equal(t, 0, code, out)
 }
 

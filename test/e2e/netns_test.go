@@ -47,10 +47,10 @@ func TestProbeFromThePodsNetwork(t *testing.T) {
 	assert.Contains(t, ctr.Probes["startup"].Output, "connection refused")
 
 	// The one-off `probe` command follows the pod's choice too.
-	out, err := runBinary(t, "probe", "--runtime-endpoint", endpoint, "--pod", testNamespace+"/"+inside, "--container-name", "app", "--startup")
+	out, err := runBinary(t, "probe", "--runtime-endpoint", endpoint, testNamespace+"/"+inside, "-c", "app", "--startup")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "result:   success")
-	out, err = runBinary(t, "probe", "--runtime-endpoint", endpoint, "--pod", testNamespace+"/"+outside, "--container-name", "app", "--startup")
+	out, err = runBinary(t, "probe", "--runtime-endpoint", endpoint, testNamespace+"/"+outside, "-c", "app", "--startup")
 	require.Error(t, err)
 	assert.Contains(t, out, "connection refused")
 
