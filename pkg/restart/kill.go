@@ -28,7 +28,7 @@ func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod,
 		return err
 	}
 	if t, ok := probeOf(k.cause); ok {
-		r.metrics.kills.WithLabelValues(t.String()).Inc()
+		r.metrics.killed(p, k.container.Name, t.String())
 	}
 	e := r.entry(ctx, p, k.instance, k.cause)
 	e.GracePeriodSeconds = grace

@@ -327,6 +327,7 @@ func (r *Restarter) forget(key string) {
 		delete(r.workers, key)
 	}
 	r.backoff.ForgetPod(key)
+	r.metrics.forget(key)
 	r.waitingMu.Lock()
 	for k := range r.waiting {
 		if k.pod == key {

@@ -142,7 +142,7 @@ func (r *Restarter) run(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.
 	}
 	r.recorder.Record(events.Event{Time: r.clock.Now(), Type: events.Normal, Reason: ReasonStarted, Transition: events.TransitionRestarted,
 		Namespace: p.Namespace, Pod: p.Name, Container: c.Name, Message: "Container started"})
-	r.metrics.restarts.WithLabelValues(string(cause)).Inc()
+	r.metrics.restarted(p, c.Name, cause)
 	r.setWaiting(containerKey{p.Key, c.Name}, nil)
 	h := c.Spec.PostStart()
 	if h == nil {

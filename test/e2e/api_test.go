@@ -168,8 +168,10 @@ func TestAgentAPIAndRestartAcrossAgentRestart(t *testing.T) {
 		return ok && ctr.RestartCount == 1 && ctr.State == "Running" && ctr.Ready
 	})
 	_, restarts := agent.get(t, "/metrics")
-	assert.Contains(t, restarts, `cri_prober_container_restarts_total{reason="liveness"} 1`)
-	assert.Contains(t, restarts, `cri_prober_container_kills_total{probe_type="Liveness"} 1`)
+	// By pod and container, as kube-state-metrics counts restarts.
+	series := fmt.Sprintf(`container="web",namespace=%q,pod=%q,pod_uid=%q`, testNamespace, name, pod.config.GetMetadata().GetUid())
+	assert.Contains(t, restarts, `cri_prober_container_restarts_total{`+series+`,reason="liveness"} 1`)
+	assert.Contains(t, restarts, `cri_prober_container_kills_total{`+series+`,probe_type="Liveness"} 1`)
 
 	out, err := runBinary(t, "status", "--server", agent.server, "--namespace", testNamespace)
 	require.NoError(t, err, out)

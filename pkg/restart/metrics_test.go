@@ -1,0 +1,42 @@
+package restart
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cri-prober/cri-prober/pkg/pods"
+)
+
+// Restarts and kills are counted by pod and container, as
+// kube-state-metrics counts restarts, so that an alert names the
+// container; a gone pod's series go with it, other pods' stay.
+func TestRestartMetricsNameThePodAndContainer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	web := &pods.Pod{Key: "uid-web", Namespace: "shop", Name: "web", UID: "uid-web"}
+	db := &pods.Pod{Key: "uid-db", Namespace: "shop", Name: "db", UID: "uid-db"}
+	m.killed(web, "app", "Liveness")
+	m.restarted(web, "app", CauseLiveness)
+	m.restarted(web, "app", CauseLiveness)
+	m.restarted(db, "postgres", CauseExit)
+
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP cri_prober_container_kills_total Containers stopped because a liveness or startup probe failed, by pod, container and probe type.
+# TYPE cri_prober_container_kills_total counter
+cri_prober_container_kills_total{container="app",namespace="shop",pod="web",pod_uid="uid-web",probe_type="Liveness"} 1
+# HELP cri_prober_container_restarts_total Containers re-created, by pod, container and reason: liveness or startup (after a probe kill), postStart (after its hook failed), unknown (a container in an unknown state), or exit.
+# TYPE cri_prober_container_restarts_total counter
+cri_prober_container_restarts_total{container="app",namespace="shop",pod="web",pod_uid="uid-web",reason="liveness"} 2
+cri_prober_container_restarts_total{container="postgres",namespace="shop",pod="db",pod_uid="uid-db",reason="exit"} 1
+`)))
+
+	m.forget("uid-web")
+	m.forget("uid-unknown") // never counted: nothing to delete
+	assert.Equal(t, 0, testutil.CollectAndCount(m.kills))
+	assert.Equal(t, 1, testutil.CollectAndCount(m.restarts), "db's series stays")
+}
