@@ -80,10 +80,12 @@ run "$prober" status --namespace demo
 if [[ -t 0 && -t 1 ]]; then
   trap 'echo; echo "Removing everything…"; hack/containerd-down.sh; exit 0' INT
   echo
+  echo "The status page, live in a browser: $api/"
   read -r -p "Press Enter for the live view (flaky turns unhealthy every 20 s and backs off); Ctrl-C removes everything. " _
   while true; do
     clear
     echo "cri-prober demo — live (Ctrl-C removes everything)      $(date +%T)"
+    echo "status page: $api/"
     echo
     "$prober" status --namespace demo || true
     echo
@@ -101,6 +103,7 @@ cat <<MSG
 
 Done. containerd and the agent are still running (flaky keeps failing and
 backing off), so you can explore:
+  open $api/ in a browser   # the status page: pods, probes' runs, restarts and why, events; live
   export CONTAINER_RUNTIME_ENDPOINT=$CONTAINER_RUNTIME_ENDPOINT
   $prober status                  # pods, readiness, restarts, last probe results
   $prober events -f               # follow events

@@ -9,6 +9,8 @@ cleanup() { "$REPO_ROOT/hack/containerd-down.sh" || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The status page's test drives Debian's headless Chromium.
+"$REPO_ROOT/hack/install-chromium.sh"
 "$REPO_ROOT/hack/containerd-up.sh"
 
 export CRI_PROBER_E2E_ENDPOINT="unix://$CONTAINERD_SOCK"

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -245,24 +243,13 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
 	}
 	for _, p := range pods {
-		// kubectl's READY: regular containers and sidecars; init
-		// containers never count.
-		ready, total, restarts := 0, 0, uint32(0)
-		for _, c := range p.Containers {
-			restarts += c.RestartCount
-			if c.Kind == "init" {
-				continue
-			}
-			total++
-			if c.Ready {
-				ready++
-			}
-		}
+		ready, total := p.ReadyCount()
+		restarts := p.Restarts()
 		if wide {
-			safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
+			safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
 			continue
 		}
-		safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, podStatus(p), restarts, age(p.CreatedAt, now))
+		safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now))
 	}
 	tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
@@ -296,46 +283,6 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 	}
 }
 
-// podStatus is kubectl's STATUS column in short: Init:N/M while init
-// containers run, Completed or Error once the pod is over, else the first
-// reason a container is not running, else Running.
-func podStatus(p api.Pod) string {
-	if len(p.Problems) > 0 {
-		return "InvalidProbeConfig"
-	}
-	for _, c := range p.Containers {
-		if len(c.Problems) > 0 {
-			return "InvalidProbeConfig"
-		}
-	}
-	switch p.Phase {
-	case "Succeeded":
-		return "Completed"
-	case "Failed":
-		return "Error"
-	}
-	inits, initialized := 0, 0
-	for _, c := range p.Containers {
-		switch {
-		case c.Kind == "":
-		case c.Reason == "Completed" || (c.Kind == "sidecar" && c.Started):
-			inits++
-			initialized++
-		default:
-			inits++
-		}
-	}
-	if p.Phase == "Pending" && initialized < inits {
-		return fmt.Sprintf("Init:%d/%d", initialized, inits)
-	}
-	for _, c := range p.Containers {
-		if c.Kind == "" && c.State != "Running" {
-			return c.State
-		}
-	}
-	return "Running"
-}
-
 // probeSummary is the container's probes in one line, like describe's
 // "Liveness: … Readiness: …", with the last results instead of the specs.
 func probeSummary(c api.Container, now time.Time) string {
@@ -362,7 +309,7 @@ func probeSummary(c api.Container, now time.Time) string {
 			s += fmt.Sprintf(" (%d/%d)", p.Consecutive, p.Threshold) // below the threshold: no change yet
 		}
 		if p.LastProbeTime != nil {
-			s += " " + age(*p.LastProbeTime, now) + " ago"
+			s += " " + api.Age(*p.LastProbeTime, now) + " ago"
 		}
 		if detail := firstLine(p.Error + p.Output); p.Result != "success" && detail != "" {
 			s += ": " + detail
@@ -410,44 +357,9 @@ func safeArgs(args []any) []any {
 	return out
 }
 
-// terminalSafe shows probe output and other text from containers without
-// letting the terminal interpret it: control characters (escape sequences
-// that would move the cursor, retitle the window or hide text) are printed
-// as \xNN, line breaks and tabs as spaces.
-func terminalSafe(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\r' || r == '\t':
-			b.WriteByte(' ')
-		case unicode.IsControl(r) || r == utf8.RuneError:
-			safef(&b, "\\x%02x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// age renders a duration as kubectl does: 42s, 5m3s, 3h12m, 2d4h.
-func age(t, now time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := now.Sub(t).Round(time.Second)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd%dh", int(d.Hours()/24), int(d.Hours())%24)
-	}
-}
+// terminalSafe shows text a workload or a user supplied without letting
+// the terminal act on it (api.Printable: the status page's rule too).
+func terminalSafe(s string) string { return api.Printable(s) }
 
 func newEventsCommand() *cobra.Command {
 	var o eventsOptions

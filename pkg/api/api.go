@@ -1,6 +1,7 @@
 // Package api serves the agent's state over HTTP: the agent's own health,
 // every pod and container with its probes, a readiness endpoint per pod
-// for load balancers, recent events (listed or streamed), and metrics.
+// for load balancers, recent events (listed or streamed), metrics, and a
+// live status page at / for people.
 // Serve serves it as a Prometheus exporter is served (TLS and basic auth
 // from a web configuration file), within limits no client can exceed
 // (connections, event streams, timeouts), and only to requests that name
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -68,6 +70,7 @@ type Server struct {
 	probes    http.Handler
 	profiling bool
 	keepWarm  time.Duration
+	clock     clock.PassiveClock // the status page's ages
 
 	// streams holds a token per event stream being served: a stream is
 	// a connection held open for as long as the client likes, so they
@@ -117,13 +120,15 @@ func New(cfg Config) *Server {
 		writeTimeout = DefaultStreamWriteTimeout
 	}
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
-		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second,
+		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer)}
 }
 
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.statusPage)
+	mux.HandleFunc("GET /ui/{file}", serveStatic)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /api/v1/pods", s.listPods)
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}", s.getPod)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ func (deadlineRecorder) SetWriteDeadline(time.Time) error { return nil }
 // API as served on 127.0.0.1:9440 (routes behind the Host check). Nothing
 // panics; every answer is one of the API's; a Host that is not this
 // agent's is refused; and nothing a client sent comes back unescaped:
-// not-found answers are fixed texts, no body carries raw markup, and a
-// redirect stays on this host.
+// not-found answers are fixed texts, no body carries raw markup but the
+// status page's own (whose every value is escaped), and a redirect stays on
+// this host.
 func FuzzAPIPaths(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"/api/v1/pods/shop/web/restarts", "127.0.0.1:9440"},
@@ -56,6 +58,11 @@ func FuzzAPIPaths(f *testing.F) {
 		{"/healthz", "[::ffff:127.0.0.1]:9440"},
 		{"/healthz", "localhost:9440@evil.example"},
 		{"/healthz", ""},
+		{"/", "127.0.0.1:9440"},
+		{"/?namespace=%3Cscript%3Ealert(1)%3C/script%3E&page=2", "127.0.0.1:9440"},
+		{"/?namespace=%22%3E%3Cimg%20src=x%3E&page=-1", "localhost:9440"},
+		{"/ui/status.js", "127.0.0.1:9440"},
+		{"/ui/../api/v1/pods", "127.0.0.1:9440"},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -102,7 +109,14 @@ func FuzzAPIPaths(f *testing.F) {
 		default:
 			t.Errorf("%q (Host %q): unexpected status %d: %q", target, req.Host, code, body)
 		}
-		if strings.ContainsAny(body, "<>") {
+		switch ct := rec.Header().Get("Content-Type"); {
+		case code == http.StatusOK && ct == "text/html; charset=utf-8":
+			checkStatusPage(t, req, rec.Result().Header, body)
+		case code == http.StatusOK && static[path.Base(req.URL.Path)].contentType == ct:
+			if body != string(static[path.Base(req.URL.Path)].body) {
+				t.Errorf("%q: %s is not the file's own", target, ct)
+			}
+		case strings.ContainsAny(body, "<>"):
 			t.Errorf("%q: %d with raw markup in its body: %q", target, code, body)
 		}
 
@@ -118,6 +132,16 @@ func FuzzAPIPaths(f *testing.F) {
 			t.Errorf("Host %q refused", req.Host)
 		}
 	})
+}
+
+// checkStatusPage checks a status page served to req: under its CSP, and
+// with no markup but the template's own (checkMarkup).
+func checkStatusPage(t *testing.T, req *http.Request, h http.Header, body string) {
+	t.Helper()
+	if h.Get("Content-Security-Policy") != pageCSP || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%q: the page without its security headers: %v", req.RequestURI, h)
+	}
+	checkMarkup(t, body)
 }
 
 // hostName is the name in a Host header, found another way than

@@ -182,6 +182,14 @@ func TestAgentAPIAndRestartAcrossAgentRestart(t *testing.T) {
 	for _, want := range []string{"Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 500", "Killing", "Container web failed liveness probe, will be restarted", "Started"} {
 		assert.Contains(t, out, want)
 	}
+	// The same pod, as kubectl would name it, in YAML; and a wait that
+	// asks this agent rather than probing itself.
+	out, err = runBinary(t, "history", "-n", testNamespace, name, "-c", "web", "-o", "yaml", "-s", agent.server)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "container: web")
+	out, code = exitCode(t, "wait", testNamespace+"/"+name, "--for", "healthy", "--server", agent.server, "--timeout", "20s")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "pod "+testNamespace+"/"+name+" is healthy")
 
 	// Kill the agent (SIGKILL) and start another: it rebuilds its state
 	// from CRI and restarts nothing twice.

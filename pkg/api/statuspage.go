@@ -1,0 +1,521 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
+)
+
+// The status page: GET / is the state API as a person reads it, rendered
+// on the server by html/template (so it works as a snapshot with
+// JavaScript off), and kept live by a small script that follows the event
+// stream (/api/v1/events?watch=1). When events arrive, the script fetches
+// the page again and replaces only the parts that changed (summary,
+// restarts, each pod); it adds the events themselves with textContent.
+// html/template is the one renderer: the script never builds HTML from
+// strings.
+//
+// Everything a workload controls (names, probe output, event messages) is
+// escaped by html/template and cut to a bounded length, and the page
+// forbids inline script, plugins and framing (pageCSP).
+
+//go:embed ui/templates/page.html
+var pageSource string
+
+//go:embed ui/static
+var staticFiles embed.FS
+
+var pageTemplate = template.Must(template.New("page").Parse(pageSource))
+
+// What one render of the page shows at most: a node may run thousands of
+// pods, and the page must stay small and fast; the rest is a click away
+// (pages, a namespace filter) or in the JSON endpoints.
+const (
+	pagePods     = 50  // pods per page
+	pageEvents   = 100 // the newest events
+	pageRestarts = 10  // the newest restarts of the pods filtered
+
+	// Lengths of what workloads control, as shown: a line on the page,
+	// and a tooltip with more of it.
+	shownName    = 253 // a Kubernetes name's own limit
+	shownLine    = 200
+	shownMessage = 500 // an event's message (status.js cuts to the same)
+	shownTooltip = bounded.Message
+)
+
+// pageCSP allows the page its own script, style sheet and icon, and
+// requests (fetch, the event stream) to its own origin; nothing inline,
+// no plugins, no framing, no form posting elsewhere. Trusted Types make
+// every HTML sink (innerHTML and the like) refuse plain strings: the
+// script's one sink, parsing the page it fetched from the agent, goes
+// through its named policy.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'; " +
+	"require-trusted-types-for 'script'; trusted-types cri-prober"
+
+// setPageHeaders sets what every response of the status page carries.
+func setPageHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+}
+
+// staticTypes are the static files' content types, by extension: set
+// here rather than from the system's MIME table, which varies.
+var staticTypes = map[string]string{
+	".js":  "text/javascript; charset=utf-8",
+	".css": "text/css; charset=utf-8",
+	".svg": "image/svg+xml",
+}
+
+// staticFile is a file of ui/static as served.
+type staticFile struct {
+	body        []byte
+	contentType string
+	etag        string
+}
+
+// loadStatic reads the embedded static files once.
+func loadStatic() map[string]staticFile {
+	out := map[string]staticFile{}
+	err := fs.WalkDir(staticFiles, "ui/static", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		body, err := staticFiles.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		ct, ok := staticTypes[path.Ext(name)]
+		if !ok {
+			return fmt.Errorf("%s: no content type for %q", name, path.Ext(name))
+		}
+		sum := sha256.Sum256(body)
+		out[path.Base(name)] = staticFile{body: body, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		return nil
+	})
+	if err != nil {
+		panic(fmt.Sprintf("the status page's embedded files: %v", err)) // a build mistake
+	}
+	return out
+}
+
+var static = loadStatic()
+
+// serveStatic serves /ui/{file}: the page's script, style sheet and icon.
+// They change only with the agent's binary: a browser revalidates them
+// (ETag) rather than keeping an old script beside a new page.
+func serveStatic(w http.ResponseWriter, r *http.Request) {
+	f, ok := static[r.PathValue("file")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	setPageHeaders(w.Header())
+	w.Header().Set("Content-Type", f.contentType)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("ETag", f.etag)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
+}
+
+// statusPage serves GET /: ?namespace= keeps one namespace's pods,
+// ?page= (from 1) pages through them.
+func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page, _ := strconv.Atoi(q.Get("page"))
+	data := s.pageData(q.Get("namespace"), page)
+	// Rendered whole before anything is sent: a template error is a 500,
+	// never half a page.
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, data); err != nil {
+		http.Error(w, fmt.Sprintf("render the status page: %v", err), http.StatusInternalServerError)
+		return
+	}
+	setPageHeaders(w.Header())
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store") // live state
+	w.Write(buf.Bytes())                        //nolint:errcheck // the client went away
+}
+
+// pageData is what the template renders.
+type pageData struct {
+	// Clock is when the page was made; Since is that time to the second,
+	// from which the script follows the events.
+	Clock, Since string
+	RuntimeError string
+	Namespace    string
+	Summary      summaryView
+	Pager        pagerView
+	Pods         []podView
+	Restarts     []restartView
+	Events       []eventView
+	MaxEvents    int
+}
+
+type summaryView struct {
+	Pods, Ready, Containers int
+	Restarts                uint32
+}
+
+// pagerView says which pods the page shows, of how many.
+type pagerView struct {
+	From, To, Total int
+	Prev, Next      string // links, "" at either end
+}
+
+type podView struct {
+	Part      string // what the script matches parts by
+	Anchor    string
+	Namespace string
+	Name      string
+	Phase     string // when it says more than Status
+	Status    string
+	Ready     bool
+	ReadyText string // 1/2
+	Restarts  uint32
+	Age       string
+	Created   string
+	IP        string
+	Source    string
+	Problems  []string
+
+	Containers []containerView
+}
+
+type containerView struct {
+	Name     string
+	Kind     string
+	State    string
+	Ready    bool
+	Restarts uint32
+	Waiting  string // back-off until …
+	Problems []string
+	Probes   []probeView
+}
+
+type probeView struct {
+	Type    string
+	Result  string // the last run's: success, failure, warning, unknown
+	Stable  string // Success, Failure, UNKNOWN
+	Counter string // consecutive/threshold, while below the threshold
+	When    string // how long ago it ran
+	Detail  string // the output's or error's first line
+	Tooltip string // more of it
+	Chart   chartView
+}
+
+// chartView is a probe's recent runs as bars: one a run, oldest first,
+// colored by verdict, as tall as it took.
+type chartView struct {
+	Width, Height int
+	Label         string // for screen readers, and a test's anchor
+	Scale         string // the tallest bar's duration
+	Bars          []barView
+}
+
+type barView struct {
+	X, Y, W, H int
+	Result     string
+	Title      string
+}
+
+type restartView struct {
+	Time   string // RFC 3339
+	Ago    string
+	Anchor string // the pod's, when this page shows it
+	Object string
+	Cause  string
+	Why    string
+	Action string
+}
+
+type eventView struct {
+	// Key identifies the event for the script, which skips those already
+	// shown: status.js computes it the same way from the stream's JSON.
+	Key     string
+	Time    string
+	Clock   string
+	Type    string
+	Reason  string
+	Object  string
+	Count   string
+	Message string
+	Warning bool
+}
+
+func (s *Server) pageData(namespace string, page int) pageData {
+	now := s.clock.Now()
+	var all []Pod
+	var keys []string // each pod's key, for its history
+	for _, r := range s.pods.Report() {
+		if namespace == "" || r.Namespace == namespace {
+			all, keys = append(all, s.pod(r)), append(keys, r.Key)
+		}
+	}
+	d := pageData{Clock: now.Format("15:04:05"), Since: now.UTC().Truncate(time.Second).Format(time.RFC3339),
+		Namespace: clip(namespace, shownName), MaxEvents: pageEvents}
+	if err := s.health(); err != nil {
+		d.RuntimeError = clip(err.Error(), shownTooltip)
+	}
+	d.Summary.Pods = len(all)
+	for _, p := range all {
+		if p.Ready {
+			d.Summary.Ready++
+		}
+		d.Summary.Containers += len(p.Containers)
+		d.Summary.Restarts += p.Restarts()
+	}
+
+	pages := max(1, (len(all)+pagePods-1)/pagePods)
+	page = min(max(page, 1), pages)
+	from, to := (page-1)*pagePods, min(page*pagePods, len(all))
+	d.Pager = pagerView{From: min(from+1, to), To: to, Total: len(all)}
+	if page > 1 {
+		d.Pager.Prev = pageLink(namespace, page-1)
+	}
+	if page < pages {
+		d.Pager.Next = pageLink(namespace, page+1)
+	}
+	shown := map[string]string{} // namespace/name → anchor
+	for i := from; i < to; i++ {
+		v := s.podView(all[i], keys[i], now)
+		shown[all[i].Namespace+"/"+all[i].Name] = v.Anchor
+		d.Pods = append(d.Pods, v)
+	}
+	d.Restarts = s.restartViews(all, shown, now)
+
+	list := s.events.Since(time.Time{})
+	for i := len(list) - 1; i >= 0 && len(d.Events) < pageEvents; i-- {
+		if e := list[i]; namespace == "" || e.Namespace == namespace {
+			d.Events = append(d.Events, eventRow(e))
+		}
+	}
+	return d
+}
+
+func pageLink(namespace string, page int) string {
+	q := url.Values{}
+	if namespace != "" {
+		q.Set("namespace", namespace)
+	}
+	q.Set("page", strconv.Itoa(page))
+	return "?" + q.Encode()
+}
+
+// podPart names a pod's part of the page: a pod re-created under the same
+// name (a new sandbox) is a new part.
+func podPart(p Pod) string { return "pod/" + p.Namespace + "/" + p.Name + "/" + p.SandboxID }
+
+func (s *Server) podView(p Pod, key string, now time.Time) podView {
+	ready, total := p.ReadyCount()
+	v := podView{Part: clip(podPart(p), 3*shownName), Anchor: "pod-" + clip(p.Namespace+"/"+p.Name, 2*shownName),
+		Namespace: clip(p.Namespace, shownName), Name: clip(p.Name, shownName), Status: p.Status(),
+		Ready: p.Ready, ReadyText: fmt.Sprintf("%d/%d", ready, total), Restarts: p.Restarts(), Age: Age(p.CreatedAt, now),
+		Created: rfc3339(p.CreatedAt), IP: clip(p.IP, shownName), Source: clip(p.Source, shownLine), Problems: clipAll(p.Problems)}
+	if v.Phase = p.Phase; v.Phase == v.Status {
+		v.Phase = ""
+	}
+	histories := map[string]results.ProbeHistory{}
+	if s.history != nil && key != "" {
+		for _, h := range s.history.For(key) {
+			histories[h.Container+"/"+strings.ToLower(h.Type.String())] = h
+		}
+	}
+	for _, c := range p.Containers {
+		cv := containerView{Name: clip(c.Name, shownName), Kind: c.Kind, State: c.State, Ready: c.Ready, Restarts: c.RestartCount,
+			Problems: clipAll(append(slices.Clip(c.Problems), c.Warnings...))}
+		if c.Reason != "" && c.State == "Exited" {
+			cv.State += " (" + c.Reason + ")"
+		}
+		if c.WaitingUntil != nil {
+			cv.Waiting = "back-off until " + c.WaitingUntil.Format("15:04:05")
+		}
+		for _, typ := range []string{"startup", "liveness", "readiness"} {
+			pr, ok := c.Probes[typ]
+			if !ok {
+				continue
+			}
+			cv.Probes = append(cv.Probes, probeRow(typ, pr, histories[c.Name+"/"+typ].Recent, now))
+		}
+		v.Containers = append(v.Containers, cv)
+	}
+	return v
+}
+
+func probeRow(typ string, p Probe, recent []results.Observation, now time.Time) probeView {
+	v := probeView{Type: typ, Result: p.Result, Stable: p.Stable, When: "not run yet"}
+	if p.LastProbeTime != nil {
+		v.When = Age(*p.LastProbeTime, now) + " ago"
+	}
+	if p.Threshold > 0 && p.Consecutive < p.Threshold {
+		v.Counter = fmt.Sprintf("%d/%d", p.Consecutive, p.Threshold)
+	}
+	detail := strings.TrimSpace(p.Error + "\n" + p.Output)
+	first, _, _ := strings.Cut(detail, "\n")
+	v.Tooltip = clip(detail, shownTooltip)
+	if p.Result != string(results.OutcomeSuccess) { // what a passing probe printed is noise
+		v.Detail = clip(first, shownLine)
+	}
+	v.Chart = chart(typ, recent)
+	return v
+}
+
+// The chart's geometry, in pixels: a bar per run of the history's last
+// results.HistoryRecent, at least minBar tall so that a fast run shows.
+const (
+	barWidth    = 5
+	barGap      = 1
+	chartHeight = 24
+	minBar      = 3
+)
+
+func chart(typ string, runs []results.Observation) chartView {
+	c := chartView{Width: results.HistoryRecent * (barWidth + barGap), Height: chartHeight}
+	counts := map[results.Outcome]int{}
+	var longest time.Duration
+	for _, o := range runs {
+		counts[o.Outcome]++
+		longest = max(longest, o.Duration)
+	}
+	c.Label = fmt.Sprintf("%s: last %d runs, %d succeeded, %d failed", typ, len(runs), counts[results.OutcomeSuccess]+counts[results.OutcomeWarning],
+		counts[results.OutcomeFailure]+counts[results.OutcomeUnknown])
+	if len(runs) == 0 {
+		return c
+	}
+	c.Scale = "max " + millis(longest)
+	// The newest run is at the right edge, as on a timeline.
+	x := c.Width - len(runs)*(barWidth+barGap)
+	for _, o := range runs {
+		h := minBar
+		if longest > 0 {
+			h += int(int64(chartHeight-minBar) * int64(o.Duration) / int64(longest))
+		}
+		title := fmt.Sprintf("%s %s in %s", o.Time.Format("15:04:05"), o.Outcome, millis(o.Duration))
+		if text := strings.TrimSpace(o.Err + " " + o.Output); text != "" && o.Outcome != results.OutcomeSuccess {
+			title += ": " + text
+		}
+		c.Bars = append(c.Bars, barView{X: x, Y: chartHeight - h, W: barWidth, H: h, Result: string(o.Outcome), Title: clip(title, shownLine)})
+		x += barWidth + barGap
+	}
+	return c
+}
+
+// millis is a duration in milliseconds, to about three digits.
+func millis(d time.Duration) string {
+	ms := float64(d.Microseconds()) / 1000
+	prec := 0
+	switch {
+	case ms < 1:
+		prec = 2
+	case ms < 100:
+		prec = 1
+	}
+	return strconv.FormatFloat(ms, 'f', prec, 64) + " ms"
+}
+
+// restartViews are the newest restarts of the pods, newest first, with
+// why (what `cri-prober why` says, in a line).
+func (s *Server) restartViews(list []Pod, shown map[string]string, now time.Time) []restartView {
+	if s.ledger == nil {
+		return nil
+	}
+	var entries []restart.Entry
+	seen := map[string]bool{} // two pods of one name share their entries
+	for _, p := range list {
+		if k := p.Namespace + "/" + p.Name; !seen[k] {
+			seen[k] = true
+			entries = append(entries, s.ledger.For(p.Namespace, p.Name)...)
+		}
+	}
+	slices.SortStableFunc(entries, func(a, b restart.Entry) int { return b.Time.Compare(a.Time) })
+	out := make([]restartView, 0, min(len(entries), pageRestarts))
+	for _, e := range entries[:min(len(entries), pageRestarts)] {
+		out = append(out, restartView{Time: rfc3339(e.Time), Ago: Age(e.Time, now) + " ago", Anchor: shown[e.Namespace+"/"+e.Pod],
+			Object: clip(e.Namespace+"/"+e.Pod+"/"+e.Container, 3*shownName), Cause: clip(e.Cause, shownName), Why: clip(why(e), shownTooltip),
+			Action: action(e)})
+	}
+	return out
+}
+
+// why says in a line why the agent restarted (or stopped) a container.
+func why(e restart.Entry) string {
+	exit := fmt.Sprintf("exit code %d", e.ExitCode)
+	if e.ExitReason != "" {
+		exit += " (" + e.ExitReason + ")"
+	}
+	switch restart.Cause(e.Cause) {
+	case restart.CauseExit:
+		return "it exited: " + exit
+	case restart.CausePostStart:
+		return "its postStart hook failed; killed, " + exit
+	}
+	if len(e.Failures) == 0 {
+		return fmt.Sprintf("%s; killed with a %d s grace period, %s", e.Cause, e.GracePeriodSeconds, exit)
+	}
+	last := e.Failures[len(e.Failures)-1]
+	output, _, _ := strings.Cut(strings.TrimSpace(last.Output), "\n")
+	output = bounded.String(output, shownLine)
+	return fmt.Sprintf("its %s probe failed %d time(s) in a row (failureThreshold %d): %s; killed with a %d s grace period, %s",
+		e.Cause, len(e.Failures), last.Threshold, output, e.GracePeriodSeconds, exit)
+}
+
+func action(e restart.Entry) string {
+	if e.Action == restart.ActionStopped {
+		return "stopped, not restarted"
+	}
+	wait := time.Duration(e.BackOffSeconds * float64(time.Second)).Round(100 * time.Millisecond)
+	return fmt.Sprintf("restarted as attempt %d after %s of back-off", e.Attempt, wait)
+}
+
+func eventRow(e events.Event) eventView {
+	v := eventView{Key: eventKey(e), Time: rfc3339(e.Time), Clock: e.Time.Format("15:04:05"), Type: clip(e.Type, shownName),
+		Reason: clip(e.Reason, shownName), Object: clip(strings.TrimSuffix(e.Namespace+"/"+e.Pod+"/"+e.Container, "/"), 3*shownName),
+		Message: clip(e.Message, shownMessage), Warning: e.Type == events.Warning}
+	if e.Threshold > 0 {
+		v.Count = fmt.Sprintf("%d/%d", e.Count, e.Threshold)
+	}
+	return v
+}
+
+// eventKey is what status.js's eventKey computes from the stream's JSON
+// (whose times are RFC 3339 with nanoseconds, as time.Time marshals).
+func eventKey(e events.Event) string {
+	return strings.Join([]string{e.Time.Format(time.RFC3339Nano), e.Namespace, e.Pod, e.Container, e.Reason, strconv.Itoa(e.Count)}, "|")
+}
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339)
+}
+
+// clip makes text a workload controls fit to be shown: at most limit
+// bytes (and a note of what was cut), Printable. html/template escapes it
+// for where it goes.
+func clip(s string, limit int) string { return Printable(bounded.String(s, limit)) }
+
+func clipAll(list []string) []string {
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		out = append(out, clip(s, shownLine))
+	}
+	return out
+}
