@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,38 +15,56 @@ import (
 
 func newExplainCommand() *cobra.Command {
 	var files []string
+	var startTime time.Duration
 	cmd := &cobra.Command{
 		Use:   "explain -f FILE [-f FILE…]",
 		Short: "Say when each probe of a manifest runs, detects and restarts; common mistakes",
 		Long: `For each probe of the pods in the manifests: when it first runs, the
 earliest and worst-case time to detect a failure and to act on it (restart
 or take out of traffic), following kubelet's semantics, and warnings for the
-usual mistakes. Nothing runs: it reads the manifests only.`,
+usual mistakes. Nothing runs: it reads the manifests only.
+
+A probe's startInterval (cri-prober's extension: a faster pace until it
+first succeeds) is taken into account. Warnings are the ones you can act
+on: a timeout longer than the period, liveness without readiness, and, with
+--start-time, a start-up budget shorter than the app's start time.`,
 		Example: `  cri-prober explain -f pod.yaml
-  cri-prober explain examples/demo/web.yaml`,
+  cri-prober explain examples/demo/web.yaml
+  cri-prober explain -f pod.yaml --start-time 45s`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			paths := append(files, args...)
 			if len(paths) == 0 {
 				return usageErrorf(cmd, "explain needs a manifest: -f FILE")
 			}
-			return explain(paths, cmd.OutOrStdout())
+			if startTime < 0 {
+				return usageErrorf(cmd, "--start-time must not be negative")
+			}
+			var opts []prober.ExplainOption
+			if startTime > 0 {
+				opts = append(opts, prober.WithStartTime(startTime))
+			}
+			return explain(paths, cmd.OutOrStdout(), opts...)
 		},
 	}
+	cmd.Flags().DurationVar(&startTime, "start-time", 0, "how long the app takes to start answering (e.g. 45s): warns when a startup budget is shorter, and says what to set")
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a Pod manifest `file` (repeatable; or give them as arguments)")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }
 
-func explain(files []string, stdout io.Writer) error {
+func explain(files []string, stdout io.Writer, opts ...prober.ExplainOption) error {
 	var problems int
 	for _, f := range files {
-		pods, errs := spec.LoadFile(f)
-		for _, e := range errs {
+		r := spec.Load(f)
+		for _, n := range r.Skipped {
+			safeln(stdout, n.String())
+		}
+		for _, e := range r.Errors {
 			safeln(stdout, "invalid:", e)
 		}
-		problems += len(errs)
-		for _, p := range pods {
-			printExplanation(stdout, p)
+		problems += len(r.Errors)
+		for _, p := range r.Pods {
+			printExplanation(stdout, p, opts...)
 		}
 	}
 	if problems > 0 {
@@ -53,9 +73,9 @@ func explain(files []string, stdout io.Writer) error {
 	return nil
 }
 
-func printExplanation(w io.Writer, pod *spec.Pod) {
+func printExplanation(w io.Writer, pod *spec.Pod, opts ...prober.ExplainOption) {
 	safef(w, "pod %s/%s (%s): restartPolicy %s, terminationGracePeriodSeconds %d\n", pod.Namespace, pod.Name, pod.Source, pod.RestartPolicy, pod.TerminationGracePeriodSeconds)
-	ex := prober.Explain(pod)
+	ex := prober.Explain(pod, opts...)
 	if len(ex) == 0 {
 		safeln(w, "  no probes: its containers are observed, never probed, and ready while running")
 	}
@@ -67,13 +87,23 @@ func printExplanation(w io.Writer, pod *spec.Pod) {
 		}
 		c, _ := pod.Container(e.Container)
 		p := c.Probe(e.Type)
-		safef(w, "    %s: %s every %ds, timeout %ds, success %d, failure %d, initial delay %ds\n",
-			strings.ToLower(e.Type.String()), e.Handler, p.PeriodSeconds, p.TimeoutSeconds, p.SuccessThreshold, p.FailureThreshold, p.InitialDelaySeconds)
+		pace := fmt.Sprintf("every %s", e.Period)
+		if e.StartInterval > 0 {
+			pace += fmt.Sprintf(" (%s until it first succeeds)", e.StartInterval)
+		}
+		safef(w, "    %s: %s %s, timeout %ds, success %d, failure %d, initial delay %ds\n",
+			strings.ToLower(e.Type.String()), e.Handler, pace, p.TimeoutSeconds, p.SuccessThreshold, p.FailureThreshold, p.InitialDelaySeconds)
 		gated := ""
 		if e.Type != results.Startup && c.Startup != nil {
 			gated = " (after the startup probe succeeds)"
 		}
 		safef(w, "      first run:           %s after the container starts%s\n", e.FirstRun, gated)
+		if e.Type != results.Liveness && e.Pass != (prober.Window{}) {
+			safef(w, "      passes:              %s after the app first answers\n", e.Pass)
+		}
+		if e.StartBudget > 0 {
+			safef(w, "      start budget:        the app must answer within %s of starting, or it is restarted\n", e.StartBudget)
+		}
 		switch e.Type {
 		case results.Readiness:
 			safef(w, "      not ready:           %s after the app stops answering\n", e.Detect)

@@ -210,7 +210,7 @@ func TestValidateCommand(t *testing.T) {
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
 	assert.ErrorIs(t, err, errProblemsFound)
-	assert.Contains(t, out, "/nonexistent.yaml: stat /nonexistent.yaml: no such file or directory")
+	assert.Contains(t, out, "/nonexistent.yaml: cannot read it: no such file or directory")
 
 	_, errOut, err := runCLI(t, "validate")
 	assert.ErrorIs(t, err, errUsage)

@@ -82,3 +82,58 @@ func TestPodRef(t *testing.T) {
 		})
 	}
 }
+
+// validate as a user runs it on a directory that holds more than
+// manifests, on a manifest with a duplicate key, and on crictl's own
+// configs, offline; explain with the app's start time.
+func TestValidateWhatUsersHave(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	write("README.md", "# my pods\n")
+	write("web.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: app
+    readinessProbe:
+      httpGet: {port: 8080}
+      periodSeconds: 5
+      periodSeconds: 10
+`)
+	out, _, err := runCLI(t, "validate", dir)
+	assert.ErrorIs(t, err, errProblemsFound, out)
+	assert.Contains(t, out, "skipped "+filepath.Join(dir, "README.md")+": not a manifest (.md)")
+	assert.Contains(t, out, "web.yaml:11: ")
+	assert.Contains(t, out, `duplicate key "periodSeconds" (first at line 10)`)
+
+	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/cri/good-container.json", "../../pkg/spec/testdata/cri/good-sandbox.json")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "ok: 0 valid pod(s), 2 valid CRI config(s)")
+	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/cri/bad-container.json")
+	assert.ErrorIs(t, err, errProblemsFound)
+	assert.Contains(t, out, "bad-container.json:5: ", "the line of the annotation's value")
+
+	pod := write("slow.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: slow, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: app
+    livenessProbe:
+      httpGet: {port: 8080}
+      periodSeconds: 10
+      failureThreshold: 3
+`)
+	out, _, err = runCLI(t, "explain", pod, "--start-time", "45s")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "start budget:")
+	assert.Contains(t, out, "warning: ", out)
+	assert.Contains(t, out, "45s")
+}

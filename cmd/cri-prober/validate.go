@@ -1,8 +1,8 @@
 package main
 
 import (
+	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,14 +20,19 @@ rules (kubelet 1.36's), and what cri-prober cannot honour. Prints every
 problem with its file and line, pod, container and field, and every
 warning: a probe naming a port its container does not declare is accepted
 (as kubelet accepts it) but errors at every run and never changes its
-result. Directories are read as --pod-manifests reads them (*.yaml, *.yml,
-*.json).
+result. Duplicate keys are errors (as kubectl --validate=strict), not the
+last value silently winning. Directories are read as --pod-manifests reads
+them (*.yaml, *.yml, *.json); what is not a Pod manifest there (a README, a
+Service, a crictl config) is skipped with a note. A crictl container or
+pod-sandbox config (the JSON crictl create and runp take) named on its own
+is checked as the agent reads its cri-prober.io/ annotations, offline.
 
 Exit codes: 0 all is well, 1 a problem or warning was found, 2 bad
 arguments.`,
 		Example: `  cri-prober validate pod.yaml
   cri-prober validate -f pod.yaml -f other.yaml
   cri-prober validate /etc/cri-prober/pods
+  cri-prober validate container-config.json pod-config.json
   cri-prober validate examples/demo && cri-prober run --pod-manifests examples/demo`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			paths := append(files, args...)
@@ -43,39 +48,31 @@ arguments.`,
 }
 
 func validate(paths []string, stdout io.Writer) error {
-	var pods, problems, warnings int
+	var pods, configs, problems, warnings int
 	for _, path := range paths {
-		fi, err := os.Stat(path)
-		if err != nil {
-			safef(stdout, "%s: %v\n", path, err)
-			problems++
-			continue
+		r := spec.Load(path)
+		pods += len(r.Pods)
+		configs += len(r.Configs)
+		for _, n := range r.Skipped {
+			safeln(stdout, n.String())
 		}
-		var found []*spec.Pod
-		var errs []*spec.Error
-		if fi.IsDir() {
-			found, errs = spec.LoadDir(path)
-		} else {
-			found, errs = spec.LoadFile(path)
-		}
-		pods += len(found)
-		for _, e := range errs {
+		for _, e := range r.Errors {
 			safeln(stdout, e.Error())
 		}
-		problems += len(errs)
-		for _, p := range found {
-			for _, c := range p.Containers {
-				for _, w := range c.Warnings {
-					safef(stdout, "warning: %s\n", w.Error())
-					warnings++
-				}
-			}
+		for _, w := range r.Warnings {
+			safef(stdout, "warning: %s\n", w.Error())
 		}
+		problems += len(r.Errors)
+		warnings += len(r.Warnings)
+	}
+	valid := fmt.Sprintf("%d valid pod(s)", pods)
+	if configs > 0 {
+		valid += fmt.Sprintf(", %d valid CRI config(s)", configs)
 	}
 	if problems > 0 || warnings > 0 {
-		safef(stdout, "%d problem(s), %d warning(s); %d valid pod(s)\n", problems, warnings, pods)
+		safef(stdout, "%d problem(s), %d warning(s); %s\n", problems, warnings, valid)
 		return errProblemsFound
 	}
-	safef(stdout, "ok: %d valid pod(s)\n", pods)
+	safef(stdout, "ok: %s\n", valid)
 	return nil
 }

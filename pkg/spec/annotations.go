@@ -84,7 +84,7 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 			continue
 		}
 		for _, e := range strict {
-			fail(a.key, cleanJSONError(e))
+			fail(a.key, strictDetail(e, probe))
 		}
 		if len(strict) > 0 {
 			continue
@@ -184,7 +184,12 @@ func checkKeys(annotations map[string]string, on string, known []string, fail fu
 		case RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation:
 			fail(k, "belongs on the pod sandbox config, not on "+on)
 		default:
-			fail(k, fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == RestartOfAnnotation || k == RestartCauseAnnotation }), ", ")))
+			read := slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == RestartOfAnnotation || k == RestartCauseAnnotation })
+			detail := fmt.Sprintf("unknown annotation; on %s cri-prober reads %s", on, strings.Join(read, ", "))
+			if s := closest(k, read); s != "" {
+				detail += fmt.Sprintf(": did you mean %q?", s)
+			}
+			fail(k, detail)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func decodeExtensions(raw []byte, c *Container, path *field.Path) (map[results.P
 	}
 	var errs field.ErrorList
 	for _, e := range strict {
-		errs = append(errs, field.Invalid(path, "", cleanJSONError(e)))
+		errs = append(errs, field.Invalid(path, "", strictDetail(e, byProbe)))
 	}
 	out := map[results.ProbeType]*Extensions{}
 	for _, name := range sortedKeys(byProbe) {

@@ -63,7 +63,8 @@ func TestManifestExtensions(t *testing.T) {
 }
 
 func TestBadExtensions(t *testing.T) {
-	at := `pods.yaml:7: pod shop/web: metadata.annotations[cri-prober.io/probe-extensions]`
+	// Line 8: the container's entry inside the annotation's "|" block.
+	at := `pods.yaml:8: pod shop/web: metadata.annotations[cri-prober.io/probe-extensions]`
 	for ext, want := range map[string]string{
 		`db: {readinessProbe: {startInterval: 1s}}`:                                        at + `[db]: Not found: "db"`,
 		`app: {startupProbe: {startInterval: 1s}}`:                                         at + `[app].startupProbe: Invalid value: "": the container has no such probe to extend`,
@@ -87,6 +88,18 @@ func TestBadExtensions(t *testing.T) {
 			assert.Contains(t, errs[0].Error(), want)
 		})
 	}
+}
+
+// A key given twice in the annotation is an error at its line in the
+// file, as anywhere in a manifest. Fails on the old code: the last won.
+func TestExtensionsDuplicateKey(t *testing.T) {
+	p, errs := loadExtensions(t, `app:
+  readinessProbe:
+    startInterval: 1s
+    startInterval: 2s`)
+	assert.Nil(t, p)
+	assert.Equal(t, []string{`pods.yaml:11: pod shop/web: metadata.annotations[cri-prober.io/probe-extensions].app.readinessProbe.startInterval: duplicate key "startInterval" (first at line 10): remove one; a decoder would silently keep only the last`},
+		messages(errs))
 }
 
 // A body regexp is bounded: its cost grows with its size. The error names

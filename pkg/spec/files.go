@@ -37,8 +37,9 @@ const (
 
 // listing is one bounded look at a manifest directory.
 type listing struct {
-	files   []string // the manifest files to read, in name order
-	ignored []*Error // entries reported and not read, in name order
+	files   []string  // the manifest files to read, in name order
+	errs    []*Error  // manifest files not read (the limits), in name order
+	skipped []*Notice // entries that are not manifest files, in name order
 }
 
 // listDir lists the manifest files of dir (see ManifestFiles). err is set
@@ -71,7 +72,7 @@ func listDir(dir string) (*listing, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	l := &listing{}
 	if more {
-		l.ignored = append(l.ignored, &Error{Source: dir, Detail: fmt.Sprintf(
+		l.errs = append(l.errs, &Error{Source: dir, Detail: fmt.Sprintf(
 			"more than %d entries: only the first %d the system listed are looked at, the others are ignored; keep manifests in a directory of their own", MaxManifestDirEntries, MaxManifestDirEntries)})
 	}
 	var skipped []string
@@ -82,9 +83,13 @@ func listDir(dir string) (*listing, error) {
 		case strings.HasPrefix(name, "."):
 			// Editor leftovers, and a ConfigMap volume's ..data links.
 		case e.IsDir():
-			l.ignored = append(l.ignored, &Error{Source: path, Detail: "skipped: a directory: manifests in subdirectories are not read"})
+			l.skipped = append(l.skipped, &Notice{Source: path, Kind: NoticeDirectory, Detail: "a directory: manifests in subdirectories are not read"})
 		case !hasManifestExtension(name):
-			l.ignored = append(l.ignored, &Error{Source: path, Detail: "ignored: manifest files must end in .yaml, .yml or .json"})
+			ext := filepath.Ext(name)
+			if ext == "" {
+				ext = "no extension"
+			}
+			l.skipped = append(l.skipped, &Notice{Source: path, Kind: NoticeNotManifestFile, Detail: "not a manifest (" + ext + ")"})
 		case len(l.files) == MaxManifestFiles:
 			skipped = append(skipped, path)
 		default:
@@ -96,7 +101,7 @@ func listDir(dir string) (*listing, error) {
 	if len(skipped) > 0 {
 		// One report for them all, naming the first: a million files
 		// are not a million messages.
-		l.ignored = append(l.ignored, &Error{Source: skipped[0], Detail: fmt.Sprintf(
+		l.errs = append(l.errs, &Error{Source: skipped[0], Detail: fmt.Sprintf(
 			"not read, nor the %d manifest file(s) after it in name order: at most %d manifest files are read from a directory", len(skipped)-1, MaxManifestFiles)})
 	}
 	return l, nil
@@ -117,8 +122,11 @@ func (l *listing) fingerprint() string {
 		}
 		fmt.Fprintf(&b, "%s:%d:%d:%v;", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
 	}
-	for _, e := range l.ignored {
+	for _, e := range l.errs {
 		fmt.Fprintf(&b, "%s;", e.Error())
+	}
+	for _, n := range l.skipped {
+		fmt.Fprintf(&b, "%s;", n.String())
 	}
 	return b.String()
 }

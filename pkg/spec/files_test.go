@@ -92,6 +92,14 @@ func messages(errs []*Error) []string {
 	return msgs
 }
 
+func notices(skipped []*Notice) []string {
+	var msgs []string
+	for _, n := range skipped {
+		msgs = append(msgs, n.String())
+	}
+	return msgs
+}
+
 // A FIFO among the manifests (or as the directory) used to block the load
 // (its open waits for a writer) and with it start-up and the manager: now
 // it is skipped at once, reported by path, and the rest loads. Fails on the
@@ -177,15 +185,19 @@ func TestLoadDirSkipsDirectoriesAndSockets(t *testing.T) {
 	require.NoError(t, err)
 	defer sock.Close()
 
-	pods, errs := LoadDir(dir)
-	require.Len(t, pods, 1)
+	r := Load(dir)
+	require.Len(t, r.Pods, 1)
 	const only = "only regular files, directly or through a symbolic link, are read"
 	assert.Equal(t, []string{
-		filepath.Join(dir, "old") + ": skipped: a directory: manifests in subdirectories are not read",
-		filepath.Join(dir, "sub.yaml") + ": skipped: a directory: manifests in subdirectories are not read",
+		"skipped " + filepath.Join(dir, "old") + ": a directory: manifests in subdirectories are not read",
+		"skipped " + filepath.Join(dir, "sub.yaml") + ": a directory: manifests in subdirectories are not read",
+	}, notices(r.Skipped), "directories: noted, not errors")
+	// Names of manifests that lead to no regular file are errors: what
+	// they hold is not probed.
+	assert.Equal(t, []string{
 		filepath.Join(dir, "link.yaml") + ": skipped: a symbolic link to a directory, not to a regular file: " + only,
 		filepath.Join(dir, "s.yaml") + ": skipped: a socket, not a regular file: " + only,
-	}, messages(errs))
+	}, messages(r.Errors))
 }
 
 // At most MaxManifestFiles files are read per scan, the first in name

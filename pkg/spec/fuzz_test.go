@@ -11,18 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Any bytes in a manifest file give pods or errors that name the file and
-// say what is wrong, never a panic. The bytes go through what the
-// directory loader and the watcher do with a file's content once read
-// (LoadBytes, then keepLastGood against a last good version, then
-// combine): a version that loads without errors is used, any other leaves
-// the last good version in force and says so, naming the file. Reading
-// itself (regular files only, MaxManifestSize) is file-system work, left
-// to the unit tests: the fuzzer needs runs whose coverage depends on the
-// input alone.
-func FuzzLoadManifest(f *testing.F) {
-	for _, dir := range []string{"testdata/good", "testdata/bad"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*"))
+// addFiles adds the files matching the patterns to the fuzzer's corpus.
+func addFiles(f *testing.F, patterns ...string) {
+	for _, pattern := range patterns {
+		files, err := filepath.Glob(pattern)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -34,6 +26,19 @@ func FuzzLoadManifest(f *testing.F) {
 			f.Add(data)
 		}
 	}
+}
+
+// Any bytes in a manifest file give pods or errors that name the file and
+// say what is wrong, never a panic. The bytes go through what the
+// directory loader and the watcher do with a file's content once read
+// (LoadBytes, then keepLastGood against a last good version, then
+// combine): a version that loads without errors is used, any other leaves
+// the last good version in force and says so, naming the file. Reading
+// itself (regular files only, MaxManifestSize) is file-system work, left
+// to the unit tests: the fuzzer needs runs whose coverage depends on the
+// input alone.
+func FuzzLoadManifest(f *testing.F) {
+	addFiles(f, "testdata/good/*", "testdata/bad/*")
 	f.Add([]byte(""))
 	f.Add([]byte("# nothing\n---\n"))
 	f.Add([]byte("apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: a}\r\nspec: {containers: [{name: b, image: c}]}\r\n---\r\n"))
@@ -63,8 +68,9 @@ func FuzzLoadManifest(f *testing.F) {
 			if hadLast {
 				before = last
 			}
-			file, good, ok := keepLastGood(path, pods, errs, false, before, hadLast)
-			inForce, reported := combine(nil, []loadedFile{file})
+			file, good, ok := keepLastGood(path, loadedFile{pods: pods, errs: errs}, false, before, hadLast)
+			combined := combine(nil, []loadedFile{file})
+			inForce, reported := combined.Pods, combined.Errors
 			for _, e := range reported {
 				if !strings.HasPrefix(e.Source, path) || e.Detail == "" {
 					t.Errorf("error that does not name the file or say what is wrong: %+v", e)
@@ -88,6 +94,25 @@ func FuzzLoadManifest(f *testing.F) {
 					t.Errorf("a file never loaded: %d pods, %d errors, last good %v; want its own %d pods, %d errors", len(file.pods), len(file.errs), ok, len(pods), len(errs))
 				}
 			}
+		}
+	})
+}
+
+// Any bytes in a crictl config give a config or errors that name the file
+// and say what is wrong, never a panic.
+func FuzzCRIConfig(f *testing.F) {
+	addFiles(f, "testdata/cri/*")
+	f.Add([]byte("annotations: [a]\nmetadata: {}\n"))
+	const path = "/tmp/container.json"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := loadCRIBytes(path, data)
+		for _, e := range r.Errors {
+			if !strings.HasPrefix(e.Source, path) || e.Detail == "" {
+				t.Errorf("error that does not name the file or say what is wrong: %+v", e)
+			}
+		}
+		if len(r.Configs) == 0 && len(r.Errors) == 0 {
+			t.Error("neither a config nor an error")
 		}
 	})
 }

@@ -7,16 +7,33 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// fieldLine returns the line (1-based, within doc) of the field at path, a
-// Kubernetes field path such as spec.containers[0].livenessProbe.httpGet.port,
-// or of the deepest part of it that exists; 0 if none does.
-func fieldLine(doc []byte, path string) int {
-	var root yaml.Node
-	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
+// fieldLine returns the line (1-based, within the document root was parsed
+// from) of the field at path, a Kubernetes field path such as
+// spec.containers[0].livenessProbe.httpGet.port, or of the deepest part of
+// it that exists; 0 if none does. A path that goes on into a string written
+// as a literal block ("|": an annotation holding YAML or JSON) is followed
+// into it.
+func fieldLine(root *yaml.Node, path string) int {
+	if root == nil {
 		return 0
 	}
-	node, line := root.Content[0], 0
-	for _, part := range splitPath(path) {
+	return nodeLine(root, splitPath(path), 0)
+}
+
+func nodeLine(node *yaml.Node, parts []pathPart, depth int) int {
+	line := 0
+	for i, part := range parts {
+		if node.Kind == yaml.ScalarNode && node.Style&yaml.LiteralStyle != 0 && depth < 2 {
+			// A document in a string: its first line is the one after
+			// the "|".
+			var inner yaml.Node
+			if yaml.Unmarshal([]byte(node.Value), &inner) == nil && len(inner.Content) > 0 {
+				if at := nodeLine(inner.Content[0], parts[i:], depth+1); at > 0 {
+					return node.Line + at
+				}
+			}
+			break
+		}
 		next, at := step(node, part)
 		if next == nil {
 			break

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 
+	yaml "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // ManifestExtensions are the files a manifest directory is read from.
@@ -21,109 +23,195 @@ var ManifestExtensions = []string{".yaml", ".yml", ".json"}
 // documents separated by "---" lines allowed). Bad documents are reported
 // and skipped; the good ones are returned. Only a regular file (directly or
 // through a symbolic link) of at most MaxManifestSize bytes is read: the
-// agent's commands read a file as the agent does.
+// agent's commands read a file as the agent does. What is not a Pod
+// manifest is not reported here: Load says what it skipped.
 func LoadFile(path string) ([]*Pod, []*Error) {
-	pods, errs, _ := loadFile(path)
-	return pods, errs
+	f, _ := loadFile(path, false)
+	return f.pods, f.errs
 }
 
-// loadFile is LoadFile that also says whether the file is gone (removed
-// since it was listed, or a dangling link): its pods go with it.
-func loadFile(path string) (pods []*Pod, errs []*Error, gone bool) {
+// loadFile reads a file of a manifest directory, or one given by name
+// (named): then a crictl config is validated as one. gone says whether the
+// file is gone (removed since it was listed, or a dangling link): its pods
+// go with it.
+func loadFile(path string, named bool) (f loadedFile, gone bool) {
 	data, err := readManifest(path)
 	if err != nil {
-		return nil, []*Error{{Source: path, Detail: err.Error()}}, errors.Is(err, fs.ErrNotExist)
+		return loadedFile{errs: []*Error{{Source: path, Detail: err.Error()}}}, errors.Is(err, fs.ErrNotExist)
 	}
-	pods, errs = LoadBytes(path, data)
-	return pods, errs, false
+	return loadBytes(path, data, named), false
 }
 
 // LoadBytes is LoadFile for data read from path (which names the source in
 // errors).
 func LoadBytes(path string, data []byte) ([]*Pod, []*Error) {
-	var pods []*Pod
-	var errs []*Error
-	for _, doc := range splitDocuments(data) {
+	f := loadBytes(path, data, false)
+	return f.pods, f.errs
+}
+
+// loadBytes reads the documents of a file: Pod manifests are decoded,
+// other Kubernetes objects and YAML that is none are skipped with a
+// notice, and what looks like a Pod but cannot be one is an error. In a
+// file given by name (named), a crictl config is validated as one.
+func loadBytes(path string, data []byte, named bool) loadedFile {
+	var f loadedFile
+	docs := splitDocuments(data)
+	var notObjects []*Notice
+	for i, doc := range docs {
+		root, serr := parseDocument(path, doc)
+		if serr != nil {
+			f.errs = append(f.errs, serr)
+			continue
+		}
+		if root == nil {
+			continue
+		}
+		info := inspect(root)
 		source := fmt.Sprintf("%s:%d", path, doc.line)
-		pod, docErrs := decodePod(source, doc.data)
-		// Point at the field itself when the document has it.
-		at := func(e *Error) {
-			if line := fieldLine(doc.data, errorPath(e)); line > 0 {
-				e.Source = fmt.Sprintf("%s:%d", path, doc.start+line-1)
+		switch c := classify(root, info); c.class {
+		case classPod:
+			pod, errs := loadPod(path, doc, root, info)
+			f.errs = append(f.errs, errs...)
+			if pod != nil {
+				f.pods = append(f.pods, pod)
 			}
-		}
-		for _, e := range docErrs {
-			at(e)
-		}
-		errs = append(errs, docErrs...)
-		if pod != nil {
-			for _, c := range pod.Containers {
-				for _, w := range c.Warnings {
-					at(w)
-				}
+		case classCRIConfig:
+			if named && i == 0 && len(docs) == 1 {
+				var errs []*Error
+				f.config, errs = criConfig(path, doc, root, info)
+				f.errs = append(f.errs, errs...)
+				continue
 			}
-			pods = append(pods, pod)
+			f.skipped = append(f.skipped, &Notice{Source: source, Kind: NoticeCRIConfig, Detail: fmt.Sprintf(
+				"not a manifest: a crictl %s (the agent reads its annotations from the runtime once crictl has used it; name the file alone to validate it)", c.what)})
+		case classNotObject:
+			notObjects = append(notObjects, &Notice{Source: source, Kind: NoticeNotObject, Detail: "not a manifest (" + c.what + ")"})
+		case classOtherKind:
+			f.skipped = append(f.skipped, &Notice{Source: source, Kind: NoticeNotPod, Detail: c.what})
+		default: // classError
+			line := doc.line
+			if c.at != nil {
+				line = doc.start + c.at.Line - 1
+			}
+			f.errs = append(f.errs, &Error{Source: fmt.Sprintf("%s:%d", path, line), Detail: c.what})
 		}
 	}
-	return pods, errs
+	if len(notObjects) > 0 && len(notObjects) == len(docs) {
+		// Nothing in the file is a Kubernetes object: one notice for it.
+		notObjects = []*Notice{{Source: path, Kind: NoticeNotObject, Detail: notObjects[0].Detail}}
+	}
+	f.skipped = append(f.skipped, notObjects...)
+	return f
+}
+
+// loadPod decodes, defaults and validates a Pod document, every problem at
+// its line in the file.
+func loadPod(path string, doc document, root *yaml.Node, info *docInfo) (*Pod, []*Error) {
+	source := fmt.Sprintf("%s:%d", path, doc.line)
+	namespace := scalar(lookup(info.metadata, "namespace"))
+	if namespace == "" {
+		namespace = "default"
+	}
+	// The extensions annotation holds YAML or JSON of its own.
+	extensions := innerDuplicates(lookup(lookup(info.metadata, "annotations"), ExtensionsAnnotation), "metadata.annotations["+ExtensionsAnnotation+"]")
+	dups := duplicateErrors(path, doc, slices.Concat(info.duplicates, extensions), Error{Namespace: namespace, Pod: scalar(lookup(info.metadata, "name"))}, podContainer(info.spec))
+	pod, errs := decodePod(source, doc.data, root)
+	// Point at the field itself when the document has it.
+	at := func(e *Error) {
+		if line := fieldLine(root, errorPath(e)); line > 0 {
+			e.Source = fmt.Sprintf("%s:%d", path, doc.start+line-1)
+		}
+	}
+	for _, e := range errs {
+		at(e)
+	}
+	if pod != nil {
+		for _, c := range pod.Containers {
+			for _, w := range c.Warnings {
+				at(w)
+			}
+		}
+	}
+	if len(dups) > 0 {
+		// A duplicate key makes the pod something other than what was
+		// written: never used.
+		return nil, append(dups, errs...)
+	}
+	return pod, errs
 }
 
 // LoadDir reads every manifest file of dir (see ManifestFiles). A pod
 // defined twice is an error: the first definition in file-name order wins.
+// What is not a manifest is not reported here: Load says what it skipped.
 func LoadDir(dir string) ([]*Pod, []*Error) {
+	r := loadDir(dir)
+	return r.Pods, r.Errors
+}
+
+func loadDir(dir string) *Result {
 	l, err := listDir(dir)
 	if err != nil {
-		return nil, []*Error{{Source: dir, Detail: err.Error()}}
+		return &Result{Errors: []*Error{{Source: dir, Detail: err.Error()}}}
 	}
 	loaded := make([]loadedFile, 0, len(l.files))
-	for _, f := range l.files {
-		pods, errs := LoadFile(f)
-		loaded = append(loaded, loadedFile{pods: pods, errs: errs})
+	for _, path := range l.files {
+		f, _ := loadFile(path, false)
+		loaded = append(loaded, f)
 	}
-	return combine(l.ignored, loaded)
+	return combine(l, loaded)
 }
 
 // loadedFile is what one manifest file contributes to its directory.
 type loadedFile struct {
-	pods []*Pod
-	errs []*Error
+	pods    []*Pod
+	errs    []*Error
+	skipped []*Notice
+	config  *CRIConfig // a file given by name that is a crictl config
 }
 
 // combine joins the files' pods in file-name order, the first definition
-// of a pod winning, after the directory's own reports.
-func combine(ignored []*Error, files []loadedFile) ([]*Pod, []*Error) {
-	var pods []*Pod
-	errs := append([]*Error(nil), ignored...)
+// of a pod winning, after the directory's own reports (l may be nil).
+func combine(l *listing, files []loadedFile) *Result {
+	r := &Result{}
+	if l != nil {
+		r.Errors = append(r.Errors, l.errs...)
+		r.Skipped = append(r.Skipped, l.skipped...)
+	}
 	seen := map[string]string{}
 	for _, f := range files {
-		errs = append(errs, f.errs...)
+		r.Errors = append(r.Errors, f.errs...)
+		r.Skipped = append(r.Skipped, f.skipped...)
+		if f.config != nil {
+			r.Configs = append(r.Configs, f.config)
+		}
 		for _, p := range f.pods {
 			key := p.Namespace + "/" + p.Name
 			if first, dup := seen[key]; dup {
-				errs = append(errs, &Error{Source: p.Source, Namespace: p.Namespace, Pod: p.Name,
-					Detail: fmt.Sprintf("pod is already defined at %s; this definition is ignored", first)})
+				r.Errors = append(r.Errors, &Error{Source: p.Source, Namespace: p.Namespace, Pod: p.Name,
+					Detail: fmt.Sprintf("pod is already defined at %s; this definition is ignored: remove one, or rename this pod", first)})
 				continue
 			}
 			seen[key] = p.Source
-			pods = append(pods, p)
+			r.Pods = append(r.Pods, p)
 		}
 	}
-	return pods, errs
+	return r
 }
 
 // ManifestFiles lists the manifest files of dir in name order: names ending
 // in one of ManifestExtensions, at most MaxManifestFiles of them, among the
 // first MaxManifestDirEntries entries. Names starting with "." (editor
-// leftovers, a ConfigMap volume's ..data) are skipped silently; anything
-// else not listed (other names, directories, files past the limits) is
-// reported, not silently skipped. Whether a listed name leads to a regular
-// file is found out when it is read. err is set when dir cannot be read.
+// leftovers, a ConfigMap volume's ..data) are skipped silently; other
+// names and subdirectories are skipped with a notice (Load's Skipped);
+// manifest files past the limits are reported in ignored. Whether a
+// listed name leads to a regular file is found out when it is read. err is
+// set when dir cannot be read.
 func ManifestFiles(dir string) (files []string, ignored []*Error, err error) {
 	l, err := listDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.files, l.ignored, nil
+	return l.files, l.errs, nil
 }
 
 func hasManifestExtension(name string) bool {
@@ -197,33 +285,29 @@ func stripComments(b []byte) []byte {
 	return out.Bytes()
 }
 
-// decodePod decodes one document strictly (unknown and duplicate fields are
-// errors, as with kubectl --validate=strict), defaults and validates it.
-func decodePod(source string, doc []byte) (*Pod, []*Error) {
-	fail := func(detail string) (*Pod, []*Error) { return nil, []*Error{{Source: source, Detail: detail}} }
-	jsonDoc, err := yaml.YAMLToJSON(doc)
+// decodePod decodes one Pod document strictly (unknown fields are errors,
+// as with kubectl --validate=strict; duplicate keys are found before),
+// defaults and validates it. root is the document parsed, for finding
+// the field a decoding error is about.
+func decodePod(source string, doc []byte, root *yaml.Node) (*Pod, []*Error) {
+	fail := func(e *Error) (*Pod, []*Error) { e.Source = source; return nil, []*Error{e} }
+	jsonDoc, err := sigsyaml.YAMLToJSON(doc)
 	if err != nil {
-		return fail(fmt.Sprintf("not valid YAML: %v", err))
-	}
-	var typeMeta struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
-	if err := json.UnmarshalCaseSensitivePreserveInts(jsonDoc, &typeMeta); err != nil {
-		return fail(fmt.Sprintf("not a Kubernetes object: %v", err))
-	}
-	if typeMeta.Kind != "Pod" || typeMeta.APIVersion != "v1" {
-		return fail(fmt.Sprintf("apiVersion %q, kind %q: only Pod manifests (apiVersion: v1, kind: Pod) are supported", typeMeta.APIVersion, typeMeta.Kind))
+		return fail(&Error{Detail: syntaxDetail(err.Error())})
 	}
 	var pod corev1.Pod
 	strict, err := json.UnmarshalStrict(jsonDoc, &pod, json.DisallowDuplicateFields, json.DisallowUnknownFields)
 	if err != nil {
-		return fail(cleanJSONError(err))
+		return fail(decodeError(root, err))
 	}
 	if len(strict) > 0 {
+		namespace := pod.Namespace
+		if namespace == "" {
+			namespace = "default"
+		}
 		var errs []*Error
 		for _, e := range strict {
-			errs = append(errs, &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Detail: cleanJSONError(e)})
+			errs = append(errs, &Error{Source: source, Namespace: namespace, Pod: pod.Name, Detail: strictDetail(e, pod)})
 		}
 		return nil, errs
 	}

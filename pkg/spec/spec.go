@@ -130,7 +130,7 @@ func (p *Pod) Container(name string) (*Container, bool) {
 
 // Error is one problem in what a user gave.
 type Error struct {
-	Source    string // file:line, or "annotations"
+	Source    string // file:line (or file), or "annotations"
 	Namespace string
 	Pod       string
 	Container string
@@ -141,8 +141,11 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Source)
-	if e.Pod != "" {
+	switch {
+	case e.Pod != "" && e.Namespace != "":
 		fmt.Fprintf(&b, ": pod %s/%s", e.Namespace, e.Pod)
+	case e.Pod != "":
+		fmt.Fprintf(&b, ": pod %s", e.Pod) // a sandbox config without a namespace
 	}
 	if e.Container != "" {
 		fmt.Fprintf(&b, ": container %s", e.Container)

@@ -16,7 +16,7 @@ import (
 // Each bad manifest gives exactly these errors, at the line of the field
 // concerned (file prefix omitted).
 func TestLoadBadManifests(t *testing.T) {
-	lines := map[string]int{"restart-all-containers": 10, "rules-without-policy": 6, "readiness-gates": 5, "init-container-lifecycle": 8, "sleep-too-long": 11, "active-deadline": 5, "bad-exit-operator": 11, "bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 1, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 1, "unknown-field": 10, "wrong-kind": 1}
+	lines := map[string]int{"restart-all-containers": 10, "rules-without-policy": 6, "readiness-gates": 5, "init-container-lifecycle": 8, "sleep-too-long": 11, "active-deadline": 5, "bad-exit-operator": 11, "bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 3, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 12, "unknown-field": 10, "wrong-kind": 2}
 	tests := map[string][]string{
 		"no-handler":                 {": pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value: must specify a handler type"},
 		"two-handlers":               {": pod shop/two-handlers: container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"},
@@ -31,12 +31,12 @@ func TestLoadBadManifests(t *testing.T) {
 		"bad-scheme":                 {`: pod shop/bad-scheme: container app: spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`},
 		"bad-header":                 {`: pod shop/bad-header: container app: spec.containers[0].livenessProbe.httpGet.httpHeaders: Invalid value: "bad header": a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')`},
 		"exec-empty":                 {": pod shop/exec-empty: container app: spec.containers[0].livenessProbe.exec.command: Required value"},
-		"unknown-field":              {`: pod shop/unknown-field: unknown field "spec.containers[0].livenessProb"`},
-		"type-error":                 {`: cannot unmarshal string into Go struct field Probe.spec.containers.livenessProbe.periodSeconds of type int32`},
+		"unknown-field":              {`: pod shop/unknown-field: unknown field "spec.containers[0].livenessProb": remove it, or correct its name: did you mean "livenessProbe"?`},
+		"type-error":                 {`: spec.containers[0].livenessProbe.periodSeconds: Invalid value: a string: must be a whole number (int32): write the number without quotes`},
 		"bad-restart-policy":         {`: pod shop/bad-restart-policy: spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`},
 		"bad-probe-network":          {`: pod shop/bad-probe-network: metadata.annotations[cri-prober.io/probe-network]: Unsupported value: "inside": supported values: "node", "pod"`},
-		"wrong-kind":                 {`: apiVersion "apps/v1", kind "Deployment": only Pod manifests (apiVersion: v1, kind: Pod) are supported`},
-		"not-yaml":                   {": not valid YAML: "},
+		"wrong-kind":                 {`: kind Deployment (apps/v1): only Pods are read, as kubelet reads static pods: the containers of this Deployment are neither run nor probed; write them in a Pod manifest (apiVersion: v1, kind: Pod), or move the file out of the directory`},
+		"not-yaml":                   {`: not valid YAML or JSON: did not find expected ',' or ']': a "[" is not closed, or a comma is missing between its items: close it or add the comma`},
 		"init-container-probe":       {": pod shop/init-container-probe: container setup: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"},
 		"duplicate-container":        {`: pod shop/duplicate-container: container app: spec.containers[1].name: Duplicate value: "app"`},
 		"restart-all-containers":     {`: pod shop/restart-all-containers: container app: spec.containers[0].restartPolicyRules[0].action: Forbidden: RestartAllContainers is not supported by cri-prober`},
@@ -130,20 +130,20 @@ func TestLoadDir(t *testing.T) {
 	write("notes.txt", []byte("hello"))
 	write(".a.yaml.swp", []byte("editor junk"))
 
-	pods, errs := LoadDir(dir)
+	r := Load(dir)
 	var names []string
-	for _, p := range pods {
+	for _, p := range r.Pods {
 		names = append(names, p.Namespace+"/"+p.Name)
 	}
 	assert.Equal(t, []string{"shop/web", "default/worker"}, names, "the bad file does not stop the good ones")
-	var msgs []string
-	for _, e := range errs {
-		msgs = append(msgs, e.Error())
-	}
-	require.Len(t, msgs, 3, "%q", msgs)
-	assert.Contains(t, msgs[0], "notes.txt: ignored: manifest files must end in .yaml, .yml or .json")
-	assert.Contains(t, msgs[1], "b.yml:10: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
-	assert.Contains(t, msgs[2], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":2; this definition is ignored")
+	msgs := messages(r.Errors)
+	require.Len(t, msgs, 2, "%q", msgs)
+	assert.Contains(t, msgs[0], "b.yml:10: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
+	assert.Contains(t, msgs[1], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":2; this definition is ignored")
+	assert.Equal(t, []string{"skipped " + filepath.Join(dir, "notes.txt") + ": not a manifest (.txt)"}, notices(r.Skipped), "not an error")
+	pods, errs := LoadDir(dir)
+	assert.Equal(t, r.Pods, pods)
+	assert.Equal(t, r.Errors, errs)
 
 	_, errs = LoadDir(filepath.Join(dir, "missing"))
 	require.Len(t, errs, 1)

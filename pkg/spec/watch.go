@@ -35,9 +35,10 @@ type ManifestDir struct {
 	fingerprint string
 	lastGood    map[string][]*Pod // by path: the last version that loaded without errors
 
-	mu   sync.Mutex
-	pods []*Pod
-	errs []*Error
+	mu      sync.Mutex
+	pods    []*Pod
+	errs    []*Error
+	skipped []*Notice
 }
 
 // NewManifestDir returns a watcher of dir; call Reload or Run to read it.
@@ -53,6 +54,14 @@ func (d *ManifestDir) Pods() ([]*Pod, []*Error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.pods, d.errs
+}
+
+// Skipped returns what the last reload skipped, and why (not errors: a
+// README, a Service); Run logs them.
+func (d *ManifestDir) Skipped() []*Notice {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.skipped
 }
 
 // Changed is signalled after a reload that found something different.
@@ -81,30 +90,29 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 	if fp == d.fingerprint && d.fingerprint != "" {
 		return false
 	}
-	var pods []*Pod
-	var errs []*Error
+	r := &Result{}
 	lastGood := map[string][]*Pod{} // files no longer listed drop out
 	if err != nil {
-		errs = []*Error{{Source: d.dir, Detail: err.Error()}}
+		r.Errors = []*Error{{Source: d.dir, Detail: err.Error()}}
 	} else {
 		files := make([]loadedFile, 0, len(l.files))
 		for _, path := range l.files {
 			if ctx.Err() != nil {
 				return false // stopping; the next reload, if any, starts over
 			}
-			newPods, newErrs, gone := loadFile(path)
+			loaded, gone := loadFile(path, false)
 			last, hadLast := d.lastGood[path]
-			f, good, ok := keepLastGood(path, newPods, newErrs, gone, last, hadLast)
+			f, good, ok := keepLastGood(path, loaded, gone, last, hadLast)
 			if ok {
 				lastGood[path] = good
 			}
 			files = append(files, f)
 		}
-		pods, errs = combine(l.ignored, files)
+		r = combine(l, files)
 	}
 	d.fingerprint, d.lastGood = fp, lastGood
 	d.mu.Lock()
-	d.pods, d.errs = pods, errs
+	d.pods, d.errs, d.skipped = r.Pods, r.Errors, r.Skipped
 	d.mu.Unlock()
 	select {
 	case d.changed <- struct{}{}:
@@ -113,10 +121,17 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 	return true
 }
 
-// keepLastGood decides what a file contributes from its new version (pods,
-// errs; gone: it is no longer there) and its last good version (last, if
-// hadLast), and what its last good version is from now on (good, if ok).
-func keepLastGood(path string, pods []*Pod, errs []*Error, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
+// keepLastGood decides what a file contributes from its new version
+// (loaded; gone: it is no longer there) and its last good version (last,
+// if hadLast), and what its last good version is from now on (good, if
+// ok). What the new version skipped is reported whatever is in force.
+func keepLastGood(path string, loaded loadedFile, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
+	f, good, ok = keepLastGoodPods(path, loaded.pods, loaded.errs, gone, last, hadLast)
+	f.skipped = loaded.skipped
+	return f, good, ok
+}
+
+func keepLastGoodPods(path string, pods []*Pod, errs []*Error, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
 	switch {
 	case gone:
 		// Removed: its pods go with it.
@@ -163,13 +178,18 @@ func podNames(pods []*Pod) string {
 	return "pods " + strings.Join(names, ", ")
 }
 
-// Run reloads every interval until ctx is done.
+// Run reloads every interval until ctx is done. It logs what it loaded
+// and skipped at its start (the first reload may have been done before)
+// and after every reload that found a change.
 func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("dir", d.dir)
-	for {
-		if d.reload(ctx) {
+	for first := true; ; first = false {
+		if d.reload(ctx) || first {
 			pods, errs := d.Pods()
 			logger.Info("Loaded pod manifests", "pods", len(pods), "problems", len(errs))
+			for _, n := range d.Skipped() {
+				logger.Info("Skipped a file that is not a Pod manifest", "file", n.Source, "reason", n.Detail)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -80,7 +80,7 @@ func TestManifestDirKeepsLastGoodVersion(t *testing.T) {
 		pods, errs := d.Pods()
 		assert.Equal(t, good, pods)
 		require.Len(t, errs, 2)
-		assert.Contains(t, errs[0].Error(), path+":1: not valid YAML: ")
+		assert.Contains(t, errs[0].Error(), path+`:3: not valid YAML or JSON: did not find expected ',' or '}': a "{" is not closed`, "the line of the unclosed {")
 		assert.Equal(t, kept, errs[1].Error())
 	})
 	t.Run("emptied", func(t *testing.T) {
