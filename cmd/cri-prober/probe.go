@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -10,11 +11,13 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -22,7 +25,7 @@ import (
 func newProbeCommand() *cobra.Command {
 	var o probeOptions
 	cmd := &cobra.Command{
-		Use:   "probe [POD] (-c CONTAINER | --container-id ID) (--liveness | --readiness | --startup | INLINE) [-- COMMAND ARG...]",
+		Use:   "probe [POD] (-c CONTAINER | --container-id ID | --address ADDRESS) (--liveness | --readiness | --startup | INLINE) [-- COMMAND ARG...]",
 		Short: "Run one probe now (the container's own, or given inline) and print the result",
 		Long: `Runs one probe now, through the same handlers as the agent (kubelet's
 semantics: HTTP redirects, output caps, timeouts, three tries when it cannot
@@ -35,7 +38,17 @@ with crictl).
 The probe is the container's own (--liveness, --readiness or --startup,
 from --pod-manifests or its annotations), or one given inline: --http-get,
 --tcp, --grpc, or an exec command given after --, word for word
-(no splitting: cri-prober probe web -c app -- sh -c 'test -f /tmp/ready').
+(no splitting: cri-prober probe web -c app -- sh -c 'test -f /tmp/ready'),
+or --spec with a whole Probe in JSON or YAML.
+
+With --address, no runtime and no container are needed: HTTP, TCP and gRPC
+probes go to that HOST:PORT (a TCP connect if no probe is given; the port
+may then be left out of --http-get /path and --grpc /service) or URL (an
+HTTP GET of it), with kubelet's wire behaviour. --debug prints what was
+sent and received, as blackbox_exporter's debug output does: the address
+dialled, the request and its headers, the response's status line, headers
+and a body excerpt, each step's time, then the result (credentials in
+headers are shown as [redacted]).
 
 Exit codes: 0 success (or warning), 1 failure, 2 error (bad arguments,
 container not found, runtime unreachable, probe could not run).`,
@@ -43,7 +56,10 @@ container not found, runtime unreachable, probe could not run).`,
   cri-prober probe --container-id 69b0618 --http-get 8080/healthz
   cri-prober probe demo/web -c web --timeout 2s -- cat /tmp/ready
   cri-prober probe demo/web -c web --grpc 5000
-  cri-prober probe -n shop api -c api --http-get 8443/ready --scheme HTTPS --header 'Authorization: Bearer x'`,
+  cri-prober probe -n shop api -c api --http-get 8443/ready --scheme HTTPS --header 'Authorization: Bearer x'
+  cri-prober probe --address http://127.0.0.1:8080/healthz --debug
+  cri-prober probe --address 10.0.0.5:5000 --grpc /my.Service
+  cri-prober probe --address 10.0.0.5:8080 --spec '{"httpGet":{"path":"/ready","port":8080},"timeoutSeconds":2}' -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := o.run(cmd, args)
 			if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.Is(err, errProbeError) {
@@ -73,6 +89,10 @@ container not found, runtime unreachable, probe could not run).`,
 	fs.StringVar(&o.grpc, "grpc", "", "gRPC health check `PORT[/SERVICE]` on the pod IP")
 	fs.DurationVar(&o.timeout, "timeout", 0, "probe timeout (default: the spec's, else 1s)")
 	fs.StringVar(&o.probeNetwork, "probe-network", "", "node or pod: where network probes are dialled from (default: the pod's "+spec.ProbeNetworkAnnotation+", else node)")
+	fs.StringVar(&o.address, "address", "", "probe this `HOST[:PORT]` or http(s) URL instead of a container: no runtime needed (HOST:PORT alone: a TCP connect; a URL: an HTTP GET of it)")
+	fs.StringVar(&o.specText, "spec", "", "the probe as a Kubernetes `Probe` in JSON or YAML, as the cri-prober.io/ annotations take it (e.g. '{\"httpGet\":{\"port\":8080,\"path\":\"/healthz\"},\"timeoutSeconds\":2}')")
+	fs.BoolVar(&o.debug, "debug", false, "print what was sent and received, as blackbox_exporter's debug output: the address dialled, the request and its headers, the response's status, headers and body excerpt, and timings")
+	addOutputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
 	return cmd
 }
 
@@ -88,6 +108,8 @@ type probeOptions struct {
 	headers                         []string
 	timeout                         time.Duration
 	probeNetwork                    string
+	address, specText, output       string
+	debug                           bool
 }
 
 func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
@@ -106,9 +128,15 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	case len(args) == 1:
 		o.pod = args[0]
 	}
+	if err := checkOutput(cmd, o.output, outputTable, outputJSON, outputYAML); err != nil {
+		return err
+	}
 	inline, err := o.inlineProbe()
 	if err != nil {
 		return usageErrorf(cmd, "%v", err)
+	}
+	if o.address != "" {
+		return o.runAt(cmd, inline)
 	}
 	chosen := count(o.liveness, o.readiness, o.startup, inline != nil)
 	if chosen != 1 {
@@ -192,25 +220,88 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		target.NetNS = pod.Sandbox.NetNS
 	}
-	start := time.Now()
 	runner, err := exec.NewRunner(client)
 	if err != nil {
 		return err
 	}
+	if o.debug {
+		target.Transcript = &netprobe.Transcript{}
+	}
+	start := time.Now()
 	out := prober.RunProbe(ctx, runner, probe, target)
-	took := time.Since(start)
-	if out.Err != nil {
+	return o.print(stdout, out, time.Since(start), target.Transcript)
+}
+
+// runAt probes an address, with no runtime: the inline probe (or, for a
+// URL, an HTTP GET of it; for HOST:PORT alone, a TCP connect) aimed at it.
+func (o *probeOptions) runAt(cmd *cobra.Command, inline *corev1.Probe) error {
+	switch {
+	case o.liveness || o.readiness || o.startup:
+		return usageErrorf(cmd, "--liveness, --readiness and --startup are a container's own probes: with --address, give the probe inline (--http-get, --tcp, --grpc or --spec)")
+	case o.pod != "" || o.containerName != "" || o.containerID != "":
+		return usageErrorf(cmd, "give either a container (POD -c NAME, --container-id) or --address, not both")
+	case inline != nil && inline.Exec != nil:
+		return usageErrorf(cmd, "an exec probe runs in a container: give POD -c NAME or --container-id instead of --address")
+	}
+	if inline == nil && !strings.Contains(o.address, "://") {
+		inline = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(1)}}} // the port is the address's
+		spec.DefaultProbe(inline)
+	}
+	if inline != nil && o.timeout > 0 {
+		inline.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
+	}
+	var tr *netprobe.Transcript
+	if o.debug {
+		tr = &netprobe.Transcript{}
+	}
+	start := time.Now()
+	out, err := prober.RunProbeAt(cmd.Context(), inline, o.address, tr)
+	if err != nil {
+		return usageErrorf(cmd, "--address %s: %v", o.address, err)
+	}
+	return o.print(cmd.OutOrStdout(), out, time.Since(start), tr)
+}
+
+// probeResult is what probe -o json|yaml prints.
+type probeResult struct {
+	Result     string               `json:"result"`
+	Output     string               `json:"output,omitempty"`
+	Error      string               `json:"error,omitempty"`
+	DurationMs float64              `json:"durationMs"`
+	Transcript *netprobe.Transcript `json:"transcript,omitempty"`
+}
+
+// print shows the outcome (with --debug, the transcript, which ends with
+// it) and returns the exit code's error: 1 failure, 2 could not probe.
+func (o *probeOptions) print(stdout io.Writer, out prober.Outcome, took time.Duration, tr *netprobe.Transcript) error {
+	switch {
+	case structured(o.output):
+		r := probeResult{Result: string(out.Raw), Output: out.Output, DurationMs: float64(took.Microseconds()) / 1000, Transcript: tr}
+		if out.Err != nil {
+			r.Result, r.Error = string(results.OutcomeUnknown), out.Err.Error()
+		}
+		if err := printObject(stdout, o.output, r); err != nil {
+			return err
+		}
+	case tr != nil:
+		if err := tr.Write(stdout); err != nil {
+			return err
+		}
+	case out.Err != nil:
 		safef(stdout, "result:   unknown (could not probe)\nerror:    %v\nduration: %s\n", out.Err, took.Round(time.Microsecond))
+	default:
+		// The output keeps its lines (this command is for reading it), each
+		// made safe for the terminal.
+		lines := strings.Split(strings.TrimSpace(out.Output), "\n")
+		for i, l := range lines {
+			lines[i] = terminalSafe(l)
+		}
+		fmt.Fprintf(stdout, "result:   %s\noutput:   %s\nduration: %s\n", out.Raw, strings.Join(lines, "\n          "), took.Round(time.Microsecond))
+	}
+	switch {
+	case out.Err != nil:
 		return errProbeError
-	}
-	// The output keeps its lines (this command is for reading it), each
-	// made safe for the terminal.
-	lines := strings.Split(strings.TrimSpace(out.Output), "\n")
-	for i, l := range lines {
-		lines[i] = terminalSafe(l)
-	}
-	fmt.Fprintf(stdout, "result:   %s\noutput:   %s\nduration: %s\n", out.Raw, strings.Join(lines, "\n          "), took.Round(time.Microsecond))
-	if out.Result != results.Success {
+	case out.Result != results.Success:
 		return errProblemsFound
 	}
 	return nil
@@ -232,6 +323,12 @@ func count(bs ...bool) int {
 // inlineProbe builds the probe given on the command line, if any, with the
 // API server's defaults.
 func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
+	if o.specText != "" {
+		if o.execCmd != "" || len(o.execArgv) > 0 || o.httpGet != "" || o.tcp != "" || o.grpc != "" {
+			return nil, errors.New("give the probe once: --spec, or --http-get, --tcp, --grpc or a command after --")
+		}
+		return probeFromSpec(o.specText)
+	}
 	var handlers []corev1.ProbeHandler
 	if o.execCmd != "" && len(o.execArgv) > 0 {
 		return nil, errors.New("give the command once: after -- (--exec is the old way)")
@@ -244,7 +341,7 @@ func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
 	}
 	if o.httpGet != "" {
 		port, path, _ := strings.Cut(o.httpGet, "/")
-		h := &corev1.HTTPGetAction{Path: "/" + path, Port: portValue(port), Scheme: corev1.URIScheme(strings.ToUpper(o.scheme))}
+		h := &corev1.HTTPGetAction{Path: "/" + path, Port: o.portValue(port), Scheme: corev1.URIScheme(strings.ToUpper(o.scheme))}
 		for _, hdr := range o.headers {
 			name, value, ok := strings.Cut(hdr, ":")
 			if !ok {
@@ -255,16 +352,16 @@ func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
 		handlers = append(handlers, corev1.ProbeHandler{HTTPGet: h})
 	}
 	if o.tcp != "" {
-		handlers = append(handlers, corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: portValue(o.tcp)}})
+		handlers = append(handlers, corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: o.portValue(o.tcp)}})
 	}
 	if o.grpc != "" {
 		portText, service, hasService := strings.Cut(o.grpc, "/")
-		port, err := strconv.Atoi(portText)
-		if err != nil {
+		port := o.portValue(portText)
+		if port.Type != intstr.Int {
 			return nil, fmt.Errorf("--grpc %q: want PORT[/SERVICE] with a port number", o.grpc)
 		}
-		g := &corev1.GRPCAction{Port: int32(port)}
-		if hasService {
+		g := &corev1.GRPCAction{Port: port.IntVal}
+		if hasService && service != "" {
 			g.Service = &service
 		}
 		handlers = append(handlers, corev1.ProbeHandler{GRPC: g})
@@ -284,11 +381,31 @@ func (o *probeOptions) inlineProbe() (*corev1.Probe, error) {
 	return p, nil
 }
 
-func portValue(s string) intstr.IntOrString {
+// portValue is a port as the inline flags give it: a number or a name;
+// with --address HOST:PORT it may be left out (--http-get /healthz, --grpc
+// /service), the address's port being the one probed.
+func (o *probeOptions) portValue(s string) intstr.IntOrString {
+	if s == "" && o.address != "" {
+		return intstr.FromInt32(1) // replaced by the address's port
+	}
 	if n, err := strconv.Atoi(s); err == nil {
 		return intstr.FromInt(n)
 	}
 	return intstr.FromString(s)
+}
+
+// probeFromSpec reads --spec: a Probe in JSON or YAML, decoded and checked
+// as the agent reads a probe annotation.
+func probeFromSpec(text string) (*corev1.Probe, error) {
+	js, err := yaml.YAMLToJSON([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("--spec: not JSON or YAML: %w", err)
+	}
+	c, errs := spec.ContainerFromAnnotations("cli", "probe", "probe", map[string]string{spec.ReadinessAnnotation: string(js)})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("--spec: %s", strings.TrimPrefix(errs[0].Error(), spec.ReadinessAnnotation+"."))
+	}
+	return c.Probe(results.Readiness).DeepCopy(), nil
 }
 
 // findContainer finds a container instance by ID (or unique ID prefix), or

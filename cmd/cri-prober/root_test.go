@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,4 +139,67 @@ spec:
 	assert.Contains(t, out, "start budget:")
 	assert.Contains(t, out, "warning: ", out)
 	assert.Contains(t, out, "45s")
+}
+
+// probe --address needs no runtime: a URL is an HTTP GET of it, HOST:PORT
+// alone a TCP connect, the inline flags and --spec aim at it; --debug
+// shows what was sent and received; -o json carries the same.
+func TestProbeAnAddress(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "not yet")
+	}))
+	t.Cleanup(srv.Close)
+	hostPort := strings.TrimPrefix(srv.URL, "http://")
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantErr    error
+		wantStdout []string
+	}{
+		{name: "URL", args: []string{"--address", srv.URL + "/healthz"}, wantStdout: []string{"result:   success\noutput:   ok\n"}},
+		{name: "URL failing", args: []string{"--address", srv.URL + "/ready"}, wantErr: errProblemsFound,
+			wantStdout: []string{"result:   failure\noutput:   HTTP probe failed with statuscode: 503"}},
+		{name: "HOST:PORT alone is a TCP connect", args: []string{"--address", hostPort}, wantStdout: []string{"result:   success"}},
+		{name: "inline path at the address's port", args: []string{"--address", hostPort, "--http-get", "/healthz"}, wantStdout: []string{"output:   ok"}},
+		{name: "inline spec", args: []string{"--address", hostPort, "--spec", `{"httpGet":{"path":"/healthz","port":1},"timeoutSeconds":2}`}, wantStdout: []string{"output:   ok"}},
+		{name: "inline spec in YAML", args: []string{"--address", hostPort, "--spec", "httpGet: {path: /ready, port: 1}"}, wantErr: errProblemsFound, wantStdout: []string{"statuscode: 503"}},
+		{name: "debug transcript", args: []string{"--address", srv.URL + "/healthz", "--debug"},
+			wantStdout: []string{"Logs for the probe:", "Connecting  address=" + hostPort, "> GET /healthz HTTP/1.1", "> User-Agent: kube-probe/1.36", "< HTTP/1.1 200 OK", "| ok", "Result as kubelet reports it:", "result:   success"}},
+		{name: "json with the transcript", args: []string{"--address", srv.URL + "/healthz", "--debug", "-o", "json"},
+			wantStdout: []string{`"result": "success"`, `"output": "ok"`, `"transcript": {`}},
+		{name: "refused", args: []string{"--address", "127.0.0.1:1"}, wantErr: errProblemsFound, wantStdout: []string{"connection refused"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, err := runCLI(t, append([]string{"probe"}, tt.args...)...)
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, err, tt.wantErr, errOut)
+			} else {
+				require.NoError(t, err, errOut)
+			}
+			for _, want := range tt.wantStdout {
+				assert.Contains(t, out, want)
+			}
+		})
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--address", hostPort, "--liveness"}, "a container's own probes"},
+		{[]string{"--address", hostPort, "--", "true"}, "an exec probe runs in a container"},
+		{[]string{"--address", hostPort, "--spec", `{"httpGet":{"port":1},"successThreshold":2,"bogus":1}`}, "--spec: "},
+		{[]string{"--address", "ftp://x/", "--tcp", "1"}, "--address ftp://x/"},
+	} {
+		_, errOut, err := runCLI(t, append([]string{"probe"}, tt.args...)...)
+		assert.ErrorIs(t, err, errUsage, "%v", tt.args)
+		assert.Contains(t, errOut, tt.want, "%v", tt.args)
+	}
 }

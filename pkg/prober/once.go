@@ -2,8 +2,16 @@ package prober
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -23,6 +31,11 @@ type Target struct {
 	// NetNS, when set, dials network probes from inside that network
 	// namespace.
 	NetNS string
+	// Transcript, when set, records what a network probe sent and
+	// received, then the outcome as kubelet reports it (all an exec probe
+	// records), with the values of credential headers redacted as in the
+	// output.
+	Transcript *netprobe.Transcript
 }
 
 // Outcome is a one-off probe's result, as a worker would see it.
@@ -34,14 +47,175 @@ type Outcome struct {
 }
 
 // RunProbe runs p once against t through the same handlers, retries and
-// result mapping as the agent's workers.
+// result mapping as the agent's workers. execRunner may be nil for a
+// network probe.
 func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target) Outcome {
 	c := t.Container
 	if c == nil {
 		c = &spec.Container{}
 	}
+	if t.Transcript != nil {
+		ctx = netprobe.WithTranscript(ctx, t.Transcript)
+	}
 	d := &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
 	o := d.probe(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
 		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions})
+	if tr := t.Transcript; tr != nil {
+		tr.Finish(string(o.raw), o.output, o.err)
+		if h := p.HTTPGet; h != nil {
+			tr.Redact(func(s string) string { return redactSecrets(s, h.HTTPHeaders) })
+		}
+	}
 	return Outcome{Result: o.result, Raw: o.raw, Output: o.output, Err: o.err}
+}
+
+// RunProbeAt runs network probe p once against address (AtAddress), with
+// no runtime and no container, through the same handlers as the agent's
+// workers; tr, when not nil, records the run. The error says that p cannot
+// be aimed at address (nothing was sent); a probe that could not run is
+// the Outcome's Err.
+func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netprobe.Transcript) (Outcome, error) {
+	q, t, err := AtAddress(p, address)
+	if err != nil {
+		return Outcome{}, err
+	}
+	t.Transcript = tr
+	return RunProbe(ctx, nil, q, t), nil
+}
+
+// AtAddress aims a network probe at address, for a run without a runtime
+// or a container, and returns a copy of p with the API server's defaults
+// and the Target to run it with (RunProbe, no exec runner):
+//
+//   - HOST:PORT (or [IPv6]:PORT) replaces the probe's host and port;
+//     a HOST alone keeps the probe's port, which must then be a number
+//     (there is no container to name ports);
+//   - a URL (http or https) makes an httpGet probe: its scheme, host,
+//     port (80 or 443 by default), path and query replace the probe's,
+//     whose headers and timeout stay. p may then be nil (or have no
+//     handler): a plain httpGet probe with kubelet's defaults.
+//
+// Exec probes run in containers, and cannot be aimed at an address. The
+// copy is not validated again (the caller validated p).
+func AtAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
+	var q *corev1.Probe
+	if p != nil {
+		q = p.DeepCopy()
+	}
+	u, isURL, err := addressURL(address)
+	switch {
+	case err != nil:
+		return nil, Target{}, err
+	case isURL && q == nil:
+		q = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{}}}
+	case q == nil:
+		return nil, Target{}, errors.New("no probe to aim at " + strconv.Quote(address))
+	case q.Exec != nil:
+		return nil, Target{}, errors.New("an exec probe runs in a container: it cannot be aimed at an address")
+	case q.HTTPGet == nil && q.TCPSocket == nil && q.GRPC == nil:
+		if !isURL {
+			return nil, Target{}, errors.New("the probe has no httpGet, tcpSocket or grpc handler")
+		}
+		q.HTTPGet = &corev1.HTTPGetAction{}
+	case isURL && q.HTTPGet == nil:
+		return nil, Target{}, fmt.Errorf("address %q is a URL, for an httpGet probe; give HOST:PORT", address)
+	}
+
+	var host string
+	var port int
+	if isURL {
+		host, port, err = urlAddress(u, q.HTTPGet)
+	} else {
+		host, port, err = hostPort(address, q)
+	}
+	if err != nil {
+		return nil, Target{}, err
+	}
+	switch {
+	case q.HTTPGet != nil:
+		q.HTTPGet.Host, q.HTTPGet.Port = "", intstr.FromInt(port)
+	case q.TCPSocket != nil:
+		q.TCPSocket.Host, q.TCPSocket.Port = "", intstr.FromInt(port)
+	default:
+		q.GRPC.Port = int32(port)
+	}
+	spec.DefaultProbe(q)
+	return q, Target{Host: host}, nil
+}
+
+// addressURL parses address as a URL if it is one (it has "://"): an http
+// or https one, naming a host.
+func addressURL(address string) (*url.URL, bool, error) {
+	if !strings.Contains(address, "://") {
+		return nil, false, nil
+	}
+	u, err := url.Parse(address)
+	switch {
+	case err != nil:
+		return nil, true, err
+	case !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"):
+		return nil, true, fmt.Errorf("address %q: a URL's scheme must be http or https", u.Redacted())
+	case u.Hostname() == "":
+		return nil, true, fmt.Errorf("URL %q names no host", u.Redacted())
+	}
+	return u, true, nil
+}
+
+// urlAddress takes the scheme, path and query of u into h, and returns its
+// host and port.
+func urlAddress(u *url.URL, h *corev1.HTTPGetAction) (string, int, error) {
+	if u.User != nil {
+		return "", 0, errors.New("a probe URL cannot carry credentials: send them in a header (Authorization)")
+	}
+	h.Scheme = corev1.URIScheme(strings.ToUpper(u.Scheme))
+	h.Path = u.RequestURI()
+	port := 80
+	if h.Scheme == corev1.URISchemeHTTPS {
+		port = 443
+	}
+	if u.Port() != "" {
+		n, err := portNumber(u.Port())
+		if err != nil {
+			return "", 0, err
+		}
+		port = n
+	}
+	return u.Hostname(), port, nil
+}
+
+// hostPort splits HOST:PORT, or takes a HOST alone with the probe's port.
+func hostPort(address string, p *corev1.Probe) (string, int, error) {
+	if host, port, err := net.SplitHostPort(address); err == nil {
+		if host == "" {
+			return "", 0, fmt.Errorf("address %q names no host: give HOST:PORT", address)
+		}
+		n, err := portNumber(port)
+		return host, n, err
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(address, "["), "]")
+	if _, err := netip.ParseAddr(host); err != nil && (host == "" || strings.ContainsAny(host, ":/[] ")) {
+		return "", 0, fmt.Errorf("address %q: want HOST:PORT or a URL", address)
+	}
+	var probePort intstr.IntOrString
+	switch {
+	case p.HTTPGet != nil:
+		probePort = p.HTTPGet.Port
+	case p.TCPSocket != nil:
+		probePort = p.TCPSocket.Port
+	default:
+		probePort = intstr.FromInt32(p.GRPC.Port)
+	}
+	n, err := spec.ResolvePort(probePort, nil)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q has no port and the probe's port %q is not a number (no container to name it): give HOST:PORT", address, probePort.String())
+	}
+	return host, n, nil
+}
+
+func portNumber(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("invalid port %q: want a number from 1 to 65535", s)
+	}
+	return n, nil
 }

@@ -108,3 +108,25 @@ func BenchmarkBodyMatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTranscriptHTTPProbe is BenchmarkHTTPProbe's shared-transport
+// probe recorded in a transcript (probe --debug): what recording costs.
+// Without one, a probe allocates nothing more (TestNoTranscriptAllocatesNothing).
+func BenchmarkTranscriptHTTPProbe(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	host, port := target(&testing.T{}, srv.URL)
+	get := NewHTTPGet()
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := NewRequest("http", host, port, "/healthz", nil, testUA)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr := &Transcript{}
+		if v, err := get.Probe(WithTranscript(context.Background(), tr), req, time.Second); err != nil || v.Result != Success {
+			b.Fatalf("probe: %v %v %s", v.Result, err, v.Output)
+		}
+		tr.Finish("success", "ok", nil)
+	}
+}

@@ -34,8 +34,17 @@ const GRPCMaxMessage = 64 * 1024
 // problem is a Failure with kubelet's wording; the only errors are ErrNetNS
 // and ErrAgentResource (the probe could not run). Headers and the answer
 // are bounded (GRPCMaxHeaderList, GRPCMaxMessage), and so is the server's
-// status message in the output.
+// status message in the output. With a transcript in ctx (WithTranscript),
+// it records the connection and the call there.
 func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout time.Duration) (Verdict, error) {
+	rec := transcriptFrom(ctx).begin("grpc", addr, timeout)
+	rec.grpcCall(service, userAgent)
+	v, err := doGRPC(ctx, addr, service, userAgent, timeout, rec)
+	rec.end(v, err)
+	return v, err
+}
+
+func doGRPC(ctx context.Context, addr, service, userAgent string, timeout time.Duration, rec *recording) (Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	netNS := netNSFrom(ctx) // gRPC's dial context does not carry ours
@@ -51,8 +60,12 @@ func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout ti
 			if netNS != "" {
 				dialCtx = WithNetNS(dialCtx, netNS)
 			}
+			if rec != nil {
+				dialCtx = rec.netTrace(dialCtx)
+			}
 			conn, err := dial(dialCtx, dialer(), "tcp", addr)
 			lastDialErr.Store(&err)
+			rec.connected(conn)
 			return conn, err
 		}),
 	)
@@ -60,14 +73,18 @@ func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout ti
 		return failure(CauseNetwork, bounded.String(fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err), bounded.Message)), nil
 	}
 	defer conn.Close()
-	if err := waitReady(ctx, conn); err != nil {
+	err = waitReady(ctx, conn)
+	rec.grpcReady(err)
+	if err != nil {
 		if e := lastDialErr.Load(); e != nil && (errors.Is(*e, ErrNetNS) || errors.Is(*e, ErrAgentResource)) {
 			return failure(CauseNetwork, ""), couldNotProbe(*e)
 		}
 		return failure(CauseTimeout, bounded.String(fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err), bounded.Message)), nil
 	}
 
+	rec.grpcSent()
 	resp, err := healthpb.NewHealthClient(conn).Check(metadata.NewOutgoingContext(ctx, metadata.MD{}), &healthpb.HealthCheckRequest{Service: service})
+	rec.grpcAnswer(resp, err)
 	if err != nil {
 		if st, ok := status.FromError(err); ok {
 			switch st.Code() {

@@ -112,11 +112,24 @@ type HTTPCheck struct {
 // BodyMismatch starts the output of a probe failed by HTTPCheck.BodyMustMatch.
 const BodyMismatch = "HTTP probe failed: the body does not match "
 
-// ProbeChecked is Probe with check's rules.
+// ProbeChecked is Probe with check's rules. With a transcript in ctx
+// (WithTranscript), it records the exchange there.
 func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Verdict, error) {
-	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: SameHostRedirects}
+	rec := transcriptFrom(ctx).beginHTTP(req, timeout)
+	if rec != nil {
+		ctx, client.CheckRedirect = rec.httpTrace(ctx, req, client.CheckRedirect)
+	}
+	v, err := doHTTP(ctx, client, req, timeout, check, rec)
+	rec.end(v, err)
+	return v, err
+}
+
+// doHTTP is ProbeChecked's probe, recorded by rec unless it is nil.
+func doHTTP(ctx context.Context, client *http.Client, req *http.Request, timeout time.Duration, check HTTPCheck, rec *recording) (Verdict, error) {
+	deadline := time.Now().Add(timeout)
 	resp, err := client.Do(req.WithContext(ctx))
+	rec.response(resp, err)
 	switch {
 	case errors.Is(err, ErrNetNS), errors.Is(err, ErrAgentResource):
 		return failure(CauseNetwork, ""), couldNotProbe(err)
@@ -125,6 +138,7 @@ func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout t
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	rec.body(b, err)
 	if err != nil {
 		return failure(CauseNetwork, ""), couldNotProbe(fmt.Errorf("read response body: %w", err))
 	}

@@ -13,6 +13,10 @@
 // bounded.Message bytes and a marker (Go's and gRPC's errors quote what
 // the target sent: a malformed status line, a status message); so is the
 // text of an error a probe returns.
+//
+// A probe run with a context from WithTranscript also records what it
+// sent and received, and when, in a Transcript (probe --debug); without
+// one, it costs nothing.
 package netprobe
 
 import (

@@ -12,7 +12,19 @@ import (
 // accepted, else Failure with the dial error; an error if the probe could
 // not run (ErrNetNS, ErrAgentResource). Nothing is sent or read, so a
 // listening socket whose application is broken still passes, as in kubelet.
+// With a transcript in ctx (WithTranscript), it records the connection
+// there.
 func TCP(ctx context.Context, addr string, timeout time.Duration) (Verdict, error) {
+	rec := transcriptFrom(ctx).begin("tcpSocket", addr, timeout)
+	if rec != nil {
+		ctx = rec.netTrace(ctx)
+	}
+	v, err := doTCP(ctx, addr, timeout, rec)
+	rec.end(v, err)
+	return v, err
+}
+
+func doTCP(ctx context.Context, addr string, timeout time.Duration, rec *recording) (Verdict, error) {
 	d := dialer()
 	d.Timeout = timeout
 	conn, err := dial(ctx, d, "tcp", addr)
@@ -22,6 +34,7 @@ func TCP(ctx context.Context, addr string, timeout time.Duration) (Verdict, erro
 	case err != nil:
 		return failure(transportCause(err), bounded.String(err.Error(), bounded.Message)), nil
 	}
+	rec.connected(conn)
 	conn.Close()
 	return success(""), nil
 }
