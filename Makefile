@@ -1,11 +1,17 @@
 # cri-prober. On a fresh machine, as root:
 #   make demo   the private containerd, a demo pod and what cri-prober sees
-#   make test   everything: lint, unit tests (-race), fuzzers (briefly), e2e on real containerd
+#   make test   everything: lint, unit tests (-race), the deploy files, fuzzers (briefly), e2e on real containerd
 #   make bench  benchmarks, the load harness and the node cases (~10 min, optional; BENCH_RUNS=3,
 #               BENCH_* sizes: hack/bench.sh); writes docs/performance.md
 #   make soak   10 minutes of flapping targets; writes docs/reliability.md
 #   make bench-kubelet  the same 10 pods under a real kubelet, then cri-prober (optional,
 #               not part of make test; ~3 min a run, BENCH_KUBELET_RUNS=3); writes docs/performance.md
+# Installing (docs/deployment.md):
+#   make install  the binary, the systemd unit and /etc/cri-prober/config.yaml (kept if there);
+#               PREFIX=/usr/local, DESTDIR=, SYSTEMDUNITDIR=/etc/systemd/system
+#   make image    dist/cri-prober-image.tar: the container image for `ctr images import`, no registry
+#   make release  dist/: tar.gz, .deb and image per arch, SHA256SUMS (RELEASE_ARCHES=amd64,arm64)
+#   make man      bin/man: the man pages, generated from the commands
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -14,12 +20,19 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 GOFILES = $(shell find cmd pkg test hack -name '*.go')
 
+PREFIX ?= /usr/local
+SYSTEMDUNITDIR ?= /etc/systemd/system
+IMAGE ?= localhost/cri-prober
+IMAGE_OUT ?= dist/cri-prober-image.tar
+RELEASE_ARCHES ?= amd64,arm64
+
 .PHONY: build test test-unit test-soak test-e2e lint fuzz bench bench-kubelet soak demo demo-down crictl clean
+.PHONY: install image release test-deploy man
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/cri-prober ./cmd/cri-prober
 
-test: lint test-unit fuzz test-soak test-e2e
+test: lint test-unit test-deploy fuzz test-soak test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -32,6 +45,27 @@ test-soak:
 # up whatever happens. Pass go test flags with E2E_FLAGS="-run TestExit".
 test-e2e: build
 	hack/e2e.sh $(E2E_FLAGS)
+
+# The deploy files as shipped (issue 16): systemd-analyze verify and the
+# unit's sandbox, promtool on the Prometheus files, the DaemonSet against
+# the Kubernetes API types, make install, make image and make release.
+# Installs promtool and systemd-analyze from Debian packages if missing.
+test-deploy:
+	$(GO) vet -tags deploy ./test/deploy/...
+	$(GO) test -tags deploy -race -count=1 -timeout 5m ./test/deploy/...
+
+# Man pages (and Markdown pages) generated from the commands themselves.
+man: build
+	bin/cri-prober gen-docs --man bin/man --markdown bin/man/markdown
+
+install: build
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" SYSTEMDUNITDIR="$(SYSTEMDUNITDIR)" hack/install.sh bin/cri-prober
+
+image: build
+	VERSION="$(VERSION)" COMMIT="$(COMMIT)" IMAGE="$(IMAGE)" hack/image.sh bin/cri-prober "$(IMAGE_OUT)"
+
+release:
+	VERSION="$(VERSION)" COMMIT="$(COMMIT)" hack/release.sh --arch "$(RELEASE_ARCHES)" --out dist
 
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -66,4 +100,4 @@ crictl:
 	@hack/crictl.sh
 
 clean: demo-down
-	rm -rf bin
+	rm -rf bin dist

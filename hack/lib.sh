@@ -47,3 +47,11 @@ build_tool() {
   (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$TOOLS_DIR/$1" "./hack/tools/$1") || return 1
   echo "$TOOLS_DIR/$1"
 }
+
+# build_host_binary builds cri-prober for this host into $TOOLS_DIR (to run
+# it where the binary at hand was built for another architecture).
+build_host_binary() {
+  mkdir -p "$TOOLS_DIR"
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$TOOLS_DIR/cri-prober-host" ./cmd/cri-prober) || return 1
+  echo "$TOOLS_DIR/cri-prober-host"
+}

@@ -2,10 +2,14 @@
 // writes it as an image archive that `ctr images import` accepts. No registry
 // is reachable on the machines the project runs on, so every test image is
 // made this way: busybox-static for shell images and the pause image, and
-// static Go binaries for test targets.
+// static Go binaries for test targets and for cri-prober's own image (make
+// image), which is the static binary alone on an empty base.
 //
 //	mkimage -o busybox.tar -name localhost/busybox:test \
 //	    -busybox /usr/bin/busybox -entrypoint '["/bin/sh"]'
+//	mkimage -o cri-prober.tar -name localhost/cri-prober:latest -name localhost/cri-prober:v1.2.3 \
+//	    -file bin/cri-prober=/usr/bin/cri-prober -entrypoint '["/usr/bin/cri-prober"]' \
+//	    -label org.opencontainers.image.version=v1.2.3 -arch arm64
 //
 // The output is reproducible: the same inputs give the same image digest.
 package main
@@ -26,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -46,22 +51,28 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("mkimage", flag.ContinueOnError)
 	out := fs.String("o", "", "output archive `path` (required)")
-	ref := fs.String("name", "", "image `reference`, e.g. localhost/busybox:test (required)")
+	arch := fs.String("arch", runtime.GOARCH, "the image's `architecture` (GOARCH): what its binaries are built for")
 	busybox := fs.String("busybox", "", "static busybox `binary` to install as /bin/busybox with a symlink per applet")
 	entrypoint := fs.String("entrypoint", "", "entrypoint as a JSON array")
 	cmd := fs.String("cmd", "", "command as a JSON array")
-	var files, env listFlag
+	var refs, files, env, labels listFlag
+	fs.Var(&refs, "name", "image `reference`, e.g. localhost/busybox:test (required; repeatable: one archive, several tags)")
 	fs.Var(&files, "file", "`SRC=DST` file to add (repeatable)")
 	fs.Var(&env, "env", "`NAME=VALUE` for the image config (repeatable; default PATH=/bin)")
+	fs.Var(&labels, "label", "`KEY=VALUE` label of the image config, e.g. org.opencontainers.image.version=v1.2.3 (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *out == "" || *ref == "" {
+	if *out == "" || len(refs) == 0 {
 		return errors.New("-o and -name are required")
 	}
-	tag, err := name.NewTag(*ref)
-	if err != nil {
-		return fmt.Errorf("image name %q: %w", *ref, err)
+	tags := make([]name.Tag, 0, len(refs))
+	for _, ref := range refs {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			return fmt.Errorf("image name %q: %w", ref, err)
+		}
+		tags = append(tags, tag)
 	}
 
 	var entries []entry
@@ -103,7 +114,7 @@ func run(args []string) error {
 		return err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.OS, cfg.Architecture = "linux", *arch
 	cfg.Config.Env = env
 	if len(cfg.Config.Env) == 0 {
 		cfg.Config.Env = []string{"PATH=/bin"}
@@ -114,10 +125,24 @@ func run(args []string) error {
 	if cfg.Config.Cmd, err = jsonList("cmd", *cmd); err != nil {
 		return err
 	}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-label %q: want KEY=VALUE", l)
+		}
+		if cfg.Config.Labels == nil {
+			cfg.Config.Labels = map[string]string{}
+		}
+		cfg.Config.Labels[k] = v
+	}
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return fmt.Errorf("set config: %w", err)
 	}
-	if err := tarball.WriteToFile(*out, tag, img); err != nil {
+	byRef := make(map[name.Reference]v1.Image, len(tags))
+	for _, tag := range tags {
+		byRef[tag] = img
+	}
+	if err := tarball.MultiRefWriteToFile(*out, byRef); err != nil {
 		return fmt.Errorf("write %s: %w", *out, err)
 	}
 	return nil
