@@ -43,20 +43,17 @@ $CONTAINER_RUNTIME_ENDPOINT, else runtime-endpoint in crictl's config file
 	fs := cmd.Flags()
 	o.register(fs)
 	addOutputFlag(cmd, &o.output, readFormats...)
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "only pods of this namespace")
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default, as crictl pods)")
+	o.namespaces.register(cmd, "pods")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "keep running and print changes as they happen")
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "with --watch: how often to list the runtime")
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "with --watch: containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
-	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
 }
 
 type podsOptions struct {
 	runtimeFlags
 	output            string
-	namespace         string
-	allNamespaces     bool
+	namespaces        namespaceFilter
 	watch             bool
 	relistPeriod      time.Duration
 	containerdAddress string
@@ -77,7 +74,7 @@ func (o *podsOptions) run(ctx context.Context, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printSnapshot(stdout, snap, o.output, o.namespace, time.Now())
+		return printSnapshot(stdout, snap, o.output, o.namespaces, time.Now())
 	}
 	return watchPods(ctx, client, poller, *o, stdout)
 }
@@ -117,13 +114,13 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 		if first {
 			// The first batch replays everything present: show it as a table.
 			first = false
-			if err := printSnapshot(stdout, batch.Snapshot, o.output, o.namespace, time.Now()); err != nil {
+			if err := printSnapshot(stdout, batch.Snapshot, o.output, o.namespaces, time.Now()); err != nil {
 				return err
 			}
 			continue
 		}
 		for _, ev := range batch.Events {
-			if o.namespace != "" && ev.Pod.Namespace != o.namespace {
+			if !o.namespaces.matches(ev.Pod.Namespace) {
 				continue
 			}
 			if structured(o.output) {
@@ -152,9 +149,9 @@ func eventsAddress(flagValue string, client *cri.Client) string {
 	}
 }
 
-func printSnapshot(w io.Writer, snap *cri.Snapshot, output, namespace string, now time.Time) error {
-	if namespace != "" {
-		snap = snap.Select(func(p *cri.Pod) bool { return p.Namespace == namespace })
+func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces namespaceFilter, now time.Time) error {
+	if namespaces.namespace != "" {
+		snap = snap.Select(func(p *cri.Pod) bool { return namespaces.matches(p.Namespace) })
 	}
 	if structured(output) {
 		return printObject(w, output, snap)

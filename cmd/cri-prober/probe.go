@@ -61,20 +61,13 @@ container not found, runtime unreachable, probe could not run).`,
   cri-prober probe --address 10.0.0.5:5000 --grpc /my.Service
   cri-prober probe --address 10.0.0.5:8080 --spec '{"httpGet":{"path":"/ready","port":8080},"timeoutSeconds":2}' -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := o.run(cmd, args)
-			if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.Is(err, errProbeError) {
-				return err
-			}
-			return withCode(2, err) // a failure is the probe's result (1); the rest is 2
+			return answerOrTwo(o.run(cmd, args)) // a failure is the probe's answer (1)
 		},
 	}
 	fs := cmd.Flags()
 	o.registerAs(fs, "connect-timeout")
 	o.podRef.register(fs)
-	fs.StringVar(&o.pod, "pod", "", "target pod as `NAMESPACE/NAME` (or give it as the argument)")
-	fs.StringVarP(&o.containerName, "container", "c", "", "target container's `name` in the pod")
-	fs.StringVar(&o.containerName, "container-name", "", "the same as --container")
-	_ = fs.MarkDeprecated("container-name", "use -c/--container")
+	registerPodAndContainer(fs, &o.pod, &o.containerName, "target container's `name` in the pod")
 	fs.StringVar(&o.containerID, "container-id", "", "target container `ID` (or a unique prefix), instead of POD and -c")
 	fs.StringVar(&o.manifests, "pod-manifests", "", "manifest `directory` to take the container's probe specs from (else its annotations)")
 	fs.BoolVar(&o.liveness, "liveness", false, "run the container's liveness probe")

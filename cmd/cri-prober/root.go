@@ -136,6 +136,23 @@ func addServerFlag(fs *pflag.FlagSet, p *string) {
 	fs.StringVarP(p, "server", "s", defaultServer, serverFlagUsage)
 }
 
+// namespaceFilter is -n/-A of the commands that list: one namespace, or
+// every one (the default, the node's view, as crictl lists).
+type namespaceFilter struct {
+	namespace string
+	all       bool
+}
+
+func (f *namespaceFilter) register(cmd *cobra.Command, what string) {
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "only "+what+" of this namespace")
+	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, what+" of every namespace (the default; kubectl's -A)")
+	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
+}
+
+func (f namespaceFilter) matches(namespace string) bool {
+	return f.namespace == "" || f.namespace == namespace
+}
+
 // podRef is how every command names a pod: NAMESPACE/NAME, or NAME with
 // -n NAMESPACE (default "default"), as kubectl names objects.
 type podRef struct {
@@ -162,6 +179,27 @@ func (r *podRef) parse(cmd *cobra.Command, arg string) (namespace, name string, 
 		return "", "", usageErrorf(cmd, "pod %q: want NAMESPACE/NAME, or NAME with -n NAMESPACE", arg)
 	}
 	return ns, n, nil
+}
+
+// registerPodAndContainer registers --pod (the pod may also be the
+// argument), -c/--container by name, as kubectl's, and --container-name,
+// its old name.
+func registerPodAndContainer(fs *pflag.FlagSet, pod, container *string, containerUsage string) {
+	fs.StringVar(pod, "pod", "", "the pod as `NAMESPACE/NAME` (or give it as the argument)")
+	fs.StringVarP(container, "container", "c", "", containerUsage)
+	fs.StringVar(container, "container-name", "", "the same as --container")
+	_ = fs.MarkDeprecated("container-name", "use -c/--container")
+}
+
+// answerOrTwo is the exit code rule of wait and probe, whose 1 means "no":
+// their answers (0, 1), usage errors (2) and signals keep their codes;
+// every other error (the runtime unreachable, …) exits 2.
+func answerOrTwo(err error) error {
+	var coded exitCode
+	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.Is(err, errProbeError) || errors.As(err, &coded) {
+		return err
+	}
+	return withCode(2, err)
 }
 
 // errProblemsFound makes the exit code 1 after the problems were printed.

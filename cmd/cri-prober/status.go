@@ -124,20 +124,17 @@ pod's row again whenever it changes, as kubectl get -w.`,
 	}
 	fs := cmd.Flags()
 	addServerFlag(fs, &o.server)
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "only pods of this namespace")
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default; as kubectl's -A)")
+	o.namespaces.register(cmd, "pods")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each pod again when it changes")
 	addOutputFlag(cmd, &o.output, readFormats...)
-	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
 }
 
 type statusOptions struct {
-	server        string
-	namespace     string
-	allNamespaces bool
-	watch         bool
-	output        string
+	server     string
+	namespaces namespaceFilter
+	watch      bool
+	output     string
 }
 
 // list is the agent's pods (of -n's namespace), and the runtime error it
@@ -149,7 +146,7 @@ func (o *statusOptions) list(ctx context.Context, stderr io.Writer) (api.PodList
 	}
 	pods := list.Pods[:0]
 	for _, p := range list.Pods {
-		if o.namespace == "" || p.Namespace == o.namespace {
+		if o.namespaces.matches(p.Namespace) {
 			pods = append(pods, p)
 		}
 	}
@@ -386,20 +383,17 @@ printing new ones as they happen, as kubectl events -w.`,
 	fs.BoolVarP(&o.follow, "watch", "w", false, "after the list, keep printing new events")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "the same as --watch")
 	fs.DurationVar(&o.since, "since", 0, "only events of the last `DURATION` (e.g. 10m; default: all kept)")
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "only events of this namespace's pods")
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "events of every namespace (the default)")
+	o.namespaces.register(cmd, "events")
 	addOutputFlag(cmd, &o.output, readFormats...)
-	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
 }
 
 type eventsOptions struct {
-	server        string
-	follow        bool
-	since         time.Duration
-	namespace     string
-	allNamespaces bool
-	output        string
+	server     string
+	follow     bool
+	since      time.Duration
+	namespaces namespaceFilter
+	output     string
 }
 
 func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
@@ -408,7 +402,7 @@ func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
 		query.Set("since", time.Now().Add(-o.since).UTC().Format(time.RFC3339))
 	}
 	print := func(e events.Event) error {
-		if o.namespace != "" && e.Namespace != o.namespace {
+		if !o.namespaces.matches(e.Namespace) {
 			return nil
 		}
 		if structured(o.output) {
@@ -423,15 +417,13 @@ func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
 		if err := apiGet(ctx, o.server, "/api/v1/events?"+query.Encode(), &list); err != nil {
 			return err
 		}
-		if o.namespace != "" {
-			kept := list.Events[:0]
-			for _, e := range list.Events {
-				if e.Namespace == o.namespace {
-					kept = append(kept, e)
-				}
+		kept := list.Events[:0]
+		for _, e := range list.Events {
+			if o.namespaces.matches(e.Namespace) {
+				kept = append(kept, e)
 			}
-			list.Events = kept
 		}
+		list.Events = kept
 		if structured(o.output) {
 			return printObject(stdout, o.output, list)
 		}

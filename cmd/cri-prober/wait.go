@@ -55,12 +55,7 @@ Probe specs come from --pod-manifests or the containers' annotations.`,
   cri-prober wait -n shop api --for ready --server 127.0.0.1:9440`,
 		Args: rangeArgs(0, 1, "POD"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := o.run(cmd, args)
-			var coded exitCode
-			if err == nil || errors.Is(err, errUsage) || errors.Is(err, errProblemsFound) || errors.As(err, &coded) {
-				return err
-			}
-			return withCode(2, err) // a timeout is the wait's answer (1); the rest is 2
+			return answerOrTwo(o.run(cmd, args)) // a timeout is the wait's answer (1)
 		},
 	}
 	fs := cmd.Flags()
@@ -68,10 +63,7 @@ Probe specs come from --pod-manifests or the containers' annotations.`,
 	o.podRef.register(fs)
 	fs.StringVar(&o.cond, "for", "ready", "the condition: ready, started or healthy")
 	_ = cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions([]string{"ready", "started", "healthy"}, cobra.ShellCompDirectiveNoFileComp))
-	fs.StringVar(&o.pod, "pod", "", "the pod as `NAMESPACE/NAME` (or give it as the argument)")
-	fs.StringVarP(&o.container, "container", "c", "", "only this container, by name (default: all of the pod's)")
-	fs.StringVar(&o.container, "container-name", "", "the same as --container")
-	_ = fs.MarkDeprecated("container-name", "use -c/--container")
+	registerPodAndContainer(fs, &o.pod, &o.container, "only this container, by name (default: all of the pod's)")
 	fs.StringVar(&o.manifests, "pod-manifests", "", "manifest `directory` with the pod's probe specs (else annotations)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long (exit code 1)")
 	fs.StringVarP(&o.server, "server", "s", "", "ask the agent at this state API address (as --server of status) instead of probing here")

@@ -47,6 +47,7 @@ func TestLedgerRecordsWhy(t *testing.T) {
 	rt.relist(t)
 	require.NoError(t, rt.rt.SetContainerState(replacement.ID, exited, 3))
 	rt.relist(t)
+	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
 	rt.clock.Step(11 * time.Second) // past the settle time and the 10 s back-off of a second restart
 	rt.eventually(t, "the exit recorded", func() bool { return len(ledger.For("ns", "web")) == 2 })
 	e = ledger.For("ns", "web")[1]

@@ -467,6 +467,9 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	assert.Equal(t, WaitingCrashLoop, w.Reason)
 	assert.Equal(t, crashed.Add(10*time.Second), w.Until, "10 s from the exit")
 
+	// Step only once the worker waits on the clock: a step before it sets
+	// its timer would push the timer's end past the steps below.
+	rt.eventually(t, "the worker waits out the back-off", rt.clock.HasWaiters)
 	rt.clock.Step(9 * time.Second)
 	rt.relist(t)
 	assert.Len(t, rt.containers(), 2, "still backing off")
@@ -555,6 +558,7 @@ func TestRepeatedLivenessKillsBackOffLikeKubelet(t *testing.T) {
 	rt.eventually(t, "kill 4 backs off", func() bool { w, ok := rt.r.Waiting("uid-web", "app"); return ok && w.Reason == WaitingCrashLoop })
 	_, a := current()
 	assert.Equal(t, uint32(0), a, "nothing running while backing off")
+	rt.eventually(t, "the worker waits out the back-off", rt.clock.HasWaiters)
 	rt.clock.Step(19 * time.Second)
 	rt.relist(t)
 	_, a = current()
