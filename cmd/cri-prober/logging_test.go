@@ -76,7 +76,7 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 	var b bytes.Buffer
 	printStatus(&b, []api.Pod{{Namespace: "ns" + evil, Name: "web" + evil, Containers: []api.Container{{Name: "app" + evil, State: "Running"}}}}, now, false, true)
 	printWhy(&b, restart.Entry{Namespace: "ns", Pod: "web" + evil, Container: "app" + evil, Cause: "liveness", ExitReason: "Error" + evil,
-		Failures: []restart.Failure{{Output: "out" + evil}}})
+		Failures: []restart.Failure{{Output: "out" + evil}}}, false)
 	reportWaitState(pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
 		Containers: []pods.ContainerReport{{Name: "app" + evil, Probes: []pods.ProbeReport{{Type: results.Liveness,
 			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, true).print(&b)

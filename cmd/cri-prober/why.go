@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,14 +32,14 @@ POD is NAMESPACE/NAME, or NAME with -n NAMESPACE.`,
 			if o.output == "text" { // the name this format had before -o table
 				o.output = outputTable
 			}
-			if err := o.parse(cmd, args, outputTable, outputJSON, outputYAML); err != nil {
+			if err := o.parse(cmd, args, readFormats...); err != nil {
 				return err
 			}
 			return o.why(cmd.Context(), cmd.OutOrStdout(), all)
 		},
 	}
 	o.register(cmd)
-	cmd.Flags().Lookup("output").Usage = "output format: table (the default: a paragraph per restart), json, yaml"
+	cmd.Flags().Lookup("output").Usage = "output format: table (the default: a paragraph per restart), wide (with the pod's UID, whole IDs and outputs), json, yaml"
 	cmd.Flags().BoolVar(&all, "all", false, "every restart kept, not only the last 3")
 	return cmd
 }
@@ -68,12 +69,19 @@ func (q *podQuery) why(ctx context.Context, stdout io.Writer, all bool) error {
 		return nil
 	}
 	for _, e := range r.Restarts {
-		printWhy(stdout, e)
+		printWhy(stdout, e, q.output == outputWide)
 	}
 	return nil
 }
 
-func printWhy(w io.Writer, e restart.Entry) {
+// printWhy says why one container was restarted; wide: with the pod's
+// UID, whole container IDs and each failure's output in full (made safe).
+func printWhy(w io.Writer, e restart.Entry, wide bool) {
+	id, output := shortID, firstLine
+	if wide {
+		id = func(s string) string { return s }
+		output = func(s string) string { return terminalSafe(strings.TrimSpace(s)) }
+	}
 	what := "restarted"
 	if e.Action == restart.ActionStopped {
 		what = "stopped (not restarted)"
@@ -81,6 +89,9 @@ func printWhy(w io.Writer, e restart.Entry) {
 	safef(w, "%s/%s %s: %s %s", e.Namespace, e.Pod, e.Container, what, e.Time.Local().Format("2006-01-02 15:04:05"))
 	if e.Action == restart.ActionRestarted {
 		safef(w, " as attempt %d", e.Attempt)
+	}
+	if wide && e.PodUID != "" {
+		safef(w, " (pod UID %s)", e.PodUID)
 	}
 	safeln(w)
 	switch restart.Cause(e.Cause) {
@@ -95,13 +106,13 @@ func printWhy(w io.Writer, e restart.Entry) {
 		}
 		safef(w, "  why: its %s probe failed %d time(s) in a row (failureThreshold %d):\n", e.Cause, len(e.Failures), threshold)
 		for _, f := range e.Failures {
-			safef(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, firstLine(f.Output))
+			safef(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, output(f.Output))
 		}
 		safef(w, "  killed with a %d s grace period; it ended with code %d%s\n", e.GracePeriodSeconds, e.ExitCode, reasonSuffix(e.ExitReason))
 	}
 	if e.Action == restart.ActionRestarted {
 		wait := time.Duration(e.BackOffSeconds * float64(time.Second)).Round(100 * time.Millisecond)
-		safef(w, "  replaced %s by %s after %s of back-off\n", short(e.ContainerID), short(e.ReplacementID), wait)
+		safef(w, "  replaced %s by %s after %s of back-off\n", id(e.ContainerID), id(e.ReplacementID), wait)
 	}
 }
 
@@ -111,5 +122,3 @@ func reasonSuffix(reason string) string {
 	}
 	return " (" + reason + ")"
 }
-
-func short(id string) string { return id[:min(len(id), 13)] }
