@@ -37,6 +37,7 @@ type progressLine struct {
 	w     io.Writer
 	shown bool
 	on    bool
+	last  string
 }
 
 func newProgressLine(w io.Writer, on bool) *progressLine { return &progressLine{w: w, on: on} }
@@ -50,14 +51,17 @@ func (p *progressLine) show(text string) {
 	if len(text) > 200 {
 		text = text[:199] + "…"
 	}
+	if p.shown && text == p.last {
+		return // a terminal redraws nothing that did not change
+	}
 	io.WriteString(p.w, "\r\x1b[K"+text)
-	p.shown = true
+	p.shown, p.last = true, text
 }
 
 // clear erases the line, so that what follows starts on a clean one.
 func (p *progressLine) clear() {
 	if p.shown {
 		io.WriteString(p.w, "\r\x1b[K")
-		p.shown = false
+		p.shown, p.last = false, ""
 	}
 }

@@ -188,12 +188,11 @@ func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 func (o *statusOptions) watchPods(ctx context.Context, last []api.Pod, stdout, stderr io.Writer) error {
 	seen := map[string]string{}
 	remember := func(p api.Pod) bool {
-		key := p.Namespace + "/" + p.Name
-		b, _ := json.Marshal(p)
-		if seen[key] == string(b) {
+		key, state := p.Namespace+"/"+p.Name, watchState(p)
+		if seen[key] == state {
 			return false
 		}
-		seen[key] = string(b)
+		seen[key] = state
 		return true
 	}
 	for _, p := range last {
@@ -225,6 +224,27 @@ func (o *statusOptions) watchPods(ctx context.Context, last []api.Pod, stdout, s
 		printStatus(stdout, changed, time.Now(), o.output == outputWide, false)
 		return nil
 	})
+}
+
+// watchState is what of a pod status -w prints again when it changes: its
+// status, readiness, restarts and each probe's result, not the times of the
+// runs (every run would print the pod again).
+func watchState(p api.Pod) string {
+	var b strings.Builder
+	ready, total := p.ReadyCount()
+	fmt.Fprintf(&b, "%s %d/%d %d %q %q", p.Status(), ready, total, p.Restarts(), p.IP, p.Problems)
+	for _, c := range p.Containers {
+		fmt.Fprintf(&b, "|%s %s %s %v %v %d %q", c.Name, c.State, c.Reason, c.Ready, c.Started, c.RestartCount, c.Problems)
+		kinds := make([]string, 0, len(c.Probes))
+		for kind := range c.Probes {
+			kinds = append(kinds, kind)
+		}
+		sort.Strings(kinds)
+		for _, kind := range kinds {
+			fmt.Fprintf(&b, " %s=%s/%s", kind, c.Probes[kind].Result, c.Probes[kind].Stable)
+		}
+	}
+	return b.String()
 }
 
 // printStatus prints pods as kubectl get pods does (wide: with IP, UID
