@@ -43,19 +43,19 @@ on: a timeout longer than the period, liveness without readiness, and, with
 			if startTime > 0 {
 				opts = append(opts, prober.WithStartTime(startTime))
 			}
-			return explain(paths, cmd.OutOrStdout(), opts...)
+			return explain(paths, cmd.InOrStdin(), cmd.OutOrStdout(), opts...)
 		},
 	}
 	cmd.Flags().DurationVar(&startTime, "start-time", 0, "how long the app takes to start answering (e.g. 45s): warns when a startup budget is shorter, and says what to set")
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a Pod manifest `file` (repeatable; or give them as arguments)")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a Pod manifest `file`, - for standard input (repeatable; or give them as arguments)")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }
 
-func explain(files []string, stdout io.Writer, opts ...prober.ExplainOption) error {
+func explain(files []string, stdin io.Reader, stdout io.Writer, opts ...prober.ExplainOption) error {
 	var problems int
 	for _, f := range files {
-		r := spec.Load(f)
+		r := loadPath(f, stdin)
 		for _, n := range r.Skipped {
 			safeln(stdout, n.String())
 		}

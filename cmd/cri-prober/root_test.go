@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -202,4 +204,37 @@ func TestProbeAnAddress(t *testing.T) {
 		assert.ErrorIs(t, err, errUsage, "%v", tt.args)
 		assert.Contains(t, errOut, tt.want, "%v", tt.args)
 	}
+}
+
+// -f - reads standard input, as kubectl's.
+func TestManifestFromStdin(t *testing.T) {
+	manifest := `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: app
+    livenessProbe:
+      httpGet: {port: 8080}
+      periodSeconds: 0x
+`
+	var out, errb bytes.Buffer
+	root := newRootCommand()
+	root.SetArgs([]string{"validate", "-f", "-"})
+	root.SetIn(strings.NewReader(manifest))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.ExecuteContext(context.Background())
+	assert.ErrorIs(t, err, errProblemsFound)
+	assert.Contains(t, out.String(), "<stdin>:10: ")
+
+	out.Reset()
+	root = newRootCommand()
+	root.SetArgs([]string{"explain", "-f", "-"})
+	root.SetIn(strings.NewReader(strings.Replace(manifest, "0x", "10", 1)))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	require.NoError(t, root.ExecuteContext(context.Background()))
+	assert.Contains(t, out.String(), "pod shop/web (<stdin>:1)")
 }

@@ -248,12 +248,15 @@ func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr 
 		logger.Info("Not following containerd events; exits are seen at the next relist", "relistPeriod", o.relistPeriod)
 	}
 
+	// A relist makes up to 3 CRI calls, each bounded by the request
+	// timeout: a loop that has not finished one in that long is stuck.
+	live := loopCheck{lastRelist: engine.Poller.LastRelist, start: time.Now(), alive: o.relistPeriod + 3*o.requestTimeout + time.Minute, now: time.Now}
 	var listener net.Listener
 	var apiServer *api.Server
 	serveConfig := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
 	if o.listen != "" {
 		apiServer = api.New(api.Config{
-			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health,
+			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health, Live: live.err,
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
 			Profiling:    o.profiling,
@@ -290,9 +293,7 @@ func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr 
 			}
 		})
 	}
-	// A relist makes up to 3 CRI calls, each bounded by the request
-	// timeout: a loop that has not finished one in that long is stuck.
-	notifier := systemdNotifier{ready: engine.Health, lastRelist: engine.Poller.LastRelist, alive: o.relistPeriod + 3*o.requestTimeout + time.Minute, now: time.Now}
+	notifier := systemdNotifier{ready: engine.Health, live: live.err}
 	wg.Go(func() { notifier.run(ctx) })
 	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "listen", o.listen)
 	<-ctx.Done()

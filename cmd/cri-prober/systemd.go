@@ -15,11 +15,29 @@ import (
 type systemdNotifier struct {
 	// ready is nil once the agent serves (the first relist succeeded).
 	ready func() error
-	// lastRelist is when the relist loop last finished a relist; alive
-	// says how old that may be before the agent counts as stuck.
+	// live is nil while the agent works (loopCheck).
+	live func() error
+}
+
+// loopCheck says whether the relist loop turns: it must have finished a
+// relist (failed or not) within alive, counted from start before the
+// first. The systemd watchdog and /livez both ask it.
+type loopCheck struct {
 	lastRelist func() time.Time
+	start      time.Time
 	alive      time.Duration
 	now        func() time.Time
+}
+
+func (c loopCheck) err() error {
+	last := c.lastRelist()
+	if last.IsZero() {
+		last = c.start
+	}
+	if age := c.now().Sub(last); age > c.alive {
+		return fmt.Errorf("no relist has finished for %s: the agent looks stuck", age.Round(time.Second))
+	}
+	return nil
 }
 
 // run notifies READY=1 once ready, then WATCHDOG=1 at half the watchdog
@@ -60,8 +78,8 @@ func (n systemdNotifier) run(ctx context.Context) {
 			return
 		case <-watchdog.C:
 		}
-		if age := n.now().Sub(n.lastRelist()); age > n.alive {
-			logger.Error(fmt.Errorf("no relist has finished for %s", age.Round(time.Second)), "Not notifying the systemd watchdog: the agent looks stuck")
+		if err := n.live(); err != nil {
+			logger.Error(err, "Not notifying the systemd watchdog")
 			continue
 		}
 		if _, err := daemon.SdNotify(false, daemon.SdNotifyWatchdog); err != nil {

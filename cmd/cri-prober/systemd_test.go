@@ -64,14 +64,17 @@ func TestSystemdNotifications(t *testing.T) {
 			}
 			return nil
 		},
-		lastRelist: func() time.Time {
-			if stuck.Load() {
-				return time.Now().Add(-time.Hour)
-			}
-			return time.Now()
-		},
-		alive: time.Minute,
-		now:   time.Now,
+		live: loopCheck{
+			lastRelist: func() time.Time {
+				if stuck.Load() {
+					return time.Now().Add(-time.Hour)
+				}
+				return time.Now()
+			},
+			start: time.Now(),
+			alive: time.Minute,
+			now:   time.Now,
+		}.err,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -105,4 +108,29 @@ loop:
 	cancel()
 	<-done
 	assert.Equal(t, "STOPPING=1", strings.TrimSpace(next(t, got)))
+}
+
+// The loop counts as stuck only once no relist has finished for longer
+// than alive, counted from the start before the first.
+func TestLoopCheck(t *testing.T) {
+	start := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		name      string
+		last, now time.Time
+		wantErr   string
+	}{
+		{name: "just started", now: start.Add(30 * time.Second)},
+		{name: "never relisted", now: start.Add(2 * time.Minute), wantErr: "no relist has finished for 2m0s"},
+		{name: "recent relist", last: start.Add(5 * time.Minute), now: start.Add(5*time.Minute + 59*time.Second)},
+		{name: "old relist", last: start.Add(5 * time.Minute), now: start.Add(7 * time.Minute), wantErr: "for 2m0s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := loopCheck{lastRelist: func() time.Time { return tt.last }, start: start, alive: time.Minute, now: func() time.Time { return tt.now }}
+			if tt.wantErr == "" {
+				assert.NoError(t, c.err())
+			} else {
+				assert.ErrorContains(t, c.err(), tt.wantErr)
+			}
+		})
+	}
 }

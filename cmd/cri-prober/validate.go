@@ -33,24 +33,25 @@ arguments.`,
   cri-prober validate -f pod.yaml -f other.yaml
   cri-prober validate /etc/cri-prober/pods
   cri-prober validate container-config.json pod-config.json
+  kustomize build . | cri-prober validate -f -
   cri-prober validate examples/demo && cri-prober run --pod-manifests examples/demo`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			paths := append(files, args...)
 			if len(paths) == 0 {
 				return usageErrorf(cmd, "validate needs at least one file or directory")
 			}
-			return validate(paths, cmd.OutOrStdout())
+			return validate(paths, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a manifest `file` or directory (repeatable; or give them as arguments)")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a manifest `file` or directory, - for standard input (repeatable; or give them as arguments)")
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }
 
-func validate(paths []string, stdout io.Writer) error {
+func validate(paths []string, stdin io.Reader, stdout io.Writer) error {
 	var pods, configs, problems, warnings int
 	for _, path := range paths {
-		r := spec.Load(path)
+		r := loadPath(path, stdin)
 		pods += len(r.Pods)
 		configs += len(r.Configs)
 		for _, n := range r.Skipped {
@@ -75,4 +76,17 @@ func validate(paths []string, stdout io.Writer) error {
 	}
 	safef(stdout, "ok: %s\n", valid)
 	return nil
+}
+
+// loadPath loads a file or directory, or standard input for "-", as
+// kubectl reads -f -.
+func loadPath(path string, stdin io.Reader) *spec.Result {
+	if path != "-" {
+		return spec.Load(path)
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, spec.MaxManifestSize+1))
+	if err != nil {
+		return &spec.Result{Errors: []*spec.Error{{Source: "<stdin>", Detail: "cannot read it: " + err.Error()}}}
+	}
+	return spec.LoadData("<stdin>", data)
 }

@@ -66,6 +66,7 @@ type Server struct {
 	waiting   Waiter
 	events    *events.Ring
 	health    func() error
+	live      func() error
 	metrics   http.Handler
 	probes    http.Handler
 	profiling bool
@@ -83,12 +84,16 @@ type Server struct {
 // Config holds what the server reads from. Health returns nil while the
 // agent works (the runtime reachable), else why not.
 type Config struct {
-	Pods         Reporter
-	History      Historian // nil: no history endpoint
-	Ledger       Ledger    // nil: no restarts endpoint
-	Waiting      Waiter
-	Events       *events.Ring
-	Health       func() error
+	Pods    Reporter
+	History Historian // nil: no history endpoint
+	Ledger  Ledger    // nil: no restarts endpoint
+	Waiting Waiter
+	Events  *events.Ring
+	Health  func() error
+	// Live is /livez: nil while the agent works, whatever the runtime's
+	// state (a liveness check that restarts the agent must not fire while
+	// containerd is down: the agent reconnects by itself). nil: always ok.
+	Live         func() error
 	Metrics      http.Handler // /metrics
 	ProbeMetrics http.Handler // /metrics/probes
 	// Profiling serves Go's profiles under /debug/pprof/ (net/http/pprof),
@@ -119,7 +124,7 @@ func New(cfg Config) *Server {
 	if writeTimeout <= 0 {
 		writeTimeout = DefaultStreamWriteTimeout
 	}
-	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health,
+	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health, live: cfg.Live,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer)}
 }
@@ -130,6 +135,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.statusPage)
 	mux.HandleFunc("GET /ui/{file}", serveStatic)
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /api/v1/pods", s.listPods)
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}", s.getPod)
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/ready", s.ready)
@@ -162,6 +168,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v) //nolint:errcheck // the client went away
+}
+
+// livez answers whether the agent itself works (Config.Live), as
+// Kubernetes components' /livez: for liveness checks, where /healthz (the
+// runtime reachable) is for readiness.
+func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
+	if s.live != nil {
+		if err := s.live(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ok")
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -151,6 +151,20 @@ func TestReadyEndpoint(t *testing.T) {
 	assert.Contains(t, body, `"name": "db"`)
 }
 
+// /livez is the agent's own liveness, not the runtime's: ok while
+// /healthz is 503 for a runtime that is down.
+func TestLivez(t *testing.T) {
+	s, _ := newServer(func() error { return errors.New("runtime unreachable") })
+	code, body := get(t, s.Handler(), "/livez")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+
+	s = New(Config{Pods: s.pods, Health: s.health, Live: func() error { return errors.New("no relist has finished for 2m0s") }})
+	code, body = get(t, s.Handler(), "/livez")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "no relist has finished")
+}
+
 func TestHealthz(t *testing.T) {
 	s, _ := newServer(healthy)
 	code, body := get(t, s.Handler(), "/healthz")

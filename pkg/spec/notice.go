@@ -88,6 +88,18 @@ func Load(path string) *Result {
 	return r
 }
 
+// LoadData reads data as one file given by name, named source in what it
+// reports: `validate -f -` and `explain -f -` read standard input with it,
+// as kubectl reads -f -. Data over MaxManifestSize is refused.
+func LoadData(source string, data []byte) *Result {
+	if len(data) > MaxManifestSize {
+		return &Result{Errors: []*Error{{Source: source, Detail: errTooLarge.Error()}}}
+	}
+	r := combine(nil, []loadedFile{loadBytes(source, data, true)})
+	r.collectWarnings()
+	return r
+}
+
 // collectWarnings gathers the containers' warnings.
 func (r *Result) collectWarnings() {
 	for _, p := range r.Pods {

@@ -312,8 +312,8 @@ func TestDaemonSetRunsTheAgent(t *testing.T) {
 	if c.ReadinessProbe != nil && (c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/healthz") {
 		t.Error("readiness probe: want GET /healthz (503 while containerd is unreachable)")
 	}
-	if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path == "/healthz" {
-		t.Error("liveness probe on /healthz: a containerd outage would restart the agent, which reconnects by itself")
+	if c.LivenessProbe != nil && (c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/livez") {
+		t.Error("liveness probe: want GET /livez (the agent's own liveness; /healthz is 503 while containerd is down, and restarting the agent would not help)")
 	}
 
 	// Resources: requested, memory bounded, CPU not (throttling makes probes late).
