@@ -66,17 +66,24 @@ func TestAgentOutOfFileDescriptors(t *testing.T) {
 	defer web.Close()
 	rpc := startGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
 	host, port := target(t, web.URL)
-	probes := map[string]func() (Verdict, error){
-		"http": func() (Verdict, error) {
+	// The successes around the EMFILE part get a long timeout, so as not to
+	// time out on a loaded machine; the EMFILE part a short one (gRPC
+	// retries its dial until the deadline).
+	probes := map[string]func(timeout time.Duration) (Verdict, error){
+		"http": func(timeout time.Duration) (Verdict, error) {
 			req, err := NewRequest("http", host, port, "/", nil, testUA)
 			require.NoError(t, err)
-			return NewHTTPGet().Probe(context.Background(), req, time.Second)
+			return NewHTTPGet().Probe(context.Background(), req, timeout)
 		},
-		"tcp":  func() (Verdict, error) { return TCP(context.Background(), web.Listener.Addr().String(), time.Second) },
-		"grpc": func() (Verdict, error) { return GRPCHealth(context.Background(), rpc, "", testUA, time.Second) },
+		"tcp": func(timeout time.Duration) (Verdict, error) {
+			return TCP(context.Background(), web.Listener.Addr().String(), timeout)
+		},
+		"grpc": func(timeout time.Duration) (Verdict, error) {
+			return GRPCHealth(context.Background(), rpc, "", testUA, timeout)
+		},
 	}
 	for kind, probe := range probes {
-		v, err := probe()
+		v, err := probe(10 * time.Second)
 		require.NoError(t, err, kind)
 		require.Equal(t, Success, v.Result, "%s: %s", kind, v.Output)
 	}
@@ -105,7 +112,7 @@ func TestAgentOutOfFileDescriptors(t *testing.T) {
 	}
 
 	for kind, probe := range probes {
-		v, err := probe()
+		v, err := probe(time.Second)
 		require.ErrorIs(t, err, ErrAgentResource, "%s: %v %q", kind, v.Result, v.Output)
 		assert.Equal(t, "EMFILE", ResourceCause(err), kind)
 		assert.Contains(t, err.Error(), "agent out of file descriptors (EMFILE)", kind)
@@ -115,7 +122,7 @@ func TestAgentOutOfFileDescriptors(t *testing.T) {
 	release()
 	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit))
 	for kind, probe := range probes {
-		v, err := probe()
+		v, err := probe(10 * time.Second)
 		require.NoError(t, err, kind)
 		assert.Equal(t, Success, v.Result, "%s: %s", kind, v.Output)
 	}
