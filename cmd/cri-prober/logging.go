@@ -17,13 +17,10 @@ import (
 	"k8s.io/klog/v2/textlogger"
 )
 
-// logFormat is --log-format: text (klog's) or json (one JSON object per
-// record, as Kubernetes components' --logging-format=json).
-var logFormat = "text"
-
-// setVerbosity sends klog's records, at verbosity v, through the logger of
-// --log-format to stderr.
-func setVerbosity(v int) {
+// setVerbosity sends klog's records, at verbosity v, to stderr in a
+// --log-format: text (klog's) or json (one JSON object per record, as
+// Kubernetes components' --logging-format=json).
+func setVerbosity(v int, logFormat string) {
 	var fs flag.FlagSet
 	klog.InitFlags(&fs)
 	_ = fs.Set("v", fmt.Sprint(v))

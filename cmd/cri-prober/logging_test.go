@@ -77,9 +77,9 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 	printStatus(&b, []api.Pod{{Namespace: "ns" + evil, Name: "web" + evil, Containers: []api.Container{{Name: "app" + evil, State: "Running"}}}}, now, false, true)
 	printWhy(&b, restart.Entry{Namespace: "ns", Pod: "web" + evil, Container: "app" + evil, Cause: "liveness", ExitReason: "Error" + evil,
 		Failures: []restart.Failure{{Output: "out" + evil}}}, false)
-	reportWaitState(pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
+	podWaitState(api.PodFromReport(pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
 		Containers: []pods.ContainerReport{{Name: "app" + evil, Probes: []pods.ProbeReport{{Type: results.Liveness,
-			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, true).print(&b)
+			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, nil)).print(&b)
 	printHistory(&b, api.History{Namespace: "ns", Name: "web" + evil, Probes: []api.ProbeHistory{{Container: "app" + evil, Type: "liveness",
 		Recent: []api.Run{{Result: "failure", Output: "out" + evil}}}}}, false)
 	out := b.String()

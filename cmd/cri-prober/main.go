@@ -46,12 +46,12 @@ func withCode(code int, err error) error {
 	return exitCode{code: code, err: err}
 }
 
-// errUsage marks command-line mistakes (exit code 2); the message has been
-// printed already.
+// errUsage marks command-line mistakes (exit code 2): every usageError is
+// one.
 var errUsage = errors.New("usage error")
 
 func main() {
-	setVerbosity(0) // commands that talk to the runtime set their -v
+	setVerbosity(0, "text") // commands that talk to the runtime set their -v and --log-format
 	ctx, stop := signalContext()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -71,8 +71,6 @@ func report(err error, stderr io.Writer) int {
 	case errors.As(err, &usage):
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
-	case errors.Is(err, errUsage):
-		return 2 // the command printed it
 	case errors.Is(err, errProblemsFound):
 		return 1 // already reported
 	case errors.Is(err, errProbeError):
@@ -181,6 +179,7 @@ type runtimeFlags struct {
 	requestTimeout time.Duration
 	maxExecReply   int
 	verbosity      int
+	logFormat      string
 
 	flags              *pflag.FlagSet
 	connectTimeoutName string
@@ -202,19 +201,20 @@ func (f *runtimeFlags) registerAs(fs *pflag.FlagSet, connectTimeout string) {
 	fs.DurationVar(&f.requestTimeout, "runtime-request-timeout", 30*time.Second, "deadline of each CRI call (an exec probe waits for the runtime's answer up to its timeout plus 2m, as kubelet)")
 	fs.IntVar(&f.maxExecReply, "max-exec-reply-bytes", cri.DefaultMaxExecReply, "largest exec reply (a probe command's output) read from the runtime; a longer one makes the probe an error, not a failure (kubelet: 16777216; only 10KiB of output is kept either way)")
 	fs.IntVarP(&f.verbosity, "v", "v", 0, "log verbosity (klog levels: 2 adds retries, 4 every runtime event)")
-	fs.Var(logFormatValue{}, "log-format", "log format: text (klog's, one record per line) or json (one JSON object per line)")
+	f.logFormat = "text"
+	fs.Var(logFormatValue{&f.logFormat}, "log-format", "log format: text (klog's, one record per line) or json (one JSON object per line)")
 }
 
 // logFormatValue is --log-format, checked as it is parsed.
-type logFormatValue struct{}
+type logFormatValue struct{ p *string }
 
-func (logFormatValue) String() string { return logFormat }
-func (logFormatValue) Type() string   { return "format" }
-func (logFormatValue) Set(v string) error {
-	if err := checkLogFormat(v); err != nil {
+func (v logFormatValue) String() string { return *v.p }
+func (logFormatValue) Type() string     { return "format" }
+func (v logFormatValue) Set(s string) error {
+	if err := checkLogFormat(s); err != nil {
 		return err
 	}
-	logFormat = v
+	*v.p = s
 	return nil
 }
 
@@ -252,6 +252,6 @@ func describeSource(e cri.Endpoint) string {
 }
 
 func (f *runtimeFlags) dialOptions() []cri.Option {
-	setVerbosity(f.verbosity)
+	setVerbosity(f.verbosity, f.logFormat)
 	return []cri.Option{cri.WithConnectTimeout(f.connectTimeout), cri.WithCallTimeout(f.requestTimeout), cri.WithMaxExecReply(f.maxExecReply)}
 }

@@ -55,6 +55,7 @@ func TestProbeMetricsFlag(t *testing.T) {
 	var stderr bytes.Buffer
 	err := run(klog.NewContext(context.Background(), logr.Discard()), []string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none",
 		"--listen", "", "--probe-metrics", "per-pod"}, io.Discard, &stderr)
+	report(err, &stderr) // what main prints
 	require.ErrorIs(t, err, errUsage)
 	assert.Contains(t, stderr.String(), `--probe-metrics: "per-pod" is not per-probe or aggregate`)
 }

@@ -70,7 +70,6 @@ func newRootCommand() *cobra.Command {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	logFormat = "text" // --log-format's default, for every run in a process (tests)
 	root := newRootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	promversion "github.com/prometheus/common/version"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -18,9 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	promversion "github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
@@ -96,7 +94,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 		Example: runExample,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.Context(), cmd.Flags(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return o.run(cmd)
 		},
 	}
 	fs := cmd.Flags()
@@ -131,41 +129,35 @@ func newRunCommand(o *runOptions) *cobra.Command {
 // defaultProcs is the runtime's own GOMAXPROCS, read before run changes it.
 var defaultProcs = runtime.GOMAXPROCS(0)
 
-func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr io.Writer) error {
+func (o *runOptions) run(cmd *cobra.Command) error {
+	ctx := cmd.Context()
 	if o.config != "" {
-		if err := applyConfig(fs, o.config); err != nil {
-			fmt.Fprintln(stderr, err)
-			return errUsage
+		if err := applyConfig(cmd.Flags(), o.config); err != nil {
+			return usageError{cmd: cmd, err: err}
 		}
 	}
 	if o.manifestInterval <= 0 {
-		fmt.Fprintln(stderr, "--pod-manifests-interval must be positive")
-		return errUsage
+		return usageErrorf(cmd, "--pod-manifests-interval must be positive")
 	}
 	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
-		fmt.Fprintf(stderr, "--probe-network: %v\n", err)
-		return errUsage
+		return usageErrorf(cmd, "--probe-network: %v", err)
 	}
 	mode, err := restart.ParseMode(o.restartMode)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
+		return usageError{cmd: cmd, err: err}
 	}
 	probeMetrics, err := prober.ParseProbeMetrics(o.probeMetrics)
 	if err != nil {
-		fmt.Fprintf(stderr, "--probe-metrics: %v\n", err)
-		return errUsage
+		return usageErrorf(cmd, "--probe-metrics: %v", err)
 	}
 	useManifests, useAnnotations, err := parseSpecSources(o.specSources)
 	if err != nil {
-		fmt.Fprintf(stderr, "--spec-sources: %v\n", err)
-		return errUsage
+		return usageErrorf(cmd, "--spec-sources: %v", err)
 	}
 	if o.manifests != "" && !useManifests {
-		fmt.Fprintln(stderr, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
-		return errUsage
+		return usageErrorf(cmd, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
 	}
-	setVerbosity(o.verbosity) // -v and --log-format, from the flags and the config file
+	setVerbosity(o.verbosity, o.logFormat) // -v and --log-format, from the flags and the config file
 	logger := klog.FromContext(ctx)
 	if os.Getenv("GOMAXPROCS") == "" { // the user's setting wins
 		procs := netprobe.Procs(defaultProcs)
@@ -206,8 +198,7 @@ func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr 
 		return ""
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
+		return usageError{cmd: cmd, err: err}
 	}
 	if transitions != nil {
 		recorder = append(recorder, transitions)
@@ -228,8 +219,7 @@ func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr 
 		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
 	}
 	if o.maxInFlight < 0 {
-		fmt.Fprintln(stderr, "--max-probes-in-flight must be 0 (no bound) or positive")
-		return errUsage
+		return usageErrorf(cmd, "--max-probes-in-flight must be 0 (no bound) or positive")
 	}
 	cfg.ProberOptions = append(cfg.ProberOptions, prober.WithMaxProbesInFlight(o.maxInFlight))
 	if o.manifests != "" {
@@ -238,8 +228,7 @@ func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr 
 		cfg.ManifestInterval = o.manifestInterval
 	}
 	if o.maxExecPerPod < 0 {
-		fmt.Fprintln(stderr, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive")
-		return errUsage
+		return usageErrorf(cmd, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive")
 	}
 	if engine, err = agent.New(cfg); err != nil {
 		return err
@@ -263,12 +252,10 @@ func (o *runOptions) run(ctx context.Context, fs *pflag.FlagSet, stdout, stderr 
 			Registerer:   agentRegistry, MaxEventStreams: o.maxEventStreams,
 		})
 		if o.maxConnections <= 0 || o.maxEventStreams <= 0 {
-			fmt.Fprintln(stderr, "--web.max-connections and --web.max-event-streams must be positive")
-			return errUsage
+			return usageErrorf(cmd, "--web.max-connections and --web.max-event-streams must be positive")
 		}
 		if err := apiServer.Check(serveConfig); err != nil {
-			fmt.Fprintln(stderr, err)
-			return errUsage
+			return usageError{cmd: cmd, err: err}
 		}
 		if listener, err = api.Listen(o.listen); err != nil {
 			return fmt.Errorf("listen on %s: %w (choose another address with --listen)", o.listen, err)

@@ -77,6 +77,7 @@ func TestSpecSources(t *testing.T) {
 	var stderr strings.Builder
 	err := run(context.Background(), []string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", "",
 		"--spec-sources", "annotations", "--pod-manifests", t.TempDir()}, io.Discard, &stderr)
+	report(err, &stderr) // what main prints
 	require.ErrorIs(t, err, errUsage)
 	assert.Contains(t, stderr.String(), "--pod-manifests is set but --spec-sources leaves manifests out")
 }

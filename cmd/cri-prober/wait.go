@@ -16,7 +16,6 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
-	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -106,7 +105,11 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	pod := namespace + "/" + name
 	var state func(ctx context.Context) (waitState, error)
+	// Its own engine is read in memory; an agent over HTTP, less often: many
+	// CI jobs may wait on one agent at once.
+	every := 100 * time.Millisecond
 	if o.server != "" {
+		every = 500 * time.Millisecond
 		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, o.server, namespace, name) }
 	} else {
 		engine, stop, err := o.startEngine(ctx, namespace, name)
@@ -116,14 +119,17 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 		defer stop()
 		state = func(context.Context) (waitState, error) {
 			report, found := engine.ReportPod(namespace, name)
-			return reportWaitState(report, found), nil
+			if !found {
+				return waitState{}, nil
+			}
+			return podWaitState(api.PodFromReport(report, nil)), nil
 		}
 	}
 
 	line := newProgressLine(stderr, show)
 	defer line.clear()
 	started := time.Now()
-	check := time.NewTicker(100 * time.Millisecond)
+	check := time.NewTicker(every)
 	defer check.Stop()
 	deadline := time.NewTimer(o.timeout)
 	defer deadline.Stop()
@@ -301,29 +307,6 @@ func (s waitState) print(w io.Writer) {
 	}
 }
 
-// reportWaitState reads the wait's own engine.
-func reportWaitState(p pods.PodReport, found bool) waitState {
-	s := waitState{found: found, problems: p.Problems}
-	for _, c := range p.Containers {
-		wc := waitContainer{name: c.Name, state: string(c.State), init: c.Kind == spec.Init, present: c.ID != "", started: c.Started, ready: c.Ready,
-			live: len(c.Problems) == 0, problems: c.Problems}
-		for _, pr := range c.Probes {
-			kind := strings.ToLower(pr.Type.String())
-			if pr.Type == results.Liveness && (pr.Last == nil || pr.Last.Outcome == results.OutcomeFailure || pr.Result != results.Success) {
-				wc.live = false
-			}
-			if pr.Last == nil {
-				wc.probes = append(wc.probes, kind+": not run yet")
-				continue
-			}
-			detail := strings.TrimSpace(pr.Last.Output + pr.Last.Err)
-			wc.probes = append(wc.probes, fmt.Sprintf("%s: %s (%d/%d): %s", kind, pr.Last.Outcome, pr.Last.Consecutive, pr.Last.Threshold, detail))
-		}
-		s.containers = append(s.containers, wc)
-	}
-	return s
-}
-
 // agentWaitState asks a running agent; a pod it does not know is not
 // found yet (waited for), any other answer but 200 is an error.
 func agentWaitState(ctx context.Context, server, namespace, name string) (waitState, error) {
@@ -336,6 +319,12 @@ func agentWaitState(ctx context.Context, server, namespace, name string) (waitSt
 	if err != nil {
 		return waitState{}, err
 	}
+	return podWaitState(p), nil
+}
+
+// podWaitState reads a pod as the API shows it: an agent's answer, or the
+// wait's own engine's report (api.PodFromReport), judged alike.
+func podWaitState(p api.Pod) waitState {
 	s := waitState{found: true, problems: p.Problems}
 	for _, c := range p.Containers {
 		wc := waitContainer{name: c.Name, state: c.State, init: c.Kind == "init", present: c.ID != "", started: c.Started, ready: c.Ready,
@@ -358,5 +347,5 @@ func agentWaitState(ctx context.Context, server, namespace, name string) (waitSt
 		}
 		s.containers = append(s.containers, wc)
 	}
-	return s, nil
+	return s
 }

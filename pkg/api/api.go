@@ -265,16 +265,22 @@ func (s *Server) snapshot() []Pod {
 	return out
 }
 
-func (s *Server) pod(r pods.PodReport) Pod {
+func (s *Server) pod(r pods.PodReport) Pod { return PodFromReport(r, s.waiting) }
+
+// PodFromReport is a pod as the API shows it, from the agent's report of
+// it and what the restarter waits for (nil: nothing); `cri-prober wait`
+// reads its own engine through it, so that it judges as it judges an
+// agent's answer.
+func PodFromReport(r pods.PodReport, waiting Waiter) Pod {
 	p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Phase: string(r.Phase), Ready: r.Ready,
 		CreatedAt: r.CreatedAt, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
 	for _, c := range r.Containers {
-		p.Containers = append(p.Containers, s.container(r.Key, c))
+		p.Containers = append(p.Containers, container(r.Key, c, waiting))
 	}
 	return p
 }
 
-func (s *Server) container(podKey string, c pods.ContainerReport) Container {
+func container(podKey string, c pods.ContainerReport, waiting Waiter) Container {
 	out := Container{Name: c.Name, ID: c.ID, Attempt: c.Attempt, State: string(c.State), ExitCode: c.ExitCode, Ready: c.Ready, Started: c.Started,
 		RestartCount: c.Attempt, Problems: c.Problems, Warnings: c.Warnings, Probes: map[string]Probe{}}
 	if c.Kind != spec.Regular {
@@ -292,7 +298,7 @@ func (s *Server) container(podKey string, c pods.ContainerReport) Container {
 		t := c.StartedAt
 		out.StartedAt = &t
 	}
-	if w, ok := s.waiting.Waiting(podKey, c.Name); ok && c.State != cri.StateRunning {
+	if w, ok := waitingFor(waiting, podKey, c.Name); ok && c.State != cri.StateRunning {
 		out.State = w.Reason
 		until := w.Until
 		out.WaitingUntil = &until
@@ -307,6 +313,13 @@ func (s *Server) container(podKey string, c pods.ContainerReport) Container {
 		out.Probes[strings.ToLower(pr.Type.String())] = p
 	}
 	return out
+}
+
+func waitingFor(waiting Waiter, podKey, container string) (restart.Waiting, bool) {
+	if waiting == nil {
+		return restart.Waiting{}, false
+	}
+	return waiting.Waiting(podKey, container)
 }
 
 func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {
