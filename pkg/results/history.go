@@ -93,14 +93,7 @@ func (h *History) Add(o Observation) {
 	// Interned before the runs it replaces are released: an output equal
 	// to theirs is kept, not cleared and stored again.
 	r.output, r.err, r.id = h.strs.intern(output), h.strs.intern(errText), h.strs.intern(o.ContainerID)
-	if h.n < HistoryRecent {
-		h.recent[h.n] = r
-		h.n++
-	} else {
-		h.strs.release(&h.recent[h.next])
-		h.recent[h.next] = r
-		h.next = (h.next + 1) % HistoryRecent
-	}
+	h.push(h.recent[:], &h.n, &h.next, r)
 	if !failed {
 		return
 	}
@@ -108,14 +101,20 @@ func (h *History) Add(o Observation) {
 	if h.failures == nil {
 		h.failures = new([HistoryFailures]run)
 	}
-	if h.nf < HistoryFailures {
-		h.failures[h.nf] = r
-		h.nf++
-	} else {
-		h.strs.release(&h.failures[h.nextF])
-		h.failures[h.nextF] = r
-		h.nextF = (h.nextF + 1) % HistoryFailures
+	h.push(h.failures[:], &h.nf, &h.nextF, r)
+}
+
+// push adds r to a ring of runs holding n, the oldest at next once full,
+// where r replaces it (its strings released).
+func (h *History) push(ring []run, n, next *uint8, r run) {
+	if int(*n) < len(ring) {
+		ring[*n] = r
+		*n++
+		return
 	}
+	h.strs.release(&ring[*next])
+	ring[*next] = r
+	*next = uint8((int(*next) + 1) % len(ring))
 }
 
 // Snapshot returns copies of both lists, oldest first.
