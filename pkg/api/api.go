@@ -72,6 +72,7 @@ type Server struct {
 	profiling bool
 	keepWarm  time.Duration
 	clock     clock.PassiveClock // the status page's ages
+	charts    chartCache         // the status page's charts, as last drawn
 
 	// streams holds a token per event stream being served: a stream is
 	// a connection held open for as long as the client likes, so they

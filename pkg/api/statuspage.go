@@ -14,10 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
@@ -140,11 +142,14 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	page, _ := strconv.Atoi(q.Get("page"))
-	data := s.pageData(q.Get("namespace"), page)
 	// Rendered whole before anything is sent: a template error is a 500,
 	// never half a page.
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, data); err != nil {
+	data, err := s.pageData(q.Get("namespace"), page)
+	if err == nil {
+		err = pageTemplate.Execute(&buf, data)
+	}
+	if err != nil {
 		http.Error(w, fmt.Sprintf("render the status page: %v", err), http.StatusInternalServerError)
 		return
 	}
@@ -213,16 +218,15 @@ type containerView struct {
 type probeView struct {
 	Type    string
 	Result  string // the last run's: success, failure, warning, unknown
-	Stable  string // Success, Failure, UNKNOWN
 	Counter string // consecutive/threshold, while below the threshold
 	When    string // how long ago it ran
 	Detail  string // the output's or error's first line
 	Tooltip string // more of it
-	Chart   chartView
+	Chart   drawnChart
 }
 
 // chartView is a probe's recent runs as bars: one a run, oldest first,
-// colored by verdict, as tall as it took.
+// colored by verdict, as tall as it took (the template "chart").
 type chartView struct {
 	Width, Height int
 	Label         string // for screen readers, and a test's anchor
@@ -260,13 +264,12 @@ type eventView struct {
 	Warning bool
 }
 
-func (s *Server) pageData(namespace string, page int) pageData {
+func (s *Server) pageData(namespace string, page int) (pageData, error) {
 	now := s.clock.Now()
-	var all []Pod
-	var keys []string // each pod's key, for its history
+	var list []pods.PodReport
 	for _, r := range s.pods.Report() {
 		if namespace == "" || r.Namespace == namespace {
-			all, keys = append(all, s.pod(r)), append(keys, r.Key)
+			list = append(list, r)
 		}
 	}
 	d := pageData{Clock: now.Format("15:04:05"), Since: now.UTC().Truncate(time.Second).Format(time.RFC3339),
@@ -274,19 +277,23 @@ func (s *Server) pageData(namespace string, page int) pageData {
 	if err := s.health(); err != nil {
 		d.RuntimeError = clip(err.Error(), shownTooltip)
 	}
-	d.Summary.Pods = len(all)
-	for _, p := range all {
-		if p.Ready {
+	// The summary counts from the reports: only the pods shown are made
+	// into the API's Pod (with the restarter's waiting state).
+	d.Summary.Pods = len(list)
+	for _, r := range list {
+		if r.Ready {
 			d.Summary.Ready++
 		}
-		d.Summary.Containers += len(p.Containers)
-		d.Summary.Restarts += p.Restarts()
+		d.Summary.Containers += len(r.Containers)
+		for _, c := range r.Containers {
+			d.Summary.Restarts += c.Attempt // Pod.Restarts: a container's restarts are its attempt
+		}
 	}
 
-	pages := max(1, (len(all)+pagePods-1)/pagePods)
+	pages := max(1, (len(list)+pagePods-1)/pagePods)
 	page = min(max(page, 1), pages)
-	from, to := (page-1)*pagePods, min(page*pagePods, len(all))
-	d.Pager = pagerView{From: min(from+1, to), To: to, Total: len(all)}
+	from, to := (page-1)*pagePods, min(page*pagePods, len(list))
+	d.Pager = pagerView{From: min(from+1, to), To: to, Total: len(list)}
 	if page > 1 {
 		d.Pager.Prev = pageLink(namespace, page-1)
 	}
@@ -294,20 +301,23 @@ func (s *Server) pageData(namespace string, page int) pageData {
 		d.Pager.Next = pageLink(namespace, page+1)
 	}
 	shown := map[string]string{} // namespace/name → anchor
-	for i := from; i < to; i++ {
-		v := s.podView(all[i], keys[i], now)
-		shown[all[i].Namespace+"/"+all[i].Name] = v.Anchor
+	for _, r := range list[from:to] {
+		v, err := s.podView(s.pod(r), r.Key, now)
+		if err != nil {
+			return d, err
+		}
+		shown[r.Namespace+"/"+r.Name] = v.Anchor
 		d.Pods = append(d.Pods, v)
 	}
-	d.Restarts = s.restartViews(all, shown, now)
+	d.Restarts = s.restartViews(list, shown, now)
 
-	list := s.events.Since(time.Time{})
-	for i := len(list) - 1; i >= 0 && len(d.Events) < pageEvents; i-- {
-		if e := list[i]; namespace == "" || e.Namespace == namespace {
+	all := s.events.Since(time.Time{})
+	for i := len(all) - 1; i >= 0 && len(d.Events) < pageEvents; i-- {
+		if e := all[i]; namespace == "" || e.Namespace == namespace {
 			d.Events = append(d.Events, eventRow(e))
 		}
 	}
-	return d
+	return d, nil
 }
 
 func pageLink(namespace string, page int) string {
@@ -323,7 +333,7 @@ func pageLink(namespace string, page int) string {
 // name (a new sandbox) is a new part.
 func podPart(p Pod) string { return "pod/" + p.Namespace + "/" + p.Name + "/" + p.SandboxID }
 
-func (s *Server) podView(p Pod, key string, now time.Time) podView {
+func (s *Server) podView(p Pod, key string, now time.Time) (podView, error) {
 	ready, total := p.ReadyCount()
 	v := podView{Part: clip(podPart(p), 3*shownName), Anchor: "pod-" + clip(p.Namespace+"/"+p.Name, 2*shownName),
 		Namespace: clip(p.Namespace, shownName), Name: clip(p.Name, shownName), Status: p.Status(),
@@ -352,28 +362,30 @@ func (s *Server) podView(p Pod, key string, now time.Time) podView {
 			if !ok {
 				continue
 			}
-			cv.Probes = append(cv.Probes, probeRow(typ, pr, histories[c.Name+"/"+typ].Recent, now))
+			chart, err := s.charts.draw(chartKey{pod: key, container: c.Name, probe: typ}, histories[c.Name+"/"+typ].Recent)
+			if err != nil {
+				return v, err
+			}
+			cv.Probes = append(cv.Probes, probeRow(typ, pr, chart, now))
 		}
 		v.Containers = append(v.Containers, cv)
 	}
-	return v
+	return v, nil
 }
 
-func probeRow(typ string, p Probe, recent []results.Observation, now time.Time) probeView {
-	v := probeView{Type: typ, Result: p.Result, Stable: p.Stable, When: "not run yet"}
+func probeRow(typ string, p Probe, chart drawnChart, now time.Time) probeView {
+	v := probeView{Type: typ, Result: p.Result, When: "not run yet", Chart: chart}
 	if p.LastProbeTime != nil {
 		v.When = Age(*p.LastProbeTime, now) + " ago"
 	}
 	if p.Threshold > 0 && p.Consecutive < p.Threshold {
 		v.Counter = fmt.Sprintf("%d/%d", p.Consecutive, p.Threshold)
 	}
-	detail := strings.TrimSpace(p.Error + "\n" + p.Output)
-	first, _, _ := strings.Cut(detail, "\n")
-	v.Tooltip = clip(detail, shownTooltip)
 	if p.Result != string(results.OutcomeSuccess) { // what a passing probe printed is noise
-		v.Detail = clip(first, shownLine)
+		detail := strings.TrimSpace(p.Error + "\n" + p.Output)
+		first, _, _ := strings.Cut(detail, "\n")
+		v.Detail, v.Tooltip = clip(first, shownLine), clip(detail, shownTooltip)
 	}
-	v.Chart = chart(typ, recent)
 	return v
 }
 
@@ -385,6 +397,61 @@ const (
 	chartHeight = 24
 	minBar      = 3
 )
+
+// chartCache keeps each probe's chart as last drawn, by probe: an open page
+// is fetched again at every burst of events, and its charts are most of
+// its markup and of the cost of a render, while a probe's runs change only
+// when it runs (every periodSeconds). At most chartCacheBytes of markup.
+type chartCache struct {
+	mu    sync.Mutex
+	m     map[chartKey]drawnChart
+	bytes int
+}
+
+const chartCacheBytes = 1 << 20
+
+// chartKey is a probe: its pod's key (pods.Pod.Key), container and type.
+type chartKey struct{ pod, container, probe string }
+
+// drawnChart is a chart as the template "chart" draws it (html/template
+// escaped it), and the duration of its tallest bar.
+type drawnChart struct {
+	SVG   template.HTML
+	Scale string
+	// The runs it shows: how many and the newest one's time, which a run
+	// changes.
+	runs int
+	last time.Time
+}
+
+// draw returns the chart of a probe's runs, drawn again only if they are
+// not those it last drew for that probe.
+func (c *chartCache) draw(k chartKey, runs []results.Observation) (drawnChart, error) {
+	var last time.Time
+	if len(runs) > 0 {
+		last = runs[len(runs)-1].Time
+	}
+	c.mu.Lock()
+	d, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && d.runs == len(runs) && d.last.Equal(last) {
+		return d, nil
+	}
+	view := chart(k.probe, runs)
+	var buf bytes.Buffer
+	if err := pageTemplate.ExecuteTemplate(&buf, "chart", view); err != nil {
+		return drawnChart{}, err
+	}
+	d = drawnChart{SVG: template.HTML(buf.String()), Scale: view.Scale, runs: len(runs), last: last} //nolint:gosec // html/template's own output
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.bytes+len(d.SVG) > chartCacheBytes {
+		c.m, c.bytes = map[chartKey]drawnChart{}, 0
+	}
+	c.bytes += len(d.SVG) - len(c.m[k].SVG)
+	c.m[k] = d
+	return d, nil
+}
 
 func chart(typ string, runs []results.Observation) chartView {
 	c := chartView{Width: results.HistoryRecent * (barWidth + barGap), Height: chartHeight}
@@ -432,7 +499,7 @@ func millis(d time.Duration) string {
 
 // restartViews are the newest restarts of the pods, newest first, with
 // why (what `cri-prober why` says, in a line).
-func (s *Server) restartViews(list []Pod, shown map[string]string, now time.Time) []restartView {
+func (s *Server) restartViews(list []pods.PodReport, shown map[string]string, now time.Time) []restartView {
 	if s.ledger == nil {
 		return nil
 	}

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -436,6 +438,66 @@ func BenchmarkStatusPage1000Pods(b *testing.B) {
 	}
 }
 
+// runsHistory is one liveness probe's runs, for every pod, as a test sets
+// them.
+type runsHistory struct{ runs *[]results.Observation }
+
+func (h runsHistory) For(string) []results.ProbeHistory {
+	return []results.ProbeHistory{{Container: "app", Type: results.Liveness, Recent: slices.Clone(*h.runs)}}
+}
+
+// A page fetched again shows each probe's chart as its runs are now: the
+// chart drawn before while the probe has not run since, a new one once it
+// has, and each probe its own.
+func TestStatusPageChartsFollowTheRuns(t *testing.T) {
+	runs := []results.Observation{{Time: t0, Duration: time.Millisecond, Outcome: results.OutcomeSuccess}}
+	s := New(Config{Pods: manyPods(2), History: runsHistory{&runs}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: events.NewRing(10), Health: healthy})
+	s.clock = testingclock.NewFakePassiveClock(t0.Add(time.Minute))
+	h := s.Handler()
+	bars := func(body string) []string {
+		return regexp.MustCompile(`<rect class="run (\w+)"`).FindAllString(body, -1)
+	}
+	_, first := getPage(t, h, "/")
+	assert.Len(t, bars(first), 2, "one run of each pod's liveness probe")
+	_, again := getPage(t, h, "/")
+	assert.Equal(t, first, again, "no run since: the same page")
+
+	runs = append(runs, results.Observation{Time: t0.Add(time.Second), Duration: 2 * time.Millisecond, Outcome: results.OutcomeFailure, Output: "HTTP 500"})
+	_, body := getPage(t, h, "/")
+	assert.Len(t, bars(body), 4, "the new run on both charts")
+	assert.Contains(t, body, `<rect class="run failure" x="114" y="0" width="5" height="24"><title>09:00:01 failure in 2.0 ms: HTTP 500</title></rect>`)
+	assert.Contains(t, body, `aria-label="liveness: last 2 runs, 1 succeeded, 1 failed"`)
+	assert.Contains(t, body, `<span class="scale">max 2.0 ms</span>`)
+	assert.NotContains(t, body, `last 1 runs`)
+	checkMarkup(t, body)
+}
+
+// ranHistory is fullHistory with every probe run again at each call: no
+// chart drawn before can be shown again.
+type ranHistory struct{ calls *atomic.Int64 }
+
+func (h ranHistory) For(key string) []results.ProbeHistory {
+	out := fullHistory{}.For(key)
+	at := time.Duration(h.calls.Add(1)) * time.Second
+	for _, p := range out {
+		for i := range p.Recent {
+			p.Recent[i].Time = p.Recent[i].Time.Add(at)
+		}
+	}
+	return out
+}
+
+// BenchmarkStatusPage1000PodsAllRan is BenchmarkStatusPage1000Pods with
+// every chart drawn again: the page as fetched after every probe ran.
+func BenchmarkStatusPage1000PodsAllRan(b *testing.B) {
+	s := New(Config{Pods: manyPods(1000), History: ranHistory{new(atomic.Int64)}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: events.NewRing(1000), Health: healthy})
+	h := s.Handler()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	}
+}
+
 // The page says why in a line, as `cri-prober why` says it at length.
 func TestStatusPageSaysWhyARestartHappened(t *testing.T) {
 	for _, tt := range []struct {
@@ -470,5 +532,37 @@ func TestPrintable(t *testing.T) {
 		{"ünïcödé ✓", "ünïcödé ✓"},
 	} {
 		assert.Equal(t, tt.want, Printable(tt.in), "%q", tt.in)
+	}
+}
+
+// BenchmarkStatusPageBusyNode renders the page as the agent serves it on a
+// busy node: 1,000 pods, every probe's history full (the agent's own
+// results.Histories), a full restart ledger and a full event ring, as
+// restart.Ledger and events.Ring keep them.
+func BenchmarkStatusPageBusyNode(b *testing.B) {
+	const n = 1000
+	histories := results.NewHistories()
+	ledger, err := restart.OpenLedger("")
+	require.NoError(b, err)
+	ring := events.NewRing(1000)
+	for i := range n {
+		for _, typ := range []results.ProbeType{results.Liveness, results.Readiness} {
+			h := histories.Get(results.HistoryKey{Pod: fmt.Sprint("k", i), Container: "app", Type: typ})
+			for r := range results.HistoryRecent {
+				h.Add(results.Observation{Time: t0.Add(time.Duration(r) * time.Second), Duration: time.Duration(r) * time.Millisecond,
+					Outcome: results.OutcomeSuccess, ContainerID: "c"})
+			}
+		}
+		require.NoError(b, ledger.Add(restart.Entry{Time: t0.Add(time.Duration(i) * time.Second), Namespace: fmt.Sprint("ns", i%2),
+			Pod: fmt.Sprintf("pod-%04d", i), Container: "app", Cause: "liveness", Action: restart.ActionRestarted, Attempt: 1,
+			Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 1000), Threshold: 3}}}))
+		ring.Record(events.Event{Time: t0.Add(time.Duration(i) * time.Second), Type: events.Warning, Reason: "Unhealthy", Namespace: fmt.Sprint("ns", i%2),
+			Pod: fmt.Sprintf("pod-%04d", i), Container: "app", Message: strings.Repeat("m", events.MaxMessage)})
+	}
+	s := New(Config{Pods: manyPods(n), History: histories, Ledger: ledger, Waiting: fakeWaiting{}, Events: ring, Health: healthy})
+	h := s.Handler()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	}
 }

@@ -221,7 +221,7 @@ func descendants(pid int) []process {
 		if err != nil {
 			continue
 		}
-		ppid, start, err := procStat(p)
+		ppid, _, start, err := procStat(p)
 		if err == nil {
 			children[ppid] = append(children[ppid], process{pid: p, start: start})
 		}
@@ -239,35 +239,30 @@ func descendants(pid int) []process {
 	return out
 }
 
-// procStat reads a process's parent and start time from /proc/PID/stat.
-func procStat(pid int) (ppid int, start string, err error) {
+// procStat reads a process's parent, state (R, S, Z…) and start time
+// from /proc/PID/stat.
+func procStat(pid int) (ppid int, state, start string, err error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	// The command, in parentheses, may hold spaces: fields follow the last ')'.
 	i := bytes.LastIndexByte(raw, ')')
 	if i < 0 {
-		return 0, "", errors.New("no command in stat")
+		return 0, "", "", errors.New("no command in stat")
 	}
 	fields := strings.Fields(string(raw[i+1:]))
 	if len(fields) < 20 {
-		return 0, "", errors.New("short stat")
+		return 0, "", "", errors.New("short stat")
 	}
 	ppid, err = strconv.Atoi(fields[1])
-	return ppid, fields[19], err // state is fields[0]; starttime is stat's field 22
+	return ppid, fields[0], fields[19], err // starttime is stat's field 22
 }
 
 // alive says whether the process still runs (not a zombie, not reused).
 func (p process) alive() bool {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, start, err := procStat(p.pid)
-	i := bytes.LastIndexByte(raw, ')')
-	zombie := i >= 0 && len(raw) > i+2 && raw[i+2] == 'Z'
-	return err == nil && start == p.start && !zombie
+	_, state, start, err := procStat(p.pid)
+	return err == nil && start == p.start && state != "Z"
 }
 
 func (p process) kill() {

@@ -81,14 +81,28 @@
 
   // Refreshing: half a second after the first event of a burst (one fetch
   // for the burst: the page is a few KiB per pod shown), at most one in
-  // flight, and one more queued behind it however many events arrive.
+  // flight, and one more queued behind it however many events arrive. A
+  // page out of sight fetches nothing (every open page costs the agent a
+  // render per burst): it is brought up to date when it is shown again.
   let timer = null;
   let inFlight = false;
   let again = false;
+  let stale = false;
 
   function schedule(delay = 500) {
+    if (document.visibilityState !== 'visible') {
+      stale = true;
+      return;
+    }
     if (timer === null) timer = setTimeout(refresh, delay);
   }
+
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible' && stale) {
+      stale = false;
+      schedule(0);
+    }
+  });
 
   async function refresh() {
     timer = null;
@@ -175,7 +189,7 @@
   // Ages, and pods that no event concerns (a new pod without probes), are
   // brought up to date now and then while the page is looked at.
   setInterval(() => {
-    if (stream && document.visibilityState === 'visible') schedule(0);
+    if (stream) schedule(0);
   }, 30000);
 
   connect();
