@@ -51,6 +51,7 @@ type Historian interface {
 // Ledger gives a pod's restarts and why (by namespace and name).
 type Ledger interface {
 	For(namespace, pod string) []restart.Entry
+	Newest(n int, keep func(namespace, pod string) bool) []restart.Entry
 }
 
 // Waiter says why a container is waiting (the restarter's back-off).

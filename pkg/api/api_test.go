@@ -90,6 +90,16 @@ func (l fakeLedger) For(ns, pod string) []restart.Entry {
 	return out
 }
 
+func (l fakeLedger) Newest(n int, keep func(namespace, pod string) bool) []restart.Entry {
+	var out []restart.Entry
+	for i := len(l) - 1; i >= 0 && len(out) < n; i-- {
+		if keep(l[i].Namespace, l[i].Pod) {
+			out = append(out, l[i])
+		}
+	}
+	return out
+}
+
 func newServer(health func() error) (*Server, *events.Ring) {
 	ring := events.NewRing(10)
 	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",

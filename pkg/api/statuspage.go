@@ -503,17 +503,13 @@ func (s *Server) restartViews(list []pods.PodReport, shown map[string]string, no
 	if s.ledger == nil {
 		return nil
 	}
-	var entries []restart.Entry
-	seen := map[string]bool{} // two pods of one name share their entries
+	listed := make(map[string]bool, len(list))
 	for _, p := range list {
-		if k := p.Namespace + "/" + p.Name; !seen[k] {
-			seen[k] = true
-			entries = append(entries, s.ledger.For(p.Namespace, p.Name)...)
-		}
+		listed[p.Namespace+"/"+p.Name] = true
 	}
-	slices.SortStableFunc(entries, func(a, b restart.Entry) int { return b.Time.Compare(a.Time) })
-	out := make([]restartView, 0, min(len(entries), pageRestarts))
-	for _, e := range entries[:min(len(entries), pageRestarts)] {
+	entries := s.ledger.Newest(pageRestarts, func(namespace, pod string) bool { return listed[namespace+"/"+pod] })
+	out := make([]restartView, 0, len(entries))
+	for _, e := range entries {
 		out = append(out, restartView{Time: rfc3339(e.Time), Ago: Age(e.Time, now) + " ago", Anchor: shown[e.Namespace+"/"+e.Pod],
 			Object: clip(e.Namespace+"/"+e.Pod+"/"+e.Container, 3*shownName), Cause: clip(e.Cause, shownName), Why: clip(why(e), shownTooltip),
 			Action: action(e)})

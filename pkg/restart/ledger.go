@@ -300,6 +300,21 @@ func (l *Ledger) compact() error {
 
 // For returns the entries of a pod (by namespace and name, across its
 // incarnations), oldest first.
+// Newest returns the newest n entries of the pods keep accepts, newest
+// first, in one pass (the status page's "recent restarts").
+func (l *Ledger) Newest(n int, keep func(namespace, pod string) bool) []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Entry
+	for i := len(l.entries) - 1; i >= 0 && len(out) < n; i-- {
+		if e := l.entries[i]; keep(e.Namespace, e.Pod) {
+			e.Failures = append([]Failure(nil), e.Failures...) // the caller's own
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (l *Ledger) For(namespace, pod string) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -416,3 +416,20 @@ func TestLedgerDirectory(t *testing.T) {
 	assert.Nil(t, l)
 	assert.Contains(t, err.Error(), "chmod 0700 "+open)
 }
+
+// Newest gives the newest entries of the pods asked for, newest first, at
+// most n, each with failures of its own.
+func TestLedgerNewest(t *testing.T) {
+	l, err := OpenLedger("")
+	require.NoError(t, err)
+	for i, pod := range []string{"web", "db", "web", "cache", "web"} {
+		require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: pod, Attempt: uint32(i), Failures: []Failure{{Output: "sick"}}}))
+	}
+	keep := func(namespace, pod string) bool { return namespace == "ns" && pod != "cache" }
+	got := l.Newest(3, keep)
+	require.Len(t, got, 3)
+	assert.Equal(t, []uint32{4, 2, 1}, []uint32{got[0].Attempt, got[1].Attempt, got[2].Attempt})
+	got[0].Failures[0].Output = "changed"
+	assert.Equal(t, "sick", l.Newest(1, keep)[0].Failures[0].Output, "the caller's own copy")
+	assert.Empty(t, l.Newest(3, func(string, string) bool { return false }))
+}
