@@ -34,7 +34,7 @@ type Target struct {
 	// Transcript, when set, records what a network probe sent and
 	// received, then the outcome as kubelet reports it (all an exec probe
 	// records), with the values of credential headers redacted as in the
-	// output.
+	// output (RunProbe sets its Redact).
 	Transcript *netprobe.Transcript
 }
 
@@ -54,28 +54,39 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 	if c == nil {
 		c = &spec.Container{}
 	}
-	if t.Transcript != nil {
-		ctx = netprobe.WithTranscript(ctx, t.Transcript)
+	tr := t.Transcript
+	if tr != nil {
+		if h := p.HTTPGet; h != nil {
+			tr.Redact = func(s string) string { return redactSecrets(s, h.HTTPHeaders) }
+		}
+		ctx = netprobe.WithTranscript(ctx, tr)
 	}
 	d := &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
 	o := d.probe(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
 		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions})
-	if tr := t.Transcript; tr != nil {
+	if tr != nil {
 		tr.Finish(string(o.raw), o.output, o.err)
-		if h := p.HTTPGet; h != nil {
-			tr.Redact(func(s string) string { return redactSecrets(s, h.HTTPHeaders) })
-		}
 	}
 	return Outcome{Result: o.result, Raw: o.raw, Output: o.output, Err: o.err}
 }
 
-// RunProbeAt runs network probe p once against address (AtAddress), with
-// no runtime and no container, through the same handlers as the agent's
-// workers; tr, when not nil, records the run. The error says that p cannot
-// be aimed at address (nothing was sent); a probe that could not run is
-// the Outcome's Err.
+// RunProbeAt runs network probe p once against address, with no runtime
+// and no container, through the same handlers as the agent's workers; tr,
+// when not nil, records the run. address is
+//
+//   - HOST:PORT (or [IPv6]:PORT), which replaces the probe's host and
+//     port; a HOST alone keeps the probe's port, which must then be a
+//     number (there is no container to name ports);
+//   - a URL (http or https), which makes an httpGet probe: its scheme,
+//     host, port (80 or 443 by default), path and query replace the
+//     probe's, whose headers and timeout stay. p may then be nil (or have
+//     no handler): a plain httpGet probe with kubelet's defaults.
+//
+// Exec probes run in containers, and cannot be aimed at an address. The
+// error says that p cannot be aimed at address (nothing was sent); a probe
+// that could not run is the Outcome's Err.
 func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netprobe.Transcript) (Outcome, error) {
-	q, t, err := AtAddress(p, address)
+	q, t, err := atAddress(p, address)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -83,21 +94,10 @@ func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netpro
 	return RunProbe(ctx, nil, q, t), nil
 }
 
-// AtAddress aims a network probe at address, for a run without a runtime
-// or a container, and returns a copy of p with the API server's defaults
-// and the Target to run it with (RunProbe, no exec runner):
-//
-//   - HOST:PORT (or [IPv6]:PORT) replaces the probe's host and port;
-//     a HOST alone keeps the probe's port, which must then be a number
-//     (there is no container to name ports);
-//   - a URL (http or https) makes an httpGet probe: its scheme, host,
-//     port (80 or 443 by default), path and query replace the probe's,
-//     whose headers and timeout stay. p may then be nil (or have no
-//     handler): a plain httpGet probe with kubelet's defaults.
-//
-// Exec probes run in containers, and cannot be aimed at an address. The
-// copy is not validated again (the caller validated p).
-func AtAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
+// atAddress aims p at address (RunProbeAt) and returns a copy of it with
+// the API server's defaults, and the Target to run it with. The copy is
+// not validated again (the caller validated p).
+func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
 	var q *corev1.Probe
 	if p != nil {
 		q = p.DeepCopy()

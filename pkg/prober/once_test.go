@@ -102,7 +102,7 @@ func TestAtAddress(t *testing.T) {
 			if tt.probe != nil {
 				before = tt.probe.DeepCopy()
 			}
-			got, target, err := AtAddress(tt.probe, tt.address)
+			got, target, err := atAddress(tt.probe, tt.address)
 			assert.Equal(t, before, tt.probe, "the probe given is left alone")
 			if tt.wantErr != "" {
 				require.Error(t, err)
@@ -236,4 +236,36 @@ func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
 	require.NoError(t, tr.Write(&text))
 	assert.Contains(t, text.String(), "result:   unknown (could not probe")
 	assert.Contains(t, text.String(), "error:    the pod has no IP address yet")
+}
+
+// A credential longer than a transcript keeps of a line (a JWT often is)
+// is redacted before the line is cut: no part of it is kept, in a header
+// line, a redirect's URL, the request line or a body excerpt.
+func TestRunProbeTranscriptRedactsLongCredentials(t *testing.T) {
+	token := strings.Repeat("eyJhbGciOi", 200) // 2000 bytes
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen", r.Header.Get("Authorization"))
+		if r.URL.Path == "/" {
+			http.Redirect(w, r, "/next?t="+token, http.StatusFound)
+			return
+		}
+		fmt.Fprintf(w, "seen: %s", r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
+		{Name: "Authorization", Value: "Bearer " + token}}}}}
+	tr := &netprobe.Transcript{}
+	out, err := RunProbeAt(t.Context(), p, srv.URL, tr)
+	require.NoError(t, err)
+	assert.Equal(t, "seen: [redacted]", out.Output)
+	var text strings.Builder
+	require.NoError(t, tr.Write(&text))
+	j, err := json.Marshal(tr)
+	require.NoError(t, err)
+	for _, s := range []string{text.String(), string(j)} {
+		assert.NotContains(t, s, token[:64])
+		assert.Contains(t, s, "Authorization: [redacted]")
+		assert.Contains(t, s, "X-Seen: [redacted]")
+		assert.Contains(t, s, "GET /next?t=[redacted] HTTP/1.1")
+	}
 }

@@ -60,10 +60,7 @@ func doGRPC(ctx context.Context, addr, service, userAgent string, timeout time.D
 			if netNS != "" {
 				dialCtx = WithNetNS(dialCtx, netNS)
 			}
-			if rec != nil {
-				dialCtx = rec.netTrace(dialCtx)
-			}
-			conn, err := dial(dialCtx, dialer(), "tcp", addr)
+			conn, err := dial(rec.netTrace(dialCtx), dialer(), "tcp", addr)
 			lastDialErr.Store(&err)
 			rec.connected(conn)
 			return conn, err
@@ -73,9 +70,7 @@ func doGRPC(ctx context.Context, addr, service, userAgent string, timeout time.D
 		return failure(CauseNetwork, bounded.String(fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err), bounded.Message)), nil
 	}
 	defer conn.Close()
-	err = waitReady(ctx, conn)
-	rec.grpcReady(err)
-	if err != nil {
+	if err := waitReady(ctx, conn); err != nil {
 		if e := lastDialErr.Load(); e != nil && (errors.Is(*e, ErrNetNS) || errors.Is(*e, ErrAgentResource)) {
 			return failure(CauseNetwork, ""), couldNotProbe(*e)
 		}

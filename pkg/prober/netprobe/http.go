@@ -117,9 +117,7 @@ const BodyMismatch = "HTTP probe failed: the body does not match "
 func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Verdict, error) {
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: SameHostRedirects}
 	rec := transcriptFrom(ctx).beginHTTP(req, timeout)
-	if rec != nil {
-		ctx, client.CheckRedirect = rec.httpTrace(ctx, req, client.CheckRedirect)
-	}
+	ctx, client.CheckRedirect = rec.httpTrace(ctx, req, client.CheckRedirect)
 	v, err := doHTTP(ctx, client, req, timeout, check, rec)
 	rec.end(v, err)
 	return v, err

@@ -16,10 +16,7 @@ import (
 // there.
 func TCP(ctx context.Context, addr string, timeout time.Duration) (Verdict, error) {
 	rec := transcriptFrom(ctx).begin("tcpSocket", addr, timeout)
-	if rec != nil {
-		ctx = rec.netTrace(ctx)
-	}
-	v, err := doTCP(ctx, addr, timeout, rec)
+	v, err := doTCP(rec.netTrace(ctx), addr, timeout, rec)
 	rec.end(v, err)
 	return v, err
 }

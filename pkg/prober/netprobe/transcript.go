@@ -32,29 +32,36 @@ import (
 // body, the timings of each phase and, once Finish is called, the result
 // as kubelet reports it. Write renders it as text; it marshals to JSON.
 //
-// Everything the target sent is bounded and escaped as it is recorded: a
-// header line and an error to bounded.Message bytes, at most
-// TranscriptHeaderLines lines a block, a body excerpt to bounded.Message,
-// and every byte that is not printable (control characters, ANSI escapes,
-// invalid UTF-8) written as \xNN or \uNNNN. A transcript costs nothing to
-// probes run without one.
+// Every text recorded from the request and the response passes Redact,
+// then is bounded and escaped as it is recorded: a header line and an
+// error to bounded.Message bytes, at most TranscriptHeaderLines lines a
+// block, a body excerpt to bounded.Message, and every byte that is not
+// printable (control characters, ANSI escapes, invalid UTF-8) written as
+// \xNN or \uNNNN, a line break as \n but in a body excerpt. The outputs,
+// already bounded, pass Redact only (Write escapes the result's). A
+// transcript costs nothing to probes run without one.
 //
 // The zero value is ready for one run (one probe, with kubelet's retries).
 // The probe's goroutines record into it while it runs; read its Record
 // after Finish.
 type Transcript struct {
-	mu     sync.Mutex
-	start  time.Time
-	frozen bool // by Finish: late events (a dial that outlived its probe) are dropped
-	r      Record
+	// Redact, when set before the run, rewrites each text before it is
+	// bounded (so a credential longer than a line kept is still found): the
+	// caller's way to keep credentials it sent out of a transcript that may
+	// be shared.
+	Redact func(string) string
+
+	mu sync.Mutex
+	r  Record // r.Result is set by Finish: later events (a dial that outlived its probe) are dropped
 }
 
 // TranscriptHeaderLines is how many header lines a transcript keeps of one
 // request or response; it counts the ones it leaves out.
 const TranscriptHeaderLines = 64
 
-// transcriptDials bounds the connection attempts kept of one connection
-// (gRPC redials a refused port until its timeout).
+// transcriptDials bounds the connection attempts (gRPC redials a refused
+// port until its timeout) and the resolved addresses kept of one
+// connection.
 const transcriptDials = 16
 
 // Record is what a Transcript holds, in the shape it is exported as JSON.
@@ -205,14 +212,14 @@ func transcriptFrom(ctx context.Context) *Transcript {
 func (t *Transcript) Finish(result, output string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f := &Final{Result: result, Output: output}
+	f := &Final{Result: result, Output: t.redact(output)}
 	if err != nil {
-		f.Error = bounded.String(err.Error(), bounded.Message)
+		f.Error = t.text(err.Error())
 	}
-	if !t.start.IsZero() {
-		f.DurationMs = ms(time.Since(t.start))
+	if !t.r.Started.IsZero() {
+		f.DurationMs = ms(time.Since(t.r.Started))
 	}
-	t.r.Result, t.frozen = f, true
+	t.r.Result = f
 }
 
 // Record returns what t recorded; call it after Finish (the Record shares
@@ -228,39 +235,6 @@ func (t *Transcript) MarshalJSON() ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return json.Marshal(&t.r)
-}
-
-// Redact passes every text t recorded from the request and the response
-// (header lines, body excerpts, outputs and errors) through redact: the
-// caller's way to keep credentials it sent out of a transcript that may be
-// shared.
-func (t *Transcript) Redact(redact func(string) string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	each := func(ss ...*string) {
-		for _, s := range ss {
-			*s = redact(*s)
-		}
-	}
-	lines := func(ls []string) {
-		for i := range ls {
-			ls[i] = redact(ls[i])
-		}
-	}
-	for _, a := range t.r.Attempts {
-		each(&a.Output, &a.Error)
-		for _, x := range a.HTTP {
-			lines(x.RequestHeaders)
-			lines(x.ResponseHeaders)
-			each(&x.BodyExcerpt, &x.Error, &x.Redirect)
-		}
-		if g := a.GRPC; g != nil {
-			each(&g.Message)
-		}
-	}
-	if f := t.r.Result; f != nil {
-		each(&f.Output, &f.Error)
-	}
 }
 
 // recording records one attempt. Its methods do nothing on a nil recording,
@@ -279,15 +253,14 @@ func (t *Transcript) begin(kind, target string, timeout time.Duration) *recordin
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.start.IsZero() {
-		t.start = time.Now()
-		t.r.Started = t.start
+	if t.r.Started.IsZero() {
+		t.r.Started = time.Now()
 	}
-	a := &Attempt{Probe: kind, Target: text(target), TimeoutMs: ms(timeout), StartMs: ms(time.Since(t.start))}
+	a := &Attempt{Probe: kind, Target: t.text(target), TimeoutMs: ms(timeout), StartMs: ms(time.Since(t.r.Started))}
 	if kind != "httpGet" {
 		a.Conn = &Conn{} // an HTTP probe's are its round trips'
 	}
-	if !t.frozen {
+	if t.r.Result == nil {
 		t.r.Attempts = append(t.r.Attempts, a)
 	}
 	return &recording{t: t, a: a}
@@ -309,8 +282,8 @@ func (r *recording) do(f func(now float64)) {
 	}
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	if !r.t.frozen {
-		f(ms(time.Since(r.t.start)))
+	if r.t.r.Result == nil {
+		f(ms(time.Since(r.t.r.Started)))
 	}
 }
 
@@ -320,10 +293,10 @@ func (r *recording) end(v Verdict, err error) {
 		a := r.a
 		a.DoneMs = now
 		if err != nil {
-			a.Verdict, a.Error = "error", text(err.Error())
+			a.Verdict, a.Error = "error", r.t.text(err.Error())
 			return
 		}
-		a.Verdict, a.Output = v.Result.String(), v.Output
+		a.Verdict, a.Output = v.Result.String(), r.t.redact(v.Output)
 		if v.Result == Failure {
 			a.Cause = v.Cause.String()
 		}
@@ -351,8 +324,11 @@ func (r *recording) exchange() *Exchange {
 }
 
 // netTrace returns ctx with hooks that record name resolution and
-// connection attempts (Go's dialer calls them).
+// connection attempts (Go's dialer calls them); ctx itself without r.
 func (r *recording) netTrace(ctx context.Context) context.Context {
+	if r == nil {
+		return ctx
+	}
 	return httptrace.WithClientTrace(ctx, r.connTrace(&httptrace.ClientTrace{}))
 }
 
@@ -366,7 +342,7 @@ func (r *recording) connTrace(ct *httptrace.ClientTrace) *httptrace.ClientTrace 
 		})
 	}
 	ct.DNSStart = func(info httptrace.DNSStartInfo) {
-		onConn(func(c *Conn, now float64) { c.DNS = &DNS{Host: text(info.Host), StartMs: now} })
+		onConn(func(c *Conn, now float64) { c.DNS = &DNS{Host: r.t.text(info.Host), StartMs: now} })
 	}
 	ct.DNSDone = func(info httptrace.DNSDoneInfo) {
 		onConn(func(c *Conn, now float64) {
@@ -374,11 +350,15 @@ func (r *recording) connTrace(ct *httptrace.ClientTrace) *httptrace.ClientTrace 
 				return
 			}
 			c.DNS.DoneMs = now
-			for _, a := range info.Addrs {
+			for i, a := range info.Addrs {
+				if i == transcriptDials { // as many as the dials kept
+					c.DNS.Addrs = append(c.DNS.Addrs, fmt.Sprintf("… %d more", len(info.Addrs)-i))
+					break
+				}
 				c.DNS.Addrs = append(c.DNS.Addrs, a.String())
 			}
 			if info.Err != nil {
-				c.DNS.Error = text(info.Err.Error())
+				c.DNS.Error = r.t.text(info.Err.Error())
 			}
 		})
 	}
@@ -398,7 +378,7 @@ func (r *recording) connTrace(ct *httptrace.ClientTrace) *httptrace.ClientTrace 
 				if d := &c.Dials[i]; d.Address == addr && d.DoneMs == 0 {
 					d.DoneMs = now
 					if err != nil {
-						d.Error = text(err.Error())
+						d.Error = r.t.text(err.Error())
 					}
 					return
 				}
@@ -418,13 +398,17 @@ func (r *recording) connected(conn net.Conn) {
 }
 
 // httpTrace returns ctx with hooks that record each round trip of req,
-// and a CheckRedirect that records the redirects check decides on.
+// and a CheckRedirect that records the redirects check decides on; ctx
+// and check themselves without r.
 func (r *recording) httpTrace(ctx context.Context, req *http.Request, check func(*http.Request, []*http.Request) error) (context.Context, func(*http.Request, []*http.Request) error) {
+	if r == nil {
+		return ctx, check
+	}
 	r.do(func(float64) { r.next = req })
 	ct := r.connTrace(&httptrace.ClientTrace{
 		GetConn: func(string) {
 			r.do(func(now float64) {
-				x := &Exchange{Method: r.next.Method, URL: text(r.next.URL.String()), StartMs: now}
+				x := &Exchange{Method: r.next.Method, URL: r.t.text(r.next.URL.String()), StartMs: now}
 				r.a.HTTP = append(r.a.HTTP, x)
 			})
 		},
@@ -438,7 +422,7 @@ func (r *recording) httpTrace(ctx context.Context, req *http.Request, check func
 		TLSHandshakeDone: func(state tls.ConnectionState, err error) {
 			r.do(func(now float64) {
 				if c := r.conn(); c != nil && c.TLS != nil {
-					c.TLS.record(state, err, now)
+					c.TLS.record(r.t, state, err, now)
 				}
 			})
 		},
@@ -447,7 +431,7 @@ func (r *recording) httpTrace(ctx context.Context, req *http.Request, check func
 			r.do(func(float64) {
 				if x := r.exchange(); x != nil {
 					for _, v := range values {
-						x.RequestHeaders, x.RequestHeadersLeftOut = addLine(x.RequestHeaders, x.RequestHeadersLeftOut, key, v)
+						x.RequestHeaders, x.RequestHeadersLeftOut = r.t.addLine(x.RequestHeaders, x.RequestHeadersLeftOut, key, v)
 					}
 				}
 			})
@@ -458,7 +442,7 @@ func (r *recording) httpTrace(ctx context.Context, req *http.Request, check func
 				if x == nil || (len(x.RequestHeaders) > 0 && strings.HasPrefix(x.RequestHeaders[0], ":")) {
 					return // HTTP/2: the pseudo-header fields are the request line
 				}
-				x.RequestLine = text(r.next.Method + " " + r.next.URL.RequestURI() + " HTTP/1.1")
+				x.RequestLine = r.t.text(r.next.Method + " " + r.next.URL.RequestURI() + " HTTP/1.1")
 			})
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -466,7 +450,7 @@ func (r *recording) httpTrace(ctx context.Context, req *http.Request, check func
 				if x := r.exchange(); x != nil {
 					x.WrittenMs = now
 					if info.Err != nil {
-						x.Error = text(info.Err.Error())
+						x.Error = r.t.text(info.Err.Error())
 					}
 				}
 			})
@@ -486,15 +470,15 @@ func (r *recording) httpTrace(ctx context.Context, req *http.Request, check func
 			if x == nil {
 				return
 			}
-			x.response(req.Response, now)
+			x.response(r.t, req.Response, now)
 			switch {
 			case err == nil:
-				x.Redirect, x.DoneMs = "followed to "+text(req.URL.String()), now
+				x.Redirect, x.DoneMs = "followed to "+r.t.text(req.URL.String()), now
 				r.next = req
 			case errors.Is(err, http.ErrUseLastResponse):
-				x.Redirect = "not followed: " + text(req.URL.String()) + " is on another host"
+				x.Redirect = "not followed: " + r.t.text(req.URL.String()) + " is on another host"
 			default:
-				x.Redirect = "not followed: " + text(err.Error())
+				x.Redirect = "not followed: " + r.t.text(err.Error())
 			}
 		})
 		return err
@@ -510,10 +494,10 @@ func (r *recording) response(resp *http.Response, err error) {
 			return
 		}
 		if err != nil {
-			x.Error, x.DoneMs = text(err.Error()), now
+			x.Error, x.DoneMs = r.t.text(err.Error()), now
 			return
 		}
-		x.response(resp, now)
+		x.response(r.t, resp, now)
 	})
 }
 
@@ -524,40 +508,40 @@ func (r *recording) body(b []byte, err error) {
 		if x == nil {
 			return
 		}
-		x.BodyBytes, x.BodyExcerpt, x.DoneMs = len(b), printable(bounded.String(string(b), bounded.Message)), now
+		x.BodyBytes, x.BodyExcerpt, x.DoneMs = len(b), r.t.excerpt(string(b)), now
 		if err != nil {
-			x.Error = text(err.Error())
+			x.Error = r.t.text(err.Error())
 		}
 	})
 }
 
-func (x *Exchange) response(resp *http.Response, now float64) {
+func (x *Exchange) response(t *Transcript, resp *http.Response, now float64) {
 	if resp == nil {
 		return
 	}
-	x.StatusLine, x.ResponseMs = text(resp.Proto+" "+resp.Status), now
+	x.StatusLine, x.ResponseMs = t.text(resp.Proto+" "+resp.Status), now
 	x.ResponseHeaders, x.ResponseHeadersLeftOut = nil, 0
 	for _, name := range slices.Sorted(maps.Keys(resp.Header)) {
 		for _, v := range resp.Header[name] {
-			x.ResponseHeaders, x.ResponseHeadersLeftOut = addLine(x.ResponseHeaders, x.ResponseHeadersLeftOut, name, v)
+			x.ResponseHeaders, x.ResponseHeadersLeftOut = t.addLine(x.ResponseHeaders, x.ResponseHeadersLeftOut, name, v)
 		}
 	}
 }
 
-func (t *TLS) record(state tls.ConnectionState, err error, now float64) {
-	t.DoneMs = now
+func (h *TLS) record(t *Transcript, state tls.ConnectionState, err error, now float64) {
+	h.DoneMs = now
 	if err != nil {
-		t.Error = text(err.Error())
+		h.Error = t.text(err.Error())
 		return
 	}
-	t.Version, t.CipherSuite = tls.VersionName(state.Version), tls.CipherSuiteName(state.CipherSuite)
-	t.ALPN, t.ServerName = text(state.NegotiatedProtocol), text(state.ServerName)
+	h.Version, h.CipherSuite = tls.VersionName(state.Version), tls.CipherSuiteName(state.CipherSuite)
+	h.ALPN, h.ServerName = t.text(state.NegotiatedProtocol), t.text(state.ServerName)
 	for i, cert := range state.PeerCertificates {
 		if i == 3 {
-			t.Certificates = append(t.Certificates, fmt.Sprintf("… %d more", len(state.PeerCertificates)-i))
+			h.Certificates = append(h.Certificates, fmt.Sprintf("… %d more", len(state.PeerCertificates)-i))
 			break
 		}
-		t.Certificates = append(t.Certificates, text(cert.Subject.String()+" (issuer "+cert.Issuer.String()+", valid "+
+		h.Certificates = append(h.Certificates, t.text(cert.Subject.String()+" (issuer "+cert.Issuer.String()+", valid "+
 			cert.NotBefore.UTC().Format(time.DateOnly)+" to "+cert.NotAfter.UTC().Format(time.DateOnly)+")"))
 	}
 }
@@ -569,22 +553,13 @@ func (r *recording) grpcCall(service, userAgent string) {
 		if userAgent != "" {
 			ua = userAgent + " " + ua
 		}
-		r.a.GRPC = &GRPCCall{Method: "/grpc.health.v1.Health/Check", Service: text(service), UserAgent: text(ua)}
+		r.a.GRPC = &GRPCCall{Method: "/grpc.health.v1.Health/Check", Service: r.t.text(service), UserAgent: r.t.text(ua)}
 	})
 }
 
-// grpcReady records that the connection is ready (err == nil) or never was.
-func (r *recording) grpcReady(err error) {
-	r.do(func(now float64) {
-		if err == nil {
-			r.a.GRPC.ReadyMs = now
-		}
-	})
-}
-
-// grpcSent records that the call is sent.
+// grpcSent records that the connection is ready and the call sent.
 func (r *recording) grpcSent() {
-	r.do(func(now float64) { r.a.GRPC.SentMs = now })
+	r.do(func(now float64) { r.a.GRPC.ReadyMs, r.a.GRPC.SentMs = now, now })
 }
 
 // grpcAnswer records the serving status answered, or the call's error
@@ -595,38 +570,46 @@ func (r *recording) grpcAnswer(resp *healthpb.HealthCheckResponse, err error) {
 		g.DoneMs = now
 		if err != nil {
 			st := status.Convert(err)
-			g.Code, g.Message = st.Code().String(), text(st.Message())
+			g.Code, g.Message = st.Code().String(), r.t.text(st.Message())
 			return
 		}
 		g.Status = resp.GetStatus().String()
 	})
 }
 
-// addLine appends "name: value" to lines, bounded and escaped, unless
-// lines is full: then it counts it in leftOut.
-func addLine(lines []string, leftOut int, name, value string) ([]string, int) {
+// addLine appends "name: value" to lines as t keeps text, unless lines is
+// full: then it counts it in leftOut.
+func (t *Transcript) addLine(lines []string, leftOut int, name, value string) ([]string, int) {
 	if len(lines) == TranscriptHeaderLines {
 		return lines, leftOut + 1
 	}
-	return append(lines, text(name+": "+value)), leftOut
+	return append(lines, t.text(name+": "+value)), leftOut
 }
 
-// text is s from the target (or quoting it) as a transcript keeps it: at
-// most bounded.Message bytes, escaped.
-func text(s string) string { return printable(bounded.String(s, bounded.Message)) }
+// text is s from the request or the target (or quoting them) as t keeps
+// it: redacted, then at most bounded.Message bytes, escaped, on one line
+// (a certificate's subject, say, could otherwise forge a line of Write's).
+func (t *Transcript) text(s string) string {
+	return strings.ReplaceAll(t.excerpt(s), "\n", `\n`)
+}
+
+// excerpt is text keeping its line breaks: a body excerpt.
+func (t *Transcript) excerpt(s string) string {
+	return printable(bounded.String(t.redact(s), bounded.Message))
+}
+
+func (t *Transcript) redact(s string) string {
+	if t.Redact == nil {
+		return s
+	}
+	return t.Redact(s)
+}
 
 // printable escapes what a terminal would act on or cannot show: control
 // characters (ANSI escapes among them) and other non-printable runes, and
 // bytes that are not UTF-8. Newlines and tabs are kept.
 func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != '\n' && r != '\t') {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !shown(r) }) {
 		return s
 	}
 	var b strings.Builder
@@ -635,7 +618,7 @@ func printable(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsPrint(r) || r == '\n' || r == '\t':
+		case shown(r):
 			b.WriteString(s[i : i+size])
 		case r < utf8.RuneSelf:
 			fmt.Fprintf(&b, `\x%02x`, r)
@@ -646,6 +629,9 @@ func printable(s string) string {
 	}
 	return b.String()
 }
+
+// shown says if printable keeps r as it is.
+func shown(r rune) bool { return unicode.IsPrint(r) || r == '\n' || r == '\t' }
 
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -455,9 +458,14 @@ func TestTranscriptRequestAsWritten(t *testing.T) {
 	assert.Contains(t, x.RequestHeaders, "Host: vhost.example")
 }
 
-// Redact reaches every text that came from the request and the response.
+// Redact reaches every text that came from the request and the response:
+// the URL a redirect went to and the request line that asked for it too.
 func TestTranscriptRedact(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			http.Redirect(w, r, "/echo?token="+strings.Fields(r.Header.Get("Authorization"))[1], http.StatusFound)
+			return
+		}
 		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, "bad "+r.Header.Get("Authorization"))
@@ -466,10 +474,9 @@ func TestTranscriptRedact(t *testing.T) {
 	host, port := target(t, srv.URL)
 	req, err := NewRequest("http", host, port, "/", http.Header{"Authorization": {"Bearer s3cr3t"}}, testUA)
 	require.NoError(t, err)
-	tr := &Transcript{}
+	tr := &Transcript{Redact: func(s string) string { return strings.ReplaceAll(s, "s3cr3t", "[redacted]") }}
 	v, err := NewHTTPGet().Probe(WithTranscript(context.Background(), tr), req, time.Second)
 	tr.Finish(v.Result.String(), v.Output, err)
-	tr.Redact(func(s string) string { return strings.ReplaceAll(s, "s3cr3t", "[redacted]") })
 	var text strings.Builder
 	require.NoError(t, tr.Write(&text))
 	j, err := json.Marshal(tr)
@@ -489,13 +496,14 @@ func TestNoTranscriptAllocatesNothing(t *testing.T) {
 	resp := &http.Response{}
 	allocs := testing.AllocsPerRun(100, func() {
 		rec := transcriptFrom(ctx).beginHTTP(req, time.Second)
+		_, _ = rec.httpTrace(ctx, req, SameHostRedirects)
 		rec.response(resp, nil)
 		rec.body(nil, nil)
 		rec.end(Verdict{}, nil)
 		rec = transcriptFrom(ctx).begin("tcpSocket", "127.0.0.1:80", time.Second)
+		_ = rec.netTrace(ctx)
 		rec.connected(nil)
 		rec.grpcCall("", testUA)
-		rec.grpcReady(nil)
 		rec.grpcSent()
 		rec.grpcAnswer(nil, nil)
 	})
@@ -531,4 +539,23 @@ func TestPrintable(t *testing.T) {
 	} {
 		assert.Equal(t, tt.want, printable(tt.in), "%q", tt.in)
 	}
+}
+
+// What a transcript records keeps to one line (but a body excerpt): a
+// certificate's subject, which Go does not escape, cannot forge a line of
+// the transcript.
+func TestTranscriptTextIsOneLine(t *testing.T) {
+	tr := &Transcript{}
+	rec := tr.begin("httpGet", "https://127.0.0.1/", time.Second)
+	forged := "evil\n     1.000ms  Probe succeeded"
+	rec.do(func(now float64) {
+		h := &TLS{StartMs: now}
+		rec.a.HTTP = append(rec.a.HTTP, &Exchange{StartMs: now, Conn: Conn{TLS: h}})
+		h.record(tr, tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Subject: pkix.Name{CommonName: forged}}}}, nil, now+1)
+	})
+	tr.Finish("failure", "", nil)
+	var text strings.Builder
+	require.NoError(t, tr.Write(&text))
+	assert.NotContains(t, text.String(), "\n     1.000ms  Probe succeeded")
+	assert.Contains(t, text.String(), `certificate: CN=evil\n     1.000ms  Probe succeeded`)
 }

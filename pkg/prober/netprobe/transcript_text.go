@@ -1,6 +1,8 @@
 package netprobe
 
 import (
+	"cmp"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -38,9 +40,9 @@ func (t *Transcript) Write(w io.Writer) error {
 		}
 		b.WriteString("  result:   " + result + "\n")
 		if f.Error != "" {
-			b.WriteString("  error:    " + printable(f.Error) + "\n")
+			b.WriteString("  error:    " + f.Error + "\n") // escaped by Finish
 		} else {
-			b.WriteString("  output:   " + strings.Join(outputLines(f.Output), "\n            ") + "\n")
+			b.WriteString("  output:   " + strings.ReplaceAll(printable(f.Output), "\n", "\n            ") + "\n")
 		}
 		b.WriteString("  duration: " + millis(f.DurationMs) + "\n")
 	}
@@ -57,7 +59,7 @@ type logLine struct {
 }
 
 func (l logLine) write(b *strings.Builder) {
-	b.WriteString(pad(millis(l.at), 12) + "  " + l.msg)
+	fmt.Fprintf(b, "%12s  %s", millis(l.at), l.msg)
 	if len(l.kv) > 0 {
 		b.WriteString("  " + strings.Join(l.kv, " "))
 	}
@@ -101,15 +103,7 @@ func (a *Attempt) lines(i, attempts int, started time.Time) []logLine {
 		end.kv = append(end.kv, kv("duration", millis(a.DoneMs-a.StartMs)))
 		ls = append(ls, end)
 	}
-	slices.SortStableFunc(ls, func(x, y logLine) int {
-		switch {
-		case x.at < y.at:
-			return -1
-		case x.at > y.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ls, func(x, y logLine) int { return cmp.Compare(x.at, y.at) })
 	return ls
 }
 
@@ -270,13 +264,6 @@ func between(start, end float64) string {
 
 func millis(ms float64) string { return strconv.FormatFloat(ms, 'f', 3, 64) + "ms" }
 
-func pad(s string, width int) string {
-	if len(s) >= width {
-		return s
-	}
-	return strings.Repeat(" ", width-len(s)) + s
-}
-
 // kv is key=value, the value quoted if it has a space, a quote or an
 // equals sign, or is empty (values are escaped already).
 func kv(key, value string) string {
@@ -284,13 +271,4 @@ func kv(key, value string) string {
 		value = `"` + strings.NewReplacer(`"`, `\"`, "\n", `\n`, "\t", `\t`).Replace(value) + `"`
 	}
 	return key + "=" + value
-}
-
-// outputLines are a probe's output as lines, each escaped.
-func outputLines(output string) []string {
-	lines := strings.Split(output, "\n")
-	for i, l := range lines {
-		lines[i] = printable(l)
-	}
-	return lines
 }
