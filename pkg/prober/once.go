@@ -57,7 +57,8 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 	tr := t.Transcript
 	if tr != nil {
 		if h := p.HTTPGet; h != nil {
-			tr.Redact = func(s string) string { return redactSecrets(s, h.HTTPHeaders) }
+			header := httpHeaders(h.HTTPHeaders)
+			tr.Redact = func(s string) string { return netprobe.RedactCredentials(s, header) }
 		}
 		ctx = netprobe.WithTranscript(ctx, tr)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,9 +142,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			}
 			check = netprobe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
 		}
-		o := fromNet(d.http.ProbeChecked(ctx, req, timeout, check))
-		o.output = redactSecrets(o.output, h.HTTPHeaders)
-		return o
+		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check)) // credentials redacted by netprobe
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
 		host, port, err := address(s.Host, s.Port, t)
@@ -204,30 +201,6 @@ func address(host string, p intstr.IntOrString, t target) (string, int, error) {
 		return "", 0, errNoPodIP
 	}
 	return host, port, nil
-}
-
-// secretHeaderWords mark a header whose value is a credential: standard
-// ones and the usual custom names (X-Api-Key, X-Auth-Token, …).
-var secretHeaderWords = []string{"authorization", "cookie", "auth", "token", "key", "secret", "password", "session", "credential"}
-
-// redactSecrets removes the values of credential headers from a probe's
-// output (a response body shown in a redirect warning can echo them), so
-// they reach neither events nor logs nor the API. Other output is kept as
-// kubelet reports it.
-func redactSecrets(output string, headers []corev1.HTTPHeader) string {
-	for _, hdr := range headers {
-		name := strings.ToLower(hdr.Name)
-		if !slices.ContainsFunc(secretHeaderWords, func(w string) bool { return strings.Contains(name, w) }) {
-			continue
-		}
-		// The whole value, then its parts ("Bearer <token>": the token).
-		for _, v := range append([]string{hdr.Value}, strings.Fields(hdr.Value)...) {
-			if len(v) >= 4 {
-				output = strings.ReplaceAll(output, v, "[redacted]")
-			}
-		}
-	}
-	return output
 }
 
 func httpHeaders(list []corev1.HTTPHeader) http.Header {

@@ -132,7 +132,7 @@ func doHTTP(ctx context.Context, client *http.Client, req *http.Request, timeout
 	case errors.Is(err, ErrNetNS), errors.Is(err, ErrAgentResource):
 		return failure(CauseNetwork, ""), couldNotProbe(err)
 	case err != nil:
-		return failure(transportCause(err), bounded.String(err.Error(), bounded.Message)), nil
+		return failure(transportCause(err), bounded.String(RedactCredentials(err.Error(), req.Header), bounded.Message)), nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
@@ -140,7 +140,7 @@ func doHTTP(ctx context.Context, client *http.Client, req *http.Request, timeout
 	if err != nil {
 		return failure(CauseNetwork, ""), couldNotProbe(fmt.Errorf("read response body: %w", err))
 	}
-	body := string(b)
+	body := RedactCredentials(string(b), req.Header)
 	statusOK := resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest // kubelet's rule
 	if len(check.ValidStatusCodes) > 0 {
 		statusOK = slices.Contains(check.ValidStatusCodes, resp.StatusCode)
