@@ -100,11 +100,7 @@ func printWhy(w io.Writer, e restart.Entry, wide bool) {
 	case restart.CausePostStart:
 		safef(w, "  why: its postStart hook failed; it was killed and ended with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
 	default:
-		threshold := 0
-		if n := len(e.Failures); n > 0 {
-			threshold = e.Failures[n-1].Threshold
-		}
-		safef(w, "  why: its %s probe failed %d time(s) in a row (failureThreshold %d):\n", e.Cause, len(e.Failures), threshold)
+		safef(w, "  why: %s:\n", api.ProbeFailures(e))
 		for _, f := range e.Failures {
 			safef(w, "    %s  %d/%d  %s\n", f.Time.Local().Format("15:04:05.000"), f.Consecutive, f.Threshold, output(f.Output))
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // How the API's pods and text are shown to people, one rule for the status
@@ -124,4 +126,14 @@ func Printable(s string) string {
 
 func unprintable(r rune) bool {
 	return unicode.IsControl(r) || r == utf8.RuneError || unicode.Is(unicode.Bidi_Control, r)
+}
+
+// ProbeFailures says how a probe reached its failure threshold before a
+// restart, in the words of `cri-prober why` and the status page alike.
+func ProbeFailures(e restart.Entry) string {
+	threshold := 0
+	if n := len(e.Failures); n > 0 {
+		threshold = e.Failures[n-1].Threshold
+	}
+	return fmt.Sprintf("its %s probe failed %d time(s) in a row (failureThreshold %d)", e.Cause, len(e.Failures), threshold)
 }

@@ -532,11 +532,8 @@ func why(e restart.Entry) string {
 	if len(e.Failures) == 0 {
 		return fmt.Sprintf("%s; killed with a %d s grace period, %s", e.Cause, e.GracePeriodSeconds, exit)
 	}
-	last := e.Failures[len(e.Failures)-1]
-	output, _, _ := strings.Cut(strings.TrimSpace(last.Output), "\n")
-	output = bounded.String(output, shownLine)
-	return fmt.Sprintf("its %s probe failed %d time(s) in a row (failureThreshold %d): %s; killed with a %d s grace period, %s",
-		e.Cause, len(e.Failures), last.Threshold, output, e.GracePeriodSeconds, exit)
+	output, _, _ := strings.Cut(strings.TrimSpace(e.Failures[len(e.Failures)-1].Output), "\n")
+	return fmt.Sprintf("%s: %s; killed with a %d s grace period, %s", ProbeFailures(e), bounded.String(output, shownLine), e.GracePeriodSeconds, exit)
 }
 
 func action(e restart.Entry) string {
