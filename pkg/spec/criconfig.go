@@ -38,44 +38,6 @@ type CRIConfig struct {
 	Policy PodPolicy
 }
 
-// LoadCRIConfig validates a crictl container config (crictl create's) or
-// pod sandbox config (crictl runp's), JSON or YAML, as the agent reads the
-// annotations it gives the container or sandbox: every problem at its line
-// in the file, with the field inside the annotation. A config with an
-// image is a container config, any other a pod sandbox config.
-func LoadCRIConfig(path string) *Result {
-	data, err := readManifest(path)
-	if err != nil {
-		return &Result{Errors: []*Error{{Source: path, Detail: err.Error()}}}
-	}
-	r := loadCRIBytes(path, data)
-	r.collectWarnings()
-	return r
-}
-
-func loadCRIBytes(path string, data []byte) *Result {
-	docs := splitDocuments(data)
-	if len(docs) == 0 {
-		return &Result{Errors: []*Error{{Source: path, Detail: "empty: a crictl config is one JSON or YAML object"}}}
-	}
-	r := &Result{}
-	for _, extra := range docs[1:] {
-		r.Errors = append(r.Errors, &Error{Source: fmt.Sprintf("%s:%d", path, extra.line),
-			Detail: "crictl reads only the first document of a file: put each config in a file of its own"})
-	}
-	root, serr := parseDocument(path, docs[0])
-	if serr != nil {
-		r.Errors = append([]*Error{serr}, r.Errors...)
-		return r
-	}
-	config, errs := criConfig(path, docs[0], root, inspect(root))
-	r.Errors = append(errs, r.Errors...)
-	if config != nil {
-		r.Configs = []*CRIConfig{config}
-	}
-	return r
-}
-
 // criConfig reads a crictl config's annotations as crictl hands them to
 // the runtime (a map of strings, decoded as encoding/json decodes it: the
 // last of duplicate keys wins, a value that is not a string refuses the
@@ -186,7 +148,7 @@ func annotationValueProblem(v *yaml.Node) string {
 		case "!!str", "!!null":
 			return ""
 		}
-		return fmt.Sprintf("Invalid value: %s: annotation values are strings, and crictl refuses the config otherwise: quote it: %q", v.Value, v.Value)
+		return fmt.Sprintf("Invalid value: %s: annotation values are strings, and crictl refuses the config otherwise: quote it: %q", clip(v.Value), clip(v.Value))
 	}
 	what := "a mapping"
 	if v.Kind == yaml.SequenceNode {

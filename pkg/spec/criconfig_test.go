@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 )
 
 func TestLoadCRIConfigGood(t *testing.T) {
-	r := LoadCRIConfig("testdata/cri/good-container.json")
+	r := Load("testdata/cri/good-container.json")
 	require.Empty(t, r.Errors)
 	require.Empty(t, r.Warnings)
 	require.Len(t, r.Configs, 1)
@@ -27,7 +28,7 @@ func TestLoadCRIConfigGood(t *testing.T) {
 	assert.Equal(t, int32(10), c.Spec.Liveness.PeriodSeconds)
 	assert.Equal(t, 500*time.Millisecond, c.Spec.Extension(results.Readiness).StartInterval.Duration)
 
-	r = LoadCRIConfig("testdata/cri/good-sandbox.json")
+	r = Load("testdata/cri/good-sandbox.json")
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Configs, 1)
 	c = r.Configs[0]
@@ -36,13 +37,15 @@ func TestLoadCRIConfigGood(t *testing.T) {
 	assert.Equal(t, "web", c.Pod)
 	assert.Equal(t, PodPolicy{RestartPolicy: corev1.RestartPolicyOnFailure, TerminationGracePeriodSeconds: 5}, c.Policy)
 
-	r = LoadCRIConfig("testdata/cri/good-container.yaml")
+	r = Load("testdata/cri/good-container.yaml")
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Configs, 1)
 	assert.Equal(t, int32(30), r.Configs[0].Spec.Startup.FailureThreshold)
 
-	// Given by name to Load, a crictl config is found to be one.
-	r = Load("testdata/cri/good-sandbox.json")
+	// From standard input, a crictl config is found to be one too.
+	data, err := os.ReadFile("testdata/cri/good-sandbox.json")
+	require.NoError(t, err)
+	r = LoadData("<stdin>", data)
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Configs, 1)
 	assert.Equal(t, CRIPodSandboxConfig, r.Configs[0].Kind)
@@ -84,14 +87,16 @@ func TestLoadCRIConfigBad(t *testing.T) {
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("testdata/cri", name)
-			r := LoadCRIConfig(path)
+			r := Load(path)
 			var got []string
 			for _, m := range messages(append(r.Errors, r.Warnings...)) {
 				got = append(got, strings.TrimPrefix(m, path))
 			}
 			assert.Equal(t, want, got)
 			assert.False(t, r.OK())
-			assert.Equal(t, r.Errors, Load(path).Errors, "the same when Load finds it is a crictl config")
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, r.Errors, LoadData(path, data).Errors, "the same from standard input")
 		})
 	}
 }

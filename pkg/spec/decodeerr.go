@@ -1,13 +1,27 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/json"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
+
+// maxQuoted is the most of a manifest's or an annotation's own text (a
+// value, a key, a kind) that a message quotes: any real one fits, and a
+// hostile 1 MiB value is not copied into every error and log line.
+const maxQuoted = 256
+
+// clip cuts text from a manifest or an annotation to maxQuoted for a
+// message, saying how much was cut.
+func clip(s string) string { return bounded.String(s, maxQuoted) }
 
 // jsonTypeError matches the decoder's type errors, e.g. "json: cannot
 // unmarshal string into Go struct field Probe.spec.containers.livenessProbe.
@@ -25,15 +39,15 @@ func decodeError(root *yaml.Node, err error) *Error {
 	jsonType, literal, _ := strings.Cut(value, " ") // "number 1.5": the number too
 	path := locateValue(root, dotted, jsonType, literal)
 	if path == "" {
-		path = dotted
+		path = clip(dotted)
 	}
 	want, hint := expectedValue(goType)
 	if literal != "" && strings.Contains(want, "whole number") {
-		return &Error{Field: path, Detail: fmt.Sprintf("Invalid value: %s: must be %s: write a whole number in its range", literal, want)}
+		return &Error{Field: path, Detail: fmt.Sprintf("Invalid value: %s: must be %s: write a whole number in its range", clip(literal), want)}
 	}
 	found := map[string]string{"string": "a string", "number": "a number", "bool": "a boolean", "array": "a list", "object": "a mapping"}[jsonType]
 	if found == "" {
-		found = value
+		found = clip(value)
 	}
 	return &Error{Field: path, Detail: fmt.Sprintf("Invalid value: %s: must be %s: %s", found, want, hint)}
 }
@@ -141,16 +155,23 @@ func isJSONType(n *yaml.Node, jsonType string) bool {
 
 // strictDetail says what a strict decoder's error (an unknown or duplicate
 // field) is and what to do about it; into is what was decoded (a value of
-// its type), for suggesting a field's name.
+// its type), for suggesting a field's name. The field's path is quoted
+// as the decoder quotes it, cut to maxQuoted.
 func strictDetail(err error, into any) string {
-	msg := cleanJSONError(err)
-	if m := unknownField.FindStringSubmatch(msg); m != nil {
-		if s := suggestField(reflect.TypeOf(into), m[1]); s != "" {
+	var fe json.FieldError
+	if !errors.As(err, &fe) {
+		return cleanJSONError(err)
+	}
+	path := fe.FieldPath()
+	kind, _, _ := strings.Cut(cleanJSONError(err), ` "`) // "unknown field", "duplicate field"
+	msg := kind + " " + strconv.Quote(clip(path))
+	switch kind {
+	case "unknown field":
+		if s := suggestField(reflect.TypeOf(into), path); s != "" {
 			return fmt.Sprintf("%s: remove it, or correct its name: did you mean %q?", msg, s)
 		}
 		return msg + ": remove it, or correct its name (names are case-sensitive)"
-	}
-	if strings.HasPrefix(msg, "duplicate field") {
+	case "duplicate field":
 		return msg + ": remove one"
 	}
 	return msg
@@ -178,10 +199,15 @@ func suggestField(t reflect.Type, path string) string {
 }
 
 // closest returns the candidate that name most likely misspells: the same
-// but for case, else one at most two letters off; "" if none is.
+// but for case, else one at most two letters off; "" if none is. A name
+// whose length is that far from every candidate's costs nothing more: a
+// hostile 1 MiB key is not compared letter by letter.
 func closest(name string, candidates []string) string {
 	best, bestDistance := "", 3
 	for _, candidate := range candidates {
+		if d := len(candidate) - len(name); d >= bestDistance || -d >= bestDistance {
+			continue // the distance is at least the difference in length
+		}
 		if strings.EqualFold(candidate, name) {
 			return candidate
 		}

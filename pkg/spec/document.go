@@ -188,18 +188,22 @@ func inspect(root *yaml.Node) *docInfo {
 			}
 		}
 	}
-	info.walk(root, "", 0)
+	info.walk(root, "", make([]pathPart, 0, 16), 0)
 	return info
 }
 
-func (info *docInfo) walk(n *yaml.Node, path string, depth int) {
+// walk looks at n, at the path base then steps (a key: index -1; a list's
+// item: its index, no key), a stack that grows and shrinks with the walk.
+// The path is written out only for a duplicate: a document has hundreds of
+// keys, and hardly ever a duplicate.
+func (info *docInfo) walk(n *yaml.Node, base string, steps []pathPart, depth int) {
 	if depth > maxNesting {
 		return
 	}
 	switch n.Kind {
 	case yaml.SequenceNode:
 		for i, item := range n.Content {
-			info.walk(item, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			info.walk(item, base, append(steps, pathPart{index: i}), depth+1)
 		}
 	case yaml.MappingNode:
 		first := map[string]int{}
@@ -208,25 +212,41 @@ func (info *docInfo) walk(n *yaml.Node, path string, depth int) {
 			if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" || k.Value == "<<" {
 				continue // merge keys merge; complex keys are not fields
 			}
-			child := childPath(path, k.Value)
+			child := append(steps, pathPart{key: k.Value, index: -1})
 			if line, dup := first[k.Value]; dup {
-				info.duplicates = append(info.duplicates, duplicateKey{path: child, key: k.Value, line: k.Line, first: line})
+				info.duplicates = append(info.duplicates, duplicateKey{path: stepsPath(base, child), key: k.Value, line: k.Line, first: line})
 			} else {
 				first[k.Value] = k.Line
 			}
 			if (k.Value == "containers" || k.Value == "initContainers") && v.Kind == yaml.SequenceNode {
 				info.containers = true
 			}
-			info.walk(v, child, depth+1)
+			info.walk(v, base, child, depth+1)
 		}
 	}
+}
+
+// stepsPath writes out the path of walk's steps from base.
+func stepsPath(base string, steps []pathPart) string {
+	path := base
+	for _, s := range steps {
+		if s.index >= 0 {
+			path += "[" + strconv.Itoa(s.index) + "]"
+		} else {
+			path = childPath(path, s.key)
+		}
+	}
+	return path
 }
 
 // fieldName is a key written as a field of a path (a.b); others are
 // written as map keys (a[b]), as Kubernetes field paths write them.
 var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// childPath is the path of key in the mapping at path, the key cut to
+// maxQuoted.
 func childPath(path, key string) string {
+	key = clip(key)
 	switch {
 	case path == "" && fieldName.MatchString(key):
 		return key
@@ -247,15 +267,37 @@ func scalar(n *yaml.Node) string {
 
 // lookup returns the value of key in a mapping node, or nil.
 func lookup(n *yaml.Node, key string) *yaml.Node {
+	_, v := lookupKey(n, key)
+	return v
+}
+
+// lookupKey returns the key node and the value of key in a mapping node,
+// or nils.
+func lookupKey(n *yaml.Node, key string) (k, v *yaml.Node) {
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+		return nil, nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
-			return n.Content[i+1]
+			return n.Content[i], n.Content[i+1]
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// innerDocument parses a string that holds YAML or JSON (an annotation's
+// value) as a document of its own: its root, or nil if v is no such
+// string. Its lines count from the string's first: inside a literal block
+// ("|"), the line after v's.
+func innerDocument(v *yaml.Node) *yaml.Node {
+	if v == nil || v.Kind != yaml.ScalarNode {
+		return nil
+	}
+	var inner yaml.Node
+	if yaml.Unmarshal([]byte(v.Value), &inner) != nil || len(inner.Content) == 0 {
+		return nil
+	}
+	return inner.Content[0]
 }
 
 // innerDuplicates are the duplicate keys in a string that holds YAML or
@@ -263,15 +305,12 @@ func lookup(n *yaml.Node, key string) *yaml.Node {
 // outer document: their own inside a literal block ("|"), else the
 // string's.
 func innerDuplicates(v *yaml.Node, path string) []duplicateKey {
-	if v == nil || v.Kind != yaml.ScalarNode {
-		return nil
-	}
-	var inner yaml.Node
-	if yaml.Unmarshal([]byte(v.Value), &inner) != nil || len(inner.Content) == 0 {
-		return nil // reported when decoded
+	inner := innerDocument(v)
+	if inner == nil {
+		return nil // not YAML: reported when decoded
 	}
 	info := &docInfo{}
-	info.walk(inner.Content[0], path, 0)
+	info.walk(inner, path, make([]pathPart, 0, 16), 0)
 	for i := range info.duplicates {
 		d := &info.duplicates[i]
 		if v.Style&yaml.LiteralStyle != 0 {
@@ -294,7 +333,7 @@ func duplicateErrors(path string, doc document, dups []duplicateKey, base Error,
 		if container != nil {
 			e.Container = container(d.path)
 		}
-		e.Detail = fmt.Sprintf("duplicate key %q (first at line %d): remove one; a decoder would silently keep only the last", d.key, doc.start+d.first-1)
+		e.Detail = fmt.Sprintf("duplicate key %q (first at line %d): remove one; a decoder would silently keep only the last", clip(d.key), doc.start+d.first-1)
 		errs = append(errs, &e)
 	}
 	return errs
@@ -352,7 +391,7 @@ type classification struct {
 // and YAML that is no Kubernetes object (a values file) are skipped with
 // a notice, since nothing in them could be probed.
 func classify(root *yaml.Node, info *docInfo) classification {
-	apiVersion, kind := scalar(info.apiVersion), scalar(info.kind)
+	apiVersion, kind := clip(scalar(info.apiVersion)), clip(scalar(info.kind))
 	typed := info.apiVersion != nil || info.kind != nil
 	switch {
 	case !typed && info.containers:

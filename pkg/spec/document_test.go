@@ -71,7 +71,7 @@ func TestSyntaxErrorLine(t *testing.T) {
 					if crlf {
 						data = strings.ReplaceAll(data, "\n", "\r\n")
 					}
-					pods, errs := LoadBytes("pods.yaml", []byte(data))
+					pods, errs := loadPods("pods.yaml", []byte(data))
 					require.Len(t, errs, 1, "%v", errs)
 					assert.Equal(t, fmt.Sprintf("pods.yaml:%d", want), errs[0].Source, errs[0].Detail)
 					assert.Contains(t, errs[0].Detail, "not valid YAML or JSON: ")
@@ -173,7 +173,7 @@ spec:
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pods, errs := LoadBytes("pods.yaml", []byte(tt.file))
+			pods, errs := loadPods("pods.yaml", []byte(tt.file))
 			var got []string
 			for _, e := range errs {
 				got = append(got, strings.TrimPrefix(e.Error(), "pods.yaml"))
@@ -217,7 +217,7 @@ spec:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pods, errs := LoadBytes("pods.yaml", []byte(tt.file))
+			pods, errs := loadPods("pods.yaml", []byte(tt.file))
 			assert.Empty(t, pods)
 			assert.Equal(t, []string{tt.want}, messages(errs))
 		})
@@ -237,13 +237,13 @@ func TestSyntaxErrorLineLargeDocument(t *testing.T) {
 		fmt.Fprintf(&b, "    k%d: v\n", n)
 	}
 	b.WriteString("   bad: v\n") // indented less than its siblings
-	_, errs := LoadBytes("big.yaml", []byte(b.String()))
+	_, errs := loadPods("big.yaml", []byte(b.String()))
 	require.Len(t, errs, 1)
 	assert.Equal(t, "big.yaml:4", errs[0].Source, "name: web, where metadata's mapping starts")
 	assert.Contains(t, errs[0].Detail, "did not find expected key")
 
 	// A scanner error: its own line.
-	_, errs = LoadBytes("big.yaml", []byte(b.String()[:b.Len()-len("   bad: v\n")]+"    k: v: w\n"))
+	_, errs = loadPods("big.yaml", []byte(b.String()[:b.Len()-len("   bad: v\n")]+"    k: v: w\n"))
 	require.Len(t, errs, 1)
 	assert.Equal(t, fmt.Sprintf("big.yaml:%d", n+1), errs[0].Source)
 	assert.Contains(t, errs[0].Detail, "mapping values are not allowed")
@@ -251,7 +251,7 @@ func TestSyntaxErrorLineLargeDocument(t *testing.T) {
 
 // In JSON, a missing comma is reported at the line that lacks it.
 func TestSyntaxErrorLineJSON(t *testing.T) {
-	_, errs := LoadBytes("pod.json", []byte(`{
+	_, errs := loadPods("pod.json", []byte(`{
   "apiVersion": "v1",
   "kind": "Pod",
   "metadata": {"name": "web"}
@@ -261,4 +261,39 @@ func TestSyntaxErrorLineJSON(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.Equal(t, "pod.json:4", errs[0].Source)
 	assert.Contains(t, errs[0].Detail, `a "{" is not closed, or a comma is missing between its entries`)
+}
+
+// What a message quotes of a manifest or a crictl config (a kind, a key, a
+// value) is cut to maxQuoted: a hostile 900 KiB one is not copied into
+// every error and log line, nor compared letter by letter with every field
+// name for a suggestion. Fails on the old code: the messages hold it whole,
+// and suggesting a field for a long unknown key allocates gigabytes.
+func TestHostileContentIsNotQuotedWhole(t *testing.T) {
+	long := strings.Repeat("a", 900<<10)
+	tests := map[string]string{
+		"a kind":                "apiVersion: v1\nkind: " + long + "\nmetadata: {name: a}\n",
+		"a Pod's apiVersion":    "apiVersion: " + long + "\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: b}]}\n",
+		"an unknown field":      "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - name: a\n    image: b\n    ? " + long + "\n    : 1\n",
+		"a duplicate key":       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels:\n    ? " + long[:400<<10] + "\n    : a\n    ? " + long[:400<<10] + "\n    : b\nspec: {containers: [{name: a, image: b}]}\n",
+		"an annotation's value": `{"metadata": {"name": "a"}, "image": {"image": "b"}, "annotations": {"x": !custom ` + long + "}}\n",
+		"an unknown annotation": "metadata: {name: a}\nimage: {image: b}\nannotations:\n  ? " + AnnotationPrefix + long + "\n  : x\n",
+	}
+	for name, data := range tests {
+		t.Run(name, func(t *testing.T) {
+			var r *Result
+			promptly(t, 256<<20, nil, func() { r = LoadData("x.yaml", []byte(data)) })
+			var got []string // what quotes the document
+			for _, e := range r.Errors {
+				got = append(got, e.Detail)
+				if e.Field != AnnotationPrefix+long { // an annotation's key is its field, as the agent names it
+					got = append(got, e.Field)
+				}
+			}
+			got = append(got, notices(r.Skipped)...)
+			require.NotEmpty(t, got)
+			for _, m := range got {
+				assert.Less(t, len(m), 2*maxQuoted+300, "%.300s", m)
+			}
+		})
+	}
 }

@@ -37,7 +37,7 @@ func loadExtensions(t *testing.T, ext string) (*Pod, []*Error) {
 	for _, l := range strings.Split(ext, "\n") {
 		indented = append(indented, "      "+l)
 	}
-	pods, errs := LoadBytes("pods.yaml", []byte(strings.ReplaceAll(extensionsPod, "%s", strings.Join(indented, "\n"))))
+	pods, errs := loadPods("pods.yaml", []byte(strings.ReplaceAll(extensionsPod, "%s", strings.Join(indented, "\n"))))
 	if len(pods) == 0 {
 		return nil, errs
 	}

@@ -42,8 +42,14 @@ type listing struct {
 	skipped []*Notice // entries that are not manifest files, in name order
 }
 
-// listDir lists the manifest files of dir (see ManifestFiles). err is set
-// when dir cannot be read.
+// listDir lists the manifest files of dir in name order: names ending in
+// one of ManifestExtensions, at most MaxManifestFiles of them, among the
+// first MaxManifestDirEntries entries. Names starting with "." (editor
+// leftovers, a ConfigMap volume's ..data) are skipped silently; other
+// names and subdirectories are skipped with a notice; manifest files past
+// the limits are reported as errors. Whether a listed name leads to a
+// regular file is found out when it is read. err is set when dir cannot
+// be read.
 func listDir(dir string) (*listing, error) {
 	// O_DIRECTORY: a FIFO given as the directory fails at once instead of
 	// waiting for a writer.

@@ -92,6 +92,13 @@ func messages(errs []*Error) []string {
 	return msgs
 }
 
+// loadPods loads data as a file of a manifest directory: its pods and
+// errors.
+func loadPods(path string, data []byte) ([]*Pod, []*Error) {
+	f := loadBytes(path, data, false)
+	return f.pods, f.errs
+}
+
 func notices(skipped []*Notice) []string {
 	var msgs []string
 	for _, n := range skipped {
@@ -125,7 +132,7 @@ func TestLoadDirSkipsAFIFOPromptly(t *testing.T) {
 		assert.Contains(t, errs[0].Error(), "not a directory")
 	})
 	t.Run("as a file", func(t *testing.T) {
-		promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadFile(fifo) })
+		promptly(t, 8<<20, releaseFIFO(fifo), func() { r := Load(fifo); pods, errs = r.Pods, r.Errors })
 		assert.Empty(t, pods)
 		assert.Len(t, errs, 1)
 	})
@@ -211,8 +218,9 @@ func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "z1.yaml"), []byte(webPod(3)), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "z2.yaml"), []byte(webPod(3)), 0o644))
 
-	files, ignored, err := ManifestFiles(dir)
+	l, err := listDir(dir)
 	require.NoError(t, err)
+	files, ignored := l.files, l.errs
 	assert.Equal(t, MaxManifestFiles, len(files))
 	pods, errs := LoadDir(dir)
 	assert.Empty(t, pods, "z1.yaml and z2.yaml are not read")
@@ -230,8 +238,9 @@ func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 	}
-	_, ignored, err := ManifestFiles(dir)
+	l, err := listDir(dir)
 	require.NoError(t, err)
+	ignored := l.errs
 	assert.Equal(t, []string{dir + ": more than 10000 entries: only the first 10000 the system listed are looked at, the others are ignored; keep manifests in a directory of their own"},
 		messages(ignored))
 }
@@ -242,7 +251,7 @@ func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
 func TestLoadBytesLongLine(t *testing.T) {
 	long := "# " + strings.Repeat("x", 16<<20) + "\n"
 	data := webPod(3) + "---\n" + long + "---\n" + strings.Replace(webPod(3), "name: web", "name: db", 1)
-	pods, errs := LoadBytes("pods.yaml", []byte(data))
+	pods, errs := loadPods("pods.yaml", []byte(data))
 	assert.Empty(t, errs)
 	require.Len(t, pods, 2)
 	assert.Equal(t, "pods.yaml:14", pods[1].Source, "lines counted past the long one")

@@ -31,7 +31,7 @@ func addFiles(f *testing.F, patterns ...string) {
 // Any bytes in a manifest file give pods or errors that name the file and
 // say what is wrong, never a panic. The bytes go through what the
 // directory loader and the watcher do with a file's content once read
-// (LoadBytes, then keepLastGood against a last good version, then
+// (loadBytes, then keepLastGood against a last good version, then
 // combine): a version that loads without errors is used, any other leaves
 // the last good version in force and says so, naming the file. Reading
 // itself (regular files only, MaxManifestSize) is file-system work, left
@@ -43,12 +43,12 @@ func FuzzLoadManifest(f *testing.F) {
 	f.Add([]byte("# nothing\n---\n"))
 	f.Add([]byte("apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: a}\r\nspec: {containers: [{name: b, image: c}]}\r\n---\r\n"))
 	const path = "/etc/cri-prober/pods/pods.yaml"
-	last, lastErrs := LoadBytes(path, []byte(webPod(3)))
+	last, lastErrs := loadPods(path, []byte(webPod(3)))
 	if len(last) != 1 || len(lastErrs) != 0 {
 		f.Fatalf("the last good version does not load: %v", lastErrs)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, errs := LoadBytes(path, data)
+		pods, errs := loadPods(path, data)
 		for _, e := range errs {
 			if !strings.HasPrefix(e.Source, path) {
 				t.Errorf("error without its file: %+v", e)
@@ -68,7 +68,7 @@ func FuzzLoadManifest(f *testing.F) {
 			if hadLast {
 				before = last
 			}
-			file, good, ok := keepLastGood(path, loadedFile{pods: pods, errs: errs}, false, before, hadLast)
+			file, good, ok := keepLastGood(path, pods, errs, false, before, hadLast)
 			combined := combine(nil, []loadedFile{file})
 			inForce, reported := combined.Pods, combined.Errors
 			for _, e := range reported {
@@ -98,21 +98,24 @@ func FuzzLoadManifest(f *testing.F) {
 	})
 }
 
-// Any bytes in a crictl config give a config or errors that name the file
-// and say what is wrong, never a panic.
+// Any bytes in a file given by name, as a crictl config is, give errors
+// that name the file and say what is wrong, never a panic; a file that is
+// one crictl config gives a config.
 func FuzzCRIConfig(f *testing.F) {
 	addFiles(f, "testdata/cri/*")
 	f.Add([]byte("annotations: [a]\nmetadata: {}\n"))
 	const path = "/tmp/container.json"
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := loadCRIBytes(path, data)
+		r := LoadData(path, data)
 		for _, e := range r.Errors {
 			if !strings.HasPrefix(e.Source, path) || e.Detail == "" {
 				t.Errorf("error that does not name the file or say what is wrong: %+v", e)
 			}
 		}
-		if len(r.Configs) == 0 && len(r.Errors) == 0 {
-			t.Error("neither a config nor an error")
+		if docs := splitDocuments(data); len(docs) == 1 && len(data) <= MaxManifestSize {
+			if root, _ := parseDocument(path, docs[0]); root != nil && classify(root, inspect(root)).class == classCRIConfig && len(r.Configs) == 0 {
+				t.Error("a crictl config, and no config")
+			}
 		}
 	})
 }

@@ -26,9 +26,8 @@ func nodeLine(node *yaml.Node, parts []pathPart, depth int) int {
 		if node.Kind == yaml.ScalarNode && node.Style&yaml.LiteralStyle != 0 && depth < 2 {
 			// A document in a string: its first line is the one after
 			// the "|".
-			var inner yaml.Node
-			if yaml.Unmarshal([]byte(node.Value), &inner) == nil && len(inner.Content) > 0 {
-				if at := nodeLine(inner.Content[0], parts[i:], depth+1); at > 0 {
+			if inner := innerDocument(node); inner != nil {
+				if at := nodeLine(inner, parts[i:], depth+1); at > 0 {
 					return node.Line + at
 				}
 			}
@@ -86,22 +85,15 @@ func splitPath(path string) []pathPart {
 // step follows one part of a path from a mapping node: the key, then the
 // sequence index if any. It returns the node reached and the line to report.
 func step(node *yaml.Node, part pathPart) (*yaml.Node, int) {
-	if node.Kind != yaml.MappingNode {
+	key, value := lookupKey(node, part.key)
+	switch {
+	case value == nil:
+		return nil, 0
+	case part.index < 0:
+		return value, key.Line
+	case value.Kind != yaml.SequenceNode || part.index >= len(value.Content):
 		return nil, 0
 	}
-	for i := 0; i+1 < len(node.Content); i += 2 {
-		if node.Content[i].Value != part.key {
-			continue
-		}
-		value, line := node.Content[i+1], node.Content[i].Line
-		if part.index < 0 {
-			return value, line
-		}
-		if value.Kind != yaml.SequenceNode || part.index >= len(value.Content) {
-			return nil, 0
-		}
-		item := value.Content[part.index]
-		return item, item.Line
-	}
-	return nil, 0
+	item := value.Content[part.index]
+	return item, item.Line
 }

@@ -19,21 +19,12 @@ import (
 // ManifestExtensions are the files a manifest directory is read from.
 var ManifestExtensions = []string{".yaml", ".yml", ".json"}
 
-// LoadFile reads the Pod manifests in one YAML or JSON file (several
-// documents separated by "---" lines allowed). Bad documents are reported
-// and skipped; the good ones are returned. Only a regular file (directly or
-// through a symbolic link) of at most MaxManifestSize bytes is read: the
-// agent's commands read a file as the agent does. What is not a Pod
-// manifest is not reported here: Load says what it skipped.
-func LoadFile(path string) ([]*Pod, []*Error) {
-	f, _ := loadFile(path, false)
-	return f.pods, f.errs
-}
-
 // loadFile reads a file of a manifest directory, or one given by name
-// (named): then a crictl config is validated as one. gone says whether the
-// file is gone (removed since it was listed, or a dangling link): its pods
-// go with it.
+// (named): then a crictl config is validated as one. Only a regular file
+// (directly or through a symbolic link) of at most MaxManifestSize bytes
+// is read: the agent's commands read a file as the agent does. gone says
+// whether the file is gone (removed since it was listed, or a dangling
+// link): its pods go with it.
 func loadFile(path string, named bool) (f loadedFile, gone bool) {
 	data, err := readManifest(path)
 	if err != nil {
@@ -42,17 +33,12 @@ func loadFile(path string, named bool) (f loadedFile, gone bool) {
 	return loadBytes(path, data, named), false
 }
 
-// LoadBytes is LoadFile for data read from path (which names the source in
-// errors).
-func LoadBytes(path string, data []byte) ([]*Pod, []*Error) {
-	f := loadBytes(path, data, false)
-	return f.pods, f.errs
-}
-
-// loadBytes reads the documents of a file: Pod manifests are decoded,
-// other Kubernetes objects and YAML that is none are skipped with a
-// notice, and what looks like a Pod but cannot be one is an error. In a
-// file given by name (named), a crictl config is validated as one.
+// loadBytes reads the documents of a file (several separated by "---"
+// lines allowed): Pod manifests are decoded, other Kubernetes objects and
+// YAML that is none are skipped with a notice, and what looks like a Pod
+// but cannot be one is an error. Bad documents are reported and skipped;
+// the good ones are returned. A file given by name (named) that is one
+// crictl config is validated as one.
 func loadBytes(path string, data []byte, named bool) loadedFile {
 	var f loadedFile
 	docs := splitDocuments(data)
@@ -140,7 +126,7 @@ func loadPod(path string, doc document, root *yaml.Node, info *docInfo) (*Pod, [
 	return pod, errs
 }
 
-// LoadDir reads every manifest file of dir (see ManifestFiles). A pod
+// LoadDir reads every manifest file of dir (see listDir). A pod
 // defined twice is an error: the first definition in file-name order wins.
 // What is not a manifest is not reported here: Load says what it skipped.
 func LoadDir(dir string) ([]*Pod, []*Error) {
@@ -196,22 +182,6 @@ func combine(l *listing, files []loadedFile) *Result {
 		}
 	}
 	return r
-}
-
-// ManifestFiles lists the manifest files of dir in name order: names ending
-// in one of ManifestExtensions, at most MaxManifestFiles of them, among the
-// first MaxManifestDirEntries entries. Names starting with "." (editor
-// leftovers, a ConfigMap volume's ..data) are skipped silently; other
-// names and subdirectories are skipped with a notice (Load's Skipped);
-// manifest files past the limits are reported in ignored. Whether a
-// listed name leads to a regular file is found out when it is read. err is
-// set when dir cannot be read.
-func ManifestFiles(dir string) (files []string, ignored []*Error, err error) {
-	l, err := listDir(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l.files, l.errs, nil
 }
 
 func hasManifestExtension(name string) bool {
@@ -300,18 +270,14 @@ func decodePod(source string, doc []byte, root *yaml.Node) (*Pod, []*Error) {
 	if err != nil {
 		return fail(decodeError(root, err))
 	}
+	defaultPod(&pod)
 	if len(strict) > 0 {
-		namespace := pod.Namespace
-		if namespace == "" {
-			namespace = "default"
-		}
 		var errs []*Error
 		for _, e := range strict {
-			errs = append(errs, &Error{Source: source, Namespace: namespace, Pod: pod.Name, Detail: strictDetail(e, pod)})
+			errs = append(errs, &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Detail: strictDetail(e, pod)})
 		}
 		return nil, errs
 	}
-	defaultPod(&pod)
 	errs, warnings := validatePod(source, &pod)
 	if len(errs) > 0 {
 		return nil, errs

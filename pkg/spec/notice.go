@@ -39,13 +39,13 @@ const (
 	NoticeCRIConfig
 )
 
-// Result is what Load and LoadCRIConfig found.
+// Result is what Load and LoadData found.
 type Result struct {
 	// Pods are the valid pods of the manifests, the first definition of
 	// a pod winning.
 	Pods []*Pod
 	// Configs are the crictl configs validated (a file given by name that
-	// is one, or LoadCRIConfig's).
+	// is one).
 	Configs []*CRIConfig
 	// Errors make what they are about unused: a pod with an error is not
 	// probed (it fails closed), a config's annotations are refused.
@@ -63,11 +63,14 @@ type Result struct {
 func (r *Result) OK() bool { return len(r.Errors) == 0 && len(r.Warnings) == 0 }
 
 // Load reads path as the agent reads --pod-manifests: a directory's
-// manifest files (see ManifestFiles; other names, subdirectories, and
-// files or documents that are not Pod manifests are skipped with a
-// notice), or one file given by name, whatever its name. A file given by
-// name that is a crictl container or pod sandbox config (JSON or YAML
-// without apiVersion and kind) is validated as LoadCRIConfig does.
+// manifest files (see listDir; other names, subdirectories, and files or
+// documents that are not Pod manifests are skipped with a notice), or one
+// file given by name, whatever its name. A file given by name that is a
+// crictl container or pod sandbox config (JSON or YAML without apiVersion
+// and kind) is validated as the agent reads the annotations it gives the
+// container or sandbox: every problem at its line in the file, with the
+// field inside the annotation. A config with an image is a container
+// config, any other a pod sandbox config.
 func Load(path string) *Result {
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -52,7 +52,8 @@ func TestLoadBadManifests(t *testing.T) {
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join("testdata/bad", name+".yaml")
-			pods, errs := LoadFile(file)
+			r := Load(file)
+			pods, errs := r.Pods, r.Errors
 			assert.Empty(t, pods, "a pod with an error is not used")
 			var got []string
 			for _, e := range errs {
@@ -70,7 +71,8 @@ func TestLoadBadManifests(t *testing.T) {
 }
 
 func TestLoadGoodManifest(t *testing.T) {
-	pods, errs := LoadFile("testdata/good/pods.yaml")
+	r := Load("testdata/good/pods.yaml")
+	pods, errs := r.Pods, r.Errors
 	require.Empty(t, errs)
 	require.Len(t, pods, 2)
 
@@ -320,7 +322,8 @@ func TestManifestDirMissing(t *testing.T) {
 // kubelet accepts it, with a warning at the field's line: that probe is
 // inert, the pod and the container's other probes work.
 func TestNamedPortMissingIsAWarning(t *testing.T) {
-	pods, errs := LoadFile("testdata/named-port-missing.yaml")
+	r := Load("testdata/named-port-missing.yaml")
+	pods, errs := r.Pods, r.Errors
 	require.Empty(t, errs)
 	require.Len(t, pods, 1)
 	app, ok := pods[0].Container("app")
@@ -336,7 +339,8 @@ func TestNamedPortMissingIsAWarning(t *testing.T) {
 // Container restart policies, rules and lifecycle hooks load as kubelet
 // 1.36 validation accepts them.
 func TestLoadPolicies(t *testing.T) {
-	pods, errs := LoadFile("testdata/good/policies.yaml")
+	r := Load("testdata/good/policies.yaml")
+	pods, errs := r.Pods, r.Errors
 	require.Empty(t, errs)
 	require.Len(t, pods, 1)
 	p := pods[0]
@@ -393,7 +397,7 @@ func TestShouldRestart(t *testing.T) {
 // A container that declares no port at all: the same warning, not the
 // annotations' hint.
 func TestNamedPortWithNoPortsDeclared(t *testing.T) {
-	pods, errs := LoadBytes("pod.yaml", []byte(`apiVersion: v1
+	pods, errs := loadPods("pod.yaml", []byte(`apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: shop}
 spec:

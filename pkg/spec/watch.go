@@ -102,10 +102,11 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 			}
 			loaded, gone := loadFile(path, false)
 			last, hadLast := d.lastGood[path]
-			f, good, ok := keepLastGood(path, loaded, gone, last, hadLast)
+			f, good, ok := keepLastGood(path, loaded.pods, loaded.errs, gone, last, hadLast)
 			if ok {
 				lastGood[path] = good
 			}
+			f.skipped = loaded.skipped // whatever is in force
 			files = append(files, f)
 		}
 		r = combine(l, files)
@@ -121,17 +122,10 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 	return true
 }
 
-// keepLastGood decides what a file contributes from its new version
-// (loaded; gone: it is no longer there) and its last good version (last,
-// if hadLast), and what its last good version is from now on (good, if
-// ok). What the new version skipped is reported whatever is in force.
-func keepLastGood(path string, loaded loadedFile, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
-	f, good, ok = keepLastGoodPods(path, loaded.pods, loaded.errs, gone, last, hadLast)
-	f.skipped = loaded.skipped
-	return f, good, ok
-}
-
-func keepLastGoodPods(path string, pods []*Pod, errs []*Error, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
+// keepLastGood decides what a file contributes from its new version (pods,
+// errs; gone: it is no longer there) and its last good version (last, if
+// hadLast), and what its last good version is from now on (good, if ok).
+func keepLastGood(path string, pods []*Pod, errs []*Error, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
 	switch {
 	case gone:
 		// Removed: its pods go with it.
@@ -178,6 +172,9 @@ func podNames(pods []*Pod) string {
 	return "pods " + strings.Join(names, ", ")
 }
 
+// loggedSkips is how many skipped files Run names in the log.
+const loggedSkips = 10
+
 // Run reloads every interval until ctx is done. It logs what it loaded
 // and skipped at its start (the first reload may have been done before)
 // and after every reload that found a change.
@@ -186,8 +183,11 @@ func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 	for first := true; ; first = false {
 		if d.reload(ctx) || first {
 			pods, errs := d.Pods()
-			logger.Info("Loaded pod manifests", "pods", len(pods), "problems", len(errs))
-			for _, n := range d.Skipped() {
+			skipped := d.Skipped()
+			logger.Info("Loaded pod manifests", "pods", len(pods), "problems", len(errs), "skipped", len(skipped))
+			// A few by name: a cluttered directory must not flood the log
+			// at every change (cri-prober validate lists them all).
+			for _, n := range skipped[:min(len(skipped), loggedSkips)] {
 				logger.Info("Skipped a file that is not a Pod manifest", "file", n.Source, "reason", n.Detail)
 			}
 		}
