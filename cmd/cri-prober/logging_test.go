@@ -79,7 +79,7 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 		Failures: []restart.Failure{{Output: "out" + evil}}}, false)
 	podWaitState(api.PodFromReport(pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
 		Containers: []pods.ContainerReport{{Name: "app" + evil, Probes: []pods.ProbeReport{{Type: results.Liveness,
-			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}}, nil)).print(&b)
+			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}})).print(&b)
 	printHistory(&b, api.History{Namespace: "ns", Name: "web" + evil, Probes: []api.ProbeHistory{{Container: "app" + evil, Type: "liveness",
 		Recent: []api.Run{{Result: "failure", Output: "out" + evil}}}}}, false)
 	out := b.String()

@@ -245,7 +245,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	serveConfig := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
 	if o.listen != "" {
 		apiServer = api.New(api.Config{
-			Pods: engine, History: engine.Histories, Ledger: ledger, Waiting: engine.Restarter, Events: ring, Health: engine.Health, Live: live.err,
+			Pods: engine, History: engine.Histories, Ledger: ledger, Events: ring, Health: engine.Health, Live: live.err,
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
 			Profiling:    o.profiling,

@@ -122,7 +122,7 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 			if !found {
 				return waitState{}, nil
 			}
-			return podWaitState(api.PodFromReport(report, nil)), nil
+			return podWaitState(api.PodFromReport(report)), nil
 		}
 	}
 

@@ -1,10 +1,12 @@
 // Package agent wires the engine once, for `cri-prober run`, `wait` and
 // the test harnesses: the poller (and containerd's event stream) feeds the
-// resolver, whose views drive the prober's manager and the restarter.
+// resolver, whose views drive the restarter (kubelet's pod sync), which
+// publishes the pods' status that the prober's manager and the outputs
+// read (without a restarter, they read the resolver's views).
 //
-//	cri.Poller ──► pods.Resolver ──► prober.Manager (workers) ──► results.Store
-//	                     │                                             │
-//	                     └──────────► restart.Restarter ◄──────────────┘
+//	cri.Poller ──► pods.Resolver ──► restart.Restarter ──► status ──► prober.Manager (workers) ──► results.Store
+//	                                        ▲                                                        │
+//	                                        └──────── liveness and startup failures ─────────────────┘
 package agent
 
 import (
@@ -143,7 +145,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	if cfg.Restart != "" {
-		ropts := []restart.Option{restart.WithMode(cfg.Restart), restart.WithHistories(a.Histories), restart.WithStarting(a.Resolver),
+		ropts := []restart.Option{restart.WithMode(cfg.Restart), restart.WithHistories(a.Histories), restart.WithRelister(a.Poller),
 			restart.WithLedger(cfg.Ledger)}
 		if cfg.Recorder != nil {
 			ropts = append(ropts, restart.WithRecorder(cfg.Recorder))
@@ -157,20 +159,23 @@ func New(cfg Config) (*Agent, error) {
 	}
 
 	a.criSub = a.Poller.Subscribe()
-	managerSub := a.Resolver.Subscribe()
+	a.runFuncs = append(a.runFuncs, a.Poller.Run, func(ctx context.Context) { a.Resolver.Run(ctx, a.criSub) })
+	var managerSub *pods.Subscription
+	if a.Restarter != nil {
+		restarterSub := a.Resolver.Subscribe()
+		managerSub = a.Restarter.Subscribe()
+		a.subs = append(a.subs, restarterSub)
+		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Restarter.Run(ctx, restarterSub) })
+	} else {
+		managerSub = a.Resolver.Subscribe()
+	}
 	a.subs = append(a.subs, managerSub)
-	a.runFuncs = append(a.runFuncs, a.Poller.Run, func(ctx context.Context) { a.Resolver.Run(ctx, a.criSub) },
-		func(ctx context.Context) { a.Manager.Run(ctx, managerSub) })
+	a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Manager.Run(ctx, managerSub) })
 	if a.watcher != nil {
 		a.runFuncs = append(a.runFuncs, a.watcher.Run)
 	}
 	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
-	}
-	if a.Restarter != nil {
-		restarterSub := a.Resolver.Subscribe()
-		a.subs = append(a.subs, restarterSub)
-		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Restarter.Run(ctx, restarterSub) })
 	}
 	return a, nil
 }
@@ -189,8 +194,14 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
-// View returns the latest view of the pods.
-func (a *Agent) View() *pods.View { return a.Resolver.View() }
+// View returns the pods as the agent shows them: their status, as the pod
+// sync publishes it (the resolver's latest view without a restarter).
+func (a *Agent) View() *pods.View {
+	if a.Restarter != nil {
+		return a.Restarter.Status()
+	}
+	return a.Resolver.View()
+}
 
 // Report describes every pod with its probes' results.
 func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store) }

@@ -54,17 +54,11 @@ type Ledger interface {
 	Newest(n int, keep func(namespace, pod string) bool) []restart.Entry
 }
 
-// Waiter says why a container is waiting (the restarter's back-off).
-type Waiter interface {
-	Waiting(podKey, container string) (restart.Waiting, bool)
-}
-
 // Server serves the state API.
 type Server struct {
 	pods      Reporter
 	history   Historian
 	ledger    Ledger
-	waiting   Waiter
 	events    *events.Ring
 	health    func() error
 	live      func() error
@@ -89,7 +83,6 @@ type Config struct {
 	Pods    Reporter
 	History Historian // nil: no history endpoint
 	Ledger  Ledger    // nil: no restarts endpoint
-	Waiting Waiter
 	Events  *events.Ring
 	Health  func() error
 	// Live is /livez: nil while the agent works, whatever the runtime's
@@ -126,7 +119,7 @@ func New(cfg Config) *Server {
 	if writeTimeout <= 0 {
 		writeTimeout = DefaultStreamWriteTimeout
 	}
-	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, waiting: cfg.Waiting, events: cfg.Events, health: cfg.Health, live: cfg.Live,
+	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, events: cfg.Events, health: cfg.Health, live: cfg.Live,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer)}
 }
@@ -267,22 +260,21 @@ func (s *Server) snapshot() []Pod {
 	return out
 }
 
-func (s *Server) pod(r pods.PodReport) Pod { return PodFromReport(r, s.waiting) }
+func (s *Server) pod(r pods.PodReport) Pod { return PodFromReport(r) }
 
 // PodFromReport is a pod as the API shows it, from the agent's report of
-// it and what the restarter waits for (nil: nothing); `cri-prober wait`
-// reads its own engine through it, so that it judges as it judges an
-// agent's answer.
-func PodFromReport(r pods.PodReport, waiting Waiter) Pod {
+// it; `cri-prober wait` reads its own engine through it, so that it
+// judges as it judges an agent's answer.
+func PodFromReport(r pods.PodReport) Pod {
 	p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Phase: string(r.Phase), Ready: r.Ready,
 		CreatedAt: r.CreatedAt, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
 	for _, c := range r.Containers {
-		p.Containers = append(p.Containers, container(r.Key, c, waiting))
+		p.Containers = append(p.Containers, container(c))
 	}
 	return p
 }
 
-func container(podKey string, c pods.ContainerReport, waiting Waiter) Container {
+func container(c pods.ContainerReport) Container {
 	out := Container{Name: c.Name, ID: c.ID, Attempt: c.Attempt, State: string(c.State), ExitCode: c.ExitCode, Ready: c.Ready, Started: c.Started,
 		RestartCount: c.Attempt, Problems: c.Problems, Warnings: c.Warnings, Probes: map[string]Probe{}}
 	if c.Kind != spec.Regular {
@@ -300,10 +292,12 @@ func container(podKey string, c pods.ContainerReport, waiting Waiter) Container 
 		t := c.StartedAt
 		out.StartedAt = &t
 	}
-	if w, ok := waitingFor(waiting, podKey, c.Name); ok && c.State != cri.StateRunning {
+	if w := c.Waiting; w != nil && c.State != cri.StateRunning {
 		out.State = w.Reason
-		until := w.Until
-		out.WaitingUntil = &until
+		if !w.Until.IsZero() {
+			until := w.Until
+			out.WaitingUntil = &until
+		}
 	}
 	for _, pr := range c.Probes {
 		p := Probe{Result: string(results.OutcomeUnknown), Stable: pr.Result.String()}
@@ -315,13 +309,6 @@ func container(podKey string, c pods.ContainerReport, waiting Waiter) Container 
 		out.Probes[strings.ToLower(pr.Type.String())] = p
 	}
 	return out
-}
-
-func waitingFor(waiting Waiter, podKey, container string) (restart.Waiting, bool) {
-	if waiting == nil {
-		return restart.Waiting{}, false
-	}
-	return waiting.Waiting(podKey, container)
 }
 
 func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {

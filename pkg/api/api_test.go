@@ -38,13 +38,6 @@ func (f fakePods) ReportPod(namespace, name string) (pods.PodReport, bool) {
 	return pods.PodReport{}, false
 }
 
-type fakeWaiting map[string]restart.Waiting
-
-func (f fakeWaiting) Waiting(pod, ctr string) (restart.Waiting, bool) {
-	w, ok := f[pod+"/"+ctr]
-	return w, ok
-}
-
 var (
 	t0      = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 	healthy = func() error { return nil }
@@ -59,7 +52,7 @@ func testPods() fakePods {
 						{Type: results.Liveness, Result: results.Success, Last: &results.Observation{Time: t0.Add(2 * time.Minute), Outcome: results.OutcomeSuccess, Output: "ok", Consecutive: 4, Threshold: 1}},
 						{Type: results.Readiness, Result: results.Failure},
 					}},
-				{Name: "worker", ID: "c2", State: cri.StateExited},
+				{Name: "worker", ID: "c2", State: cri.StateExited, Waiting: &pods.Waiting{Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
 			}},
 		{Key: "uid-db", Namespace: "shop", Name: "db", Ready: true, Containers: []pods.ContainerReport{{Name: "db", ID: "c3", State: cri.StateRunning, Started: true, Ready: true}}},
 	}
@@ -105,7 +98,7 @@ func newServer(health func() error) (*Server, *events.Ring) {
 	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",
 		Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 2000), Consecutive: 1, Threshold: 1}}, ExitCode: 137,
 		GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "c1", Attempt: 1}}
-	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: ledger, Waiting: fakeWaiting{"uid-web/worker": {Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
+	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: ledger,
 		Events: ring, Health: health}), ring
 }
 

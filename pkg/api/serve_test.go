@@ -37,15 +37,15 @@ type serving struct {
 	addr string // host:port, or a socket's path
 }
 
-// serve serves a test server made with cfg (Pods, Waiting, Events and
-// Health filled in when unset) on l as sc.
+// serve serves a test server made with cfg (Pods, Events and Health
+// filled in when unset) on l as sc.
 func serve(t *testing.T, l net.Listener, cfg Config, sc ServeConfig) serving {
 	t.Helper()
 	base, ring := newServer(healthy)
 	if cfg.Events == nil {
 		cfg.Events = ring
 	}
-	cfg.Pods, cfg.Waiting, cfg.Health, cfg.Ledger = base.pods, base.waiting, base.health, base.ledger
+	cfg.Pods, cfg.Health, cfg.Ledger = base.pods, base.health, base.ledger
 	s := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -132,7 +132,7 @@ func TestStatusPageEscapesHostileText(t *testing.T) {
 			if tt.ev.Reason != "" {
 				ring.Record(tt.ev)
 			}
-			s := New(Config{Pods: tt.pods, History: hostileHistory{}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: ring, Health: healthy})
+			s := New(Config{Pods: tt.pods, History: hostileHistory{}, Ledger: fakeLedger{}, Events: ring, Health: healthy})
 			_, body := getPage(t, s.Handler(), "/")
 			for _, want := range tt.want {
 				assert.Contains(t, body, want)
@@ -348,7 +348,7 @@ func TestStatusPagePaginates(t *testing.T) {
 		ring.Record(events.Event{Time: t0.Add(time.Duration(i) * time.Second), Type: events.Warning, Reason: "Unhealthy", Namespace: "ns0",
 			Pod: "pod-0000", Message: strings.Repeat("m", 4000)})
 	}
-	s := New(Config{Pods: manyPods(1000), History: fullHistory{}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: ring, Health: healthy})
+	s := New(Config{Pods: manyPods(1000), History: fullHistory{}, Ledger: fakeLedger{}, Events: ring, Health: healthy})
 	for _, tt := range []struct {
 		query      string
 		first      string
@@ -430,7 +430,7 @@ func TestStatusPageObeysHostCheckAndAuth(t *testing.T) {
 }
 
 func BenchmarkStatusPage1000Pods(b *testing.B) {
-	s := New(Config{Pods: manyPods(1000), History: fullHistory{}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: events.NewRing(1000), Health: healthy})
+	s := New(Config{Pods: manyPods(1000), History: fullHistory{}, Ledger: fakeLedger{}, Events: events.NewRing(1000), Health: healthy})
 	h := s.Handler()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
@@ -451,7 +451,7 @@ func (h runsHistory) For(string) []results.ProbeHistory {
 // has, and each probe its own.
 func TestStatusPageChartsFollowTheRuns(t *testing.T) {
 	runs := []results.Observation{{Time: t0, Duration: time.Millisecond, Outcome: results.OutcomeSuccess}}
-	s := New(Config{Pods: manyPods(2), History: runsHistory{&runs}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: events.NewRing(10), Health: healthy})
+	s := New(Config{Pods: manyPods(2), History: runsHistory{&runs}, Ledger: fakeLedger{}, Events: events.NewRing(10), Health: healthy})
 	s.clock = testingclock.NewFakePassiveClock(t0.Add(time.Minute))
 	h := s.Handler()
 	bars := func(body string) []string {
@@ -490,7 +490,7 @@ func (h ranHistory) For(key string) []results.ProbeHistory {
 // BenchmarkStatusPage1000PodsAllRan is BenchmarkStatusPage1000Pods with
 // every chart drawn again: the page as fetched after every probe ran.
 func BenchmarkStatusPage1000PodsAllRan(b *testing.B) {
-	s := New(Config{Pods: manyPods(1000), History: ranHistory{new(atomic.Int64)}, Ledger: fakeLedger{}, Waiting: fakeWaiting{}, Events: events.NewRing(1000), Health: healthy})
+	s := New(Config{Pods: manyPods(1000), History: ranHistory{new(atomic.Int64)}, Ledger: fakeLedger{}, Events: events.NewRing(1000), Health: healthy})
 	h := s.Handler()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
@@ -559,7 +559,7 @@ func BenchmarkStatusPageBusyNode(b *testing.B) {
 		ring.Record(events.Event{Time: t0.Add(time.Duration(i) * time.Second), Type: events.Warning, Reason: "Unhealthy", Namespace: fmt.Sprint("ns", i%2),
 			Pod: fmt.Sprintf("pod-%04d", i), Container: "app", Message: strings.Repeat("m", events.MaxMessage)})
 	}
-	s := New(Config{Pods: manyPods(n), History: histories, Ledger: ledger, Waiting: fakeWaiting{}, Events: ring, Health: healthy})
+	s := New(Config{Pods: manyPods(n), History: histories, Ledger: ledger, Events: ring, Health: healthy})
 	h := s.Handler()
 	for b.Loop() {
 		rec := httptest.NewRecorder()

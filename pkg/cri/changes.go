@@ -104,6 +104,7 @@ type Batch struct {
 type Subscription struct {
 	poller *Poller
 	ready  chan struct{}
+	listed chan struct{}
 
 	mu       sync.Mutex
 	snapshot *Snapshot
@@ -114,7 +115,7 @@ type Subscription struct {
 // Subscribe returns a subscription whose first batch (if the poller has a
 // snapshot already) describes everything present as if it had just appeared.
 func (p *Poller) Subscribe() *Subscription {
-	s := &Subscription{poller: p, ready: make(chan struct{}, 1)}
+	s := &Subscription{poller: p, ready: make(chan struct{}, 1), listed: make(chan struct{}, 1)}
 	p.subsMu.Lock()
 	defer p.subsMu.Unlock()
 	p.subs[s] = struct{}{}
@@ -149,8 +150,12 @@ func (s *Subscription) push(snap *Snapshot, events []Event) {
 		s.pending = append(s.pending, events...)
 	}
 	s.mu.Unlock()
+	select {
+	case s.listed <- struct{}{}:
+	default:
+	}
 	if len(events) == 0 {
-		return // a relist that changed nothing wakes nobody
+		return // a relist that changed nothing wakes no reader of changes
 	}
 	select {
 	case s.ready <- struct{}{}:
@@ -160,6 +165,11 @@ func (s *Subscription) push(snap *Snapshot, events []Event) {
 
 // Ready is signalled when events are waiting.
 func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Listed is signalled after every relist, even one that changed nothing
+// (then Ready is not): Next then returns the newest snapshot and no
+// events. For readers that need to know how recent their picture is.
+func (s *Subscription) Listed() <-chan struct{} { return s.listed }
 
 // Next returns everything received since the previous call.
 func (s *Subscription) Next() Batch {

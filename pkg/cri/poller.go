@@ -61,6 +61,8 @@ type Poller struct {
 	// lastDone is when the last relist ended, failed or not (UnixNano):
 	// a watchdog's proof that the loop is alive.
 	lastDone atomic.Int64
+	// relists counts the relists started (Relists).
+	relists atomic.Uint64
 
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -161,6 +163,10 @@ func (p *Poller) LastRelist() time.Time {
 	return time.Time{}
 }
 
+// Relists returns how many relists have started: a snapshot whose Seq is
+// greater started after this call, so it shows whatever was done before.
+func (p *Poller) Relists() uint64 { return p.relists.Load() }
+
 // Trigger asks Run for a relist now. It never blocks; triggers that arrive
 // while one is pending are merged.
 func (p *Poller) Trigger() {
@@ -212,7 +218,8 @@ func (p *Poller) Relist(ctx context.Context) (*Snapshot, error) {
 	defer p.relistMu.Unlock()
 
 	start := p.clock.Now()
-	snap, err := p.relist(ctx, start)
+	seq := p.relists.Add(1)
+	snap, err := p.relist(ctx, start, seq)
 	p.lastDone.Store(p.clock.Now().UnixNano())
 	if p.metrics != nil {
 		p.metrics.relist.Observe(p.clock.Since(start).Seconds())
@@ -227,7 +234,7 @@ func (p *Poller) Relist(ctx context.Context) (*Snapshot, error) {
 	return snap, nil
 }
 
-func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
+func (p *Poller) relist(ctx context.Context, now time.Time, seq uint64) (*Snapshot, error) {
 	logger := klog.FromContext(ctx)
 	listedPods, listedContainers, unchanged, err := p.list(ctx)
 	if err != nil {
@@ -236,7 +243,7 @@ func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
 	if unchanged {
 		// Nothing to ask the runtime and nothing to rebuild: the new
 		// snapshot shares the previous one's (immutable) contents.
-		p.last = p.last.at(now)
+		p.last = p.last.at(now, seq)
 		return p.last, nil
 	}
 
@@ -302,6 +309,7 @@ func (p *Poller) relist(ctx context.Context, now time.Time) (*Snapshot, error) {
 		}
 	}
 	p.last = NewSnapshot(now, podList, containerList)
+	p.last.Seq = seq
 	return p.last, nil
 }
 
@@ -488,6 +496,25 @@ func podFromList(sb *runtimeapi.PodSandbox) *Pod {
 		Labels:      sb.GetLabels(),
 		Annotations: sb.GetAnnotations(),
 	}
+}
+
+// PodFromStatus converts a sandbox's status (no network namespace path:
+// that is only in the verbose info).
+func PodFromStatus(st *runtimeapi.PodSandboxStatus) *Pod {
+	md := st.GetMetadata()
+	pod := &Pod{
+		ID:          st.GetId(),
+		Namespace:   md.GetNamespace(),
+		Name:        md.GetName(),
+		UID:         md.GetUid(),
+		Attempt:     md.GetAttempt(),
+		State:       sandboxStateFromCRI(st.GetState()),
+		CreatedAt:   unixNano(st.GetCreatedAt()),
+		Labels:      st.GetLabels(),
+		Annotations: st.GetAnnotations(),
+	}
+	applySandboxStatus(pod, st)
+	return pod
 }
 
 func applySandboxStatus(pod *Pod, st *runtimeapi.PodSandboxStatus) {

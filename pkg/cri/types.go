@@ -101,7 +101,11 @@ type Container struct {
 // and the values they point to must not be modified.
 type Snapshot struct {
 	// Time is when the relist that produced the snapshot started.
-	Time       time.Time
+	Time time.Time
+	// Seq numbers the relist that produced the snapshot (Poller.Relists
+	// when it started): a snapshot of Seq n shows everything done before
+	// relist n started.
+	Seq        uint64
 	pods       []*Pod
 	containers []*Container
 	podByID    map[string]*Pod
@@ -149,11 +153,11 @@ func NewSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
 	return s
 }
 
-// at returns a snapshot with the same contents taken at another time. The
-// contents are shared: both are immutable.
-func (s *Snapshot) at(t time.Time) *Snapshot {
+// at returns a snapshot with the same contents taken at another time, by
+// relist seq. The contents are shared: both are immutable.
+func (s *Snapshot) at(t time.Time, seq uint64) *Snapshot {
 	c := *s
-	c.Time = t
+	c.Time, c.Seq = t, seq
 	return &c
 }
 

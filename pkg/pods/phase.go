@@ -56,10 +56,11 @@ func inSpec(p *Pod, c *Container) bool {
 
 // phase is kubelet 1.36's getPhase (ContainerRestartRules on) over the
 // pod's containers. started says whether a running sidecar has started
-// (passed its startup probe). A pod with no ready sandbox is terminal: no
-// container of it will be started again.
+// (passed its startup probe). A pod someone else made is terminal once it
+// has no ready sandbox (the agent does not make sandboxes for it); an
+// owned pod's sandbox is made again, so only its removal ends it.
 func phase(p *Pod, started func(*Container) bool) corev1.PodPhase {
-	terminal := !p.SandboxReady()
+	terminal := !p.Owned && !p.SandboxReady() || p.Orphaned
 	initialized := true
 	var pendingInit, pendingSidecars, failedInitNotRestartable int
 	var unknown, running, waiting, stopped, stoppedNotRestartable, succeeded int

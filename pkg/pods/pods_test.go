@@ -120,22 +120,83 @@ func TestSameNameTwice(t *testing.T) {
 	assert.Equal(t, "old", p.UID, "a ready sandbox wins over a newer stopped one")
 }
 
-// An instance the agent is still starting is not current: its predecessor
-// is, until the start (postStart included) is over.
-func TestStartingInstanceIsNotCurrent(t *testing.T) {
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
-		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateExited, 1), ctr("a1", "sb1", "app", 1, cri.StateRunning, 5)})
-	starting := func(c *cri.Container) bool {
-		return InstanceOf(c) == Instance{SandboxID: "sb1", Name: "app", Attempt: 1}
-	}
-	c := mustContainer(t, mustPod(t, Resolve(snap, Inputs{Starting: starting}), "u"), "app")
-	assert.Equal(t, "a0", c.Current.ID)
-	assert.Equal(t, "a1", c.Starting.ID)
-	assert.Len(t, c.Instances, 2)
+// An owned pod is in the view from its manifest alone, before any sandbox
+// exists, under its UID; sandboxes join it by UID, and an attach-mode
+// manifest of the same name does not apply to it.
+func TestOwnedPods(t *testing.T) {
+	owned := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", RestartPolicy: corev1.RestartPolicyAlways,
+		TerminationGracePeriodSeconds: 30, Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
+	attach := &spec.Pod{Source: "attach.yaml:1", Namespace: "ns", Name: "web-node", RestartPolicy: corev1.RestartPolicyNever}
 
-	c = mustContainer(t, mustPod(t, Resolve(snap, Inputs{}), "u"), "app")
-	assert.Equal(t, "a1", c.Current.ID, "once started")
-	assert.Nil(t, c.Starting)
+	v := Resolve(cri.NewSnapshot(t0, nil, nil), Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}})
+	p := mustPod(t, v, "hash1")
+	assert.True(t, p.Owned)
+	assert.Nil(t, p.Sandbox, "no sandbox yet")
+	assert.False(t, p.SandboxReady())
+	assert.Equal(t, corev1.PodPending, p.Phase)
+	assert.Same(t, owned, p.Manifest)
+	c := mustContainer(t, p, "app")
+	assert.True(t, c.Managed)
+	assert.Nil(t, c.Current)
+	byName, ok := v.ByName("ns", "web-node")
+	require.True(t, ok)
+	assert.Same(t, p, byName)
+
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web-node", "hash1", true, 0)},
+		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1), ctr("x0", "sb1", "extra", 0, cri.StateRunning, 1)})
+	p = mustPod(t, Resolve(snap, Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
+	assert.Equal(t, "sb1", p.Sandbox.ID)
+	assert.Equal(t, corev1.RestartPolicyAlways, p.Policy.RestartPolicy, "the owned manifest, not the attach one")
+	assert.Equal(t, "a0", mustContainer(t, p, "app").Current.ID)
+	assert.False(t, mustContainer(t, p, "extra").Managed, "a container the manifest does not list is never touched")
+	assert.Equal(t, corev1.PodRunning, p.Phase)
+}
+
+// A sandbox of a pod the agent made whose manifest is gone is an orphan:
+// owned, terminating, stopped with its last manifest when the agent saw
+// it, else with what kubelet's annotations on its containers record.
+func TestOrphans(t *testing.T) {
+	sb := sandbox("sb1", "web-node", "hash1", true, 0)
+	app := ctr("a0", "sb1", "app", 0, cri.StateRunning, 1)
+	app.Annotations = map[string]string{"io.kubernetes.pod.terminationGracePeriod": "7",
+		"io.kubernetes.container.preStopHandler": `{"exec":{"command":["drain"]}}`}
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sb}, []*cri.Container{app})
+
+	p := mustPod(t, Resolve(snap, Inputs{}), "hash1")
+	assert.False(t, p.Owned, "without the agent's records it is someone else's pod")
+
+	p = mustPod(t, Resolve(snap, Inputs{OwnedUIDs: map[string]bool{"hash1": true}}), "hash1")
+	assert.True(t, p.Owned)
+	assert.True(t, p.Orphaned)
+	assert.True(t, p.Terminating)
+	assert.Equal(t, int64(7), p.Policy.TerminationGracePeriodSeconds)
+	c := mustContainer(t, p, "app")
+	assert.True(t, c.Managed)
+	require.NotNil(t, c.Spec.PreStop())
+	assert.Equal(t, []string{"drain"}, c.Spec.PreStop().Exec.Command)
+
+	last := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", TerminationGracePeriodSeconds: 3,
+		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
+	p = mustPod(t, Resolve(snap, Inputs{OwnedUIDs: map[string]bool{"hash1": true}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
+	assert.True(t, p.Orphaned)
+	assert.Equal(t, int64(3), p.Policy.TerminationGracePeriodSeconds, "its last manifest")
+	assert.Equal(t, "web.yaml:1 (removed)", p.Source)
+}
+
+// View.With replaces pods by key and keeps the name index right.
+func TestViewWith(t *testing.T) {
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "u1", true, 0), sandbox("sb2", "db", "u2", true, 0)}, nil)
+	v := Resolve(snap, Inputs{})
+	frozen := &Pod{Key: "u1", Namespace: "ns", Name: "web", UID: "u1", Sandbox: sandbox("sb1", "web", "u1", true, 0)}
+	w := v.With(map[string]*Pod{"u1": frozen, "gone": {Key: "gone"}})
+	assert.Same(t, frozen, mustPod(t, w, "u1"))
+	byName, _ := w.ByName("ns", "web")
+	assert.Same(t, frozen, byName)
+	assert.Same(t, mustPod(t, v, "u2"), mustPod(t, w, "u2"))
+	_, ok := w.Pod("gone")
+	assert.False(t, ok)
+	assert.NotSame(t, frozen, mustPod(t, v, "u1"), "v itself is unchanged")
+	assert.Same(t, v, v.With(nil))
 }
 
 // Specs: a manifest lists every container (init containers first) and
@@ -270,9 +331,9 @@ func TestChangedPods(t *testing.T) {
 	two := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "a", true, 0), sandbox("sb3", "cache", "c", true, 0)},
 		[]*cri.Container{ctr("c1", "sb1", "app", 0, cri.StateExited, 1)})
 	v1, v2 := Resolve(one, Inputs{}), Resolve(two, Inputs{})
-	assert.ElementsMatch(t, []string{"a", "b"}, changedPods(nil, v1))
-	assert.Empty(t, changedPods(v1, Resolve(one, Inputs{})))
-	assert.ElementsMatch(t, []string{"a", "c", "b"}, changedPods(v1, v2), "a changed, c came, b went")
+	assert.ElementsMatch(t, []string{"a", "b"}, ChangedPods(nil, v1))
+	assert.Empty(t, ChangedPods(v1, Resolve(one, Inputs{})))
+	assert.ElementsMatch(t, []string{"a", "c", "b"}, ChangedPods(v1, v2), "a changed, c came, b went")
 }
 
 // A pod with no container yet is not ready (there is nothing to be ready),

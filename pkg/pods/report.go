@@ -52,6 +52,9 @@ type ContainerReport struct {
 	// undeclared port).
 	Warnings []string
 	Probes   []ProbeReport
+	// Waiting is why the pod sync does not start it now (nil: nothing
+	// holds it back).
+	Waiting *Waiting
 }
 
 // Completed reports whether the container ran to completion: an init
@@ -80,9 +83,9 @@ func Report(v *View, store *results.Store) []PodReport {
 
 // ReportPod describes one pod.
 func ReportPod(p *Pod, store *results.Store) PodReport {
-	pr := PodReport{
-		Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-		SandboxID: p.Sandbox.ID, IP: p.IP(), CreatedAt: p.Sandbox.CreatedAt, Source: p.Source,
+	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source}
+	if p.Sandbox != nil {
+		pr.SandboxID, pr.CreatedAt = p.Sandbox.ID, p.Sandbox.CreatedAt
 	}
 	for _, e := range p.Problems {
 		pr.Problems = append(pr.Problems, e.Error())
@@ -112,7 +115,7 @@ func ReportPod(p *Pod, store *results.Store) PodReport {
 }
 
 func containerReport(c *Container, store *results.Store) ContainerReport {
-	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed()}
+	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed(), Waiting: c.Waiting}
 	for _, e := range c.Problems {
 		cr.Problems = append(cr.Problems, e.Error())
 	}

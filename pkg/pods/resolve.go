@@ -2,10 +2,15 @@ package pods
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -23,6 +28,20 @@ func ReadAnnotations(namespace, pod string, c *cri.Container) (*spec.Container, 
 type Inputs struct {
 	Manifests      []*spec.Pod
 	ManifestErrors []*spec.Error
+	// Owned are the pods the agent makes (static pod manifests, their
+	// identity applied: spec.StaticPod). Each is in the view whether or
+	// not the runtime has a sandbox of it yet, under its UID.
+	Owned []*spec.Pod
+	// OwnedUIDs are the UIDs of every pod the agent has made and not yet
+	// removed (its records on disk): a sandbox of one of them that no
+	// manifest in Owned names any more is an orphan, the agent's to stop
+	// and remove, as kubelet removes a static pod whose file is gone.
+	OwnedUIDs map[string]bool
+	// Removed are the last manifests of orphans that the agent saw before
+	// they went (by UID): an orphan is stopped with its spec (preStop,
+	// grace period, termination order). Without one (the agent restarted
+	// since), what kubelet's container annotations record is used.
+	Removed map[string]*spec.Pod
 	// Annotations reads containers' annotations (default ReadAnnotations).
 	Annotations AnnotationReader
 	// IgnoreAnnotations leaves CRI annotations out as a spec source: no
@@ -30,8 +49,6 @@ type Inputs struct {
 	// operator's choice, --spec-sources: beside kubelet, whoever creates a
 	// Pod sets its sandbox's annotations).
 	IgnoreAnnotations bool
-	// Starting reports an instance the agent is still bringing up.
-	Starting func(*cri.Container) bool
 	// HostIP is probed for host-network pods, which have no IP of their
 	// own (kubelet probes the node's address).
 	HostIP string
@@ -40,34 +57,46 @@ type Inputs struct {
 	ProbeNetwork string
 }
 
-// Resolve builds the view of snap under the specs. A manifest applies to
-// the pods with its namespace and name (and UID, when it sets one); CRI
-// annotations apply to containers no manifest lists. A pod named by an
-// invalid manifest gets that manifest's errors and nothing else: it is
+// Resolve builds the view of snap under the specs. An owned pod is the
+// pod of its manifest, matched to sandboxes by UID. A manifest applies to
+// the other pods with its namespace and name (and UID, when it sets one);
+// CRI annotations apply to containers no manifest lists. A pod named by
+// an invalid manifest gets that manifest's errors and nothing else: it is
 // never reported ready, rather than treated as unprobed.
 func Resolve(snap *cri.Snapshot, in Inputs) *View {
-	v := &View{byKey: map[string]*Pod{}, byName: map[nsName]*Pod{}, ManifestErrors: in.ManifestErrors}
+	v := &View{ManifestErrors: in.ManifestErrors}
 	if snap == nil {
+		v.index()
 		return v
 	}
-	v.Time = snap.Time
+	v.Time, v.Seq = snap.Time, snap.Seq
 	if in.Annotations == nil {
 		in.Annotations = ReadAnnotations
 	}
-	if in.Starting == nil {
-		in.Starting = func(*cri.Container) bool { return false }
-	}
+	byKey := map[string]*Pod{}
 	instances := map[string]map[string][]*cri.Container{} // pod key → name → instances
-	for _, sb := range snap.Pods() {
-		key := sb.Key()
-		p, ok := v.byKey[key]
+	add := func(key, namespace, name, uid string) *Pod {
+		p, ok := byKey[key]
 		if !ok {
-			p = &Pod{Key: key, Namespace: sb.Namespace, Name: sb.Name, UID: sb.UID}
-			v.byKey[key] = p
+			p = &Pod{Key: key, Namespace: namespace, Name: name, UID: uid}
+			byKey[key] = p
 			v.pods = append(v.pods, p)
 			instances[key] = map[string][]*cri.Container{}
 		}
+		return p
+	}
+	owned := map[string]*spec.Pod{}
+	for _, m := range in.Owned {
+		owned[m.UID] = m
+		add(m.UID, m.Namespace, m.Name, m.UID).Owned = true
+	}
+	for _, sb := range snap.Pods() {
+		key := sb.Key()
+		p := add(key, sb.Namespace, sb.Name, sb.UID)
 		p.Sandboxes = append(p.Sandboxes, sb)
+		if owned[sb.UID] == nil && in.OwnedUIDs[sb.UID] && sb.UID != "" {
+			p.Owned, p.Orphaned = true, true
+		}
 		for _, c := range snap.PodContainers(sb.ID) {
 			instances[key][c.Name] = append(instances[key][c.Name], c)
 		}
@@ -78,24 +107,86 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	specs := indexSpecs(in)
 	for _, p := range v.pods {
 		slices.SortStableFunc(p.Sandboxes, currentSandboxFirst)
-		p.Sandbox = p.Sandboxes[0]
-		annotations := in.Annotations
-		if in.IgnoreAnnotations {
-			annotations = nil
+		if len(p.Sandboxes) > 0 {
+			p.Sandbox = p.Sandboxes[0]
 		}
-		v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], specs[nsName{p.Namespace, p.Name}], annotations)...)
+		switch {
+		case owned[p.UID] != nil && p.Owned:
+			resolveOwned(p, owned[p.UID], instances[p.Key])
+		case p.Orphaned:
+			resolveOrphan(p, in.Removed[p.UID], instances[p.Key])
+		default:
+			annotations := in.Annotations
+			if in.IgnoreAnnotations {
+				annotations = nil
+			}
+			v.Warnings = append(v.Warnings, resolveSpecs(p, instances[p.Key], specs[nsName{p.Namespace, p.Name}], annotations)...)
+		}
 		for _, c := range p.Containers {
-			setInstances(c, instances[p.Key][c.Name], in.Starting)
+			setInstances(c, instances[p.Key][c.Name])
 		}
 		p.Phase = phase(p, func(c *Container) bool { return c.Running() })
-		p.Terminating = !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running)
+		p.Terminating = !p.Owned && !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running) ||
+			p.Orphaned
 		setProbeAddress(p, in)
-		if other, ok := v.byName[nsName{p.Namespace, p.Name}]; !ok || currentSandboxFirst(p.Sandbox, other.Sandbox) < 0 {
-			v.byName[nsName{p.Namespace, p.Name}] = p
-		}
 	}
+	v.index()
 	return v
 }
+
+// resolveOwned gives an owned pod its manifest's spec: every container of
+// it is the agent's, and containers the runtime has that the manifest
+// does not list (a manifest is immutable: none should exist) are shown
+// but never touched.
+func resolveOwned(p *Pod, m *spec.Pod, observed map[string][]*cri.Container) {
+	p.Source, p.Manifest = m.Source, m
+	p.Policy = spec.PodPolicy{RestartPolicy: m.RestartPolicy, TerminationGracePeriodSeconds: m.TerminationGracePeriodSeconds, ProbeNetwork: m.ProbeNetwork}
+	for i := range m.Containers {
+		sc := &m.Containers[i]
+		p.Containers = append(p.Containers, &Container{Name: sc.Name, Kind: sc.Kind, Spec: sc, Managed: true})
+	}
+	for _, name := range slices.Sorted(maps.Keys(observed)) {
+		if _, ok := p.Container(name); !ok {
+			p.Containers = append(p.Containers, &Container{Name: name, Kind: spec.Regular})
+		}
+	}
+}
+
+// resolveOrphan gives an orphan its containers, all the agent's to stop:
+// from its last manifest when the agent saw it, else from what kubelet's
+// annotations on its containers record (kubelet's
+// restoreSpecsFromContainerLabels): the pod's grace period and each
+// container's preStop hook.
+func resolveOrphan(p *Pod, last *spec.Pod, observed map[string][]*cri.Container) {
+	p.Source = "(manifest removed)"
+	if last != nil {
+		resolveOwned(p, last, observed)
+		p.Source = last.Source + " (removed)"
+		return
+	}
+	p.Policy = spec.PodPolicy{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: spec.DefaultGracePeriodSecond}
+	for _, name := range slices.Sorted(maps.Keys(observed)) {
+		newest := slices.MinFunc(observed[name], NewestFirst)
+		c := &Container{Name: name, Kind: spec.Regular, Managed: true, Spec: &spec.Container{Name: name}}
+		if g, err := strconv.ParseInt(newest.Annotations[annotationPodGracePeriod], 10, 64); err == nil {
+			p.Policy.TerminationGracePeriodSeconds = g
+		}
+		if raw := newest.Annotations[annotationPreStop]; raw != "" {
+			var h corev1.LifecycleHandler
+			if json.Unmarshal([]byte(raw), &h) == nil {
+				c.Spec.Lifecycle = &corev1.Lifecycle{PreStop: &h}
+			}
+		}
+		p.Containers = append(p.Containers, c)
+	}
+}
+
+// kubelet's container annotations that record what an orphan is stopped
+// with.
+const (
+	annotationPodGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	annotationPreStop        = "io.kubernetes.container.preStopHandler"
+)
 
 // currentSandboxFirst orders a pod's sandboxes: ready ones first, then the
 // newest (then the highest attempt, then by ID, so the order is total).
@@ -116,18 +207,11 @@ func NewestFirst(a, b *cri.Container) int {
 }
 
 // setInstances sorts a container's instances and picks the current one:
-// the newest that the agent is not still starting.
-func setInstances(c *Container, list []*cri.Container, starting func(*cri.Container) bool) {
+// the newest.
+func setInstances(c *Container, list []*cri.Container) {
 	c.Instances = slices.SortedStableFunc(slices.Values(list), NewestFirst)
-	for _, i := range c.Instances {
-		if starting(i) {
-			if c.Starting == nil {
-				c.Starting = i
-			}
-			continue
-		}
-		c.Current = i
-		break
+	if len(c.Instances) > 0 {
+		c.Current = c.Instances[0]
 	}
 }
 
@@ -254,6 +338,9 @@ func matchManifest(p *Pod, manifests []*spec.Pod) *spec.Pod {
 
 // setProbeAddress says where the pod's network probes go.
 func setProbeAddress(p *Pod, in Inputs) {
+	if p.Sandbox == nil {
+		return
+	}
 	network := p.Policy.ProbeNetwork
 	if network == "" {
 		network = in.ProbeNetwork

@@ -3,7 +3,6 @@ package pods
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"k8s.io/klog/v2"
@@ -40,19 +39,31 @@ type Resolver struct {
 	recorder          Recorder
 	clock             clock.PassiveClock
 
-	view atomic.Pointer[View]
+	owned  OwnedSource
+	owners OwnerRecords
 
-	startingMu sync.Mutex
-	starting   map[Instance]struct{}
-	wake       chan struct{} // capacity 1: the starting set changed
-
-	subsMu sync.Mutex
-	subs   map[*Subscription]struct{}
+	view      atomic.Pointer[View]
+	publisher Publisher
 
 	// Owned by Run.
 	snapshot    *cri.Snapshot
 	annotations map[string]annotationSpec // by container ID: configs never change
 	reported    map[string]bool           // problems already logged
+	lastOwned   map[string]*spec.Pod      // by UID: the owned pods' manifests, kept while an orphan lingers
+}
+
+// OwnedSource gives the pods the agent makes: a static pod directory
+// (spec.ManifestDir in static mode) or the files `play` was given.
+type OwnedSource interface {
+	Pods() ([]*spec.Pod, []*spec.Error)
+	Changed() <-chan struct{}
+}
+
+// OwnerRecords says which pods the agent has made and not yet removed
+// (its records on disk survive the agent), so that a pod whose manifest
+// went while the agent was away is still known to be its own.
+type OwnerRecords interface {
+	OwnedUIDs() map[string]bool
 }
 
 type annotationSpec struct {
@@ -60,24 +71,17 @@ type annotationSpec struct {
 	errs []*spec.Error
 }
 
-// Instance names a container instance before it exists: the sandbox it is
-// created in, the container's name and its attempt.
-type Instance struct {
-	SandboxID string
-	Name      string
-	Attempt   uint32
-}
-
-// InstanceOf returns the Instance of c.
-func InstanceOf(c *cri.Container) Instance {
-	return Instance{SandboxID: c.SandboxID, Name: c.Name, Attempt: c.Attempt}
-}
-
 // Option configures NewResolver.
 type Option func(*Resolver)
 
 // WithManifests adds Pod manifests as a spec source.
 func WithManifests(src ManifestSource) Option { return func(r *Resolver) { r.manifests = src } }
+
+// WithOwned adds the pods the agent makes, and its records of the pods
+// it made (nil: none survive the agent).
+func WithOwned(src OwnedSource, records OwnerRecords) Option {
+	return func(r *Resolver) { r.owned, r.owners = src, records }
+}
 
 // WithHostIP sets the address probed for host-network pods (default
 // 127.0.0.1).
@@ -102,11 +106,9 @@ func NewResolver(opts ...Option) *Resolver {
 	r := &Resolver{
 		hostIP:      "127.0.0.1",
 		clock:       clock.RealClock{},
-		starting:    map[Instance]struct{}{},
-		wake:        make(chan struct{}, 1),
-		subs:        map[*Subscription]struct{}{},
 		annotations: map[string]annotationSpec{},
 		reported:    map[string]bool{},
+		lastOwned:   map[string]*spec.Pod{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -122,40 +124,18 @@ func (r *Resolver) View() *View {
 	return Resolve(nil, Inputs{})
 }
 
-// SetStarting marks an instance the agent is bringing up (true) or done
-// with (false). While marked, the instance is not its container's current
-// one: its predecessor stays current, probed and reported, until the start
-// (postStart included) is over.
-func (r *Resolver) SetStarting(i Instance, starting bool) {
-	r.startingMu.Lock()
-	if starting {
-		r.starting[i] = struct{}{}
-	} else {
-		delete(r.starting, i)
-	}
-	r.startingMu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (r *Resolver) isStarting(c *cri.Container) bool {
-	r.startingMu.Lock()
-	defer r.startingMu.Unlock()
-	_, ok := r.starting[InstanceOf(c)]
-	return ok
-}
-
-// Run resolves every change of the runtime (changes), of the manifests and
-// of the instances being started, until ctx is done.
+// Run resolves every change of the runtime (changes) and of the manifests
+// until ctx is done.
 func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
 	}
-	var manifestsChanged <-chan struct{}
+	var manifestsChanged, ownedChanged <-chan struct{}
 	if r.manifests != nil {
 		manifestsChanged = r.manifests.Changed()
+	}
+	if r.owned != nil {
+		ownedChanged = r.owned.Changed()
 	}
 	for {
 		select {
@@ -164,8 +144,21 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-changes.Ready():
 			b := changes.Next()
 			r.snapshot = b.Snapshot
+		case <-changes.Listed():
+			b := changes.Next()
+			r.snapshot = b.Snapshot
+			if len(b.Events) == 0 && !b.Resync {
+				// A relist that changed nothing: the same view, as of
+				// this listing (the pod sync waits for a listing newer
+				// than its own actions).
+				if v := r.view.Load(); v != nil && r.snapshot != nil {
+					r.publisher.Publish(v.at(r.snapshot.Time, r.snapshot.Seq), nil)
+					r.view.Store(r.publisher.Latest())
+					continue
+				}
+			}
 		case <-manifestsChanged:
-		case <-r.wake:
+		case <-ownedChanged:
 		}
 		if r.snapshot != nil {
 			r.publish(ctx, r.resolve())
@@ -175,9 +168,18 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 
 // resolve builds the view of the last snapshot under the current specs.
 func (r *Resolver) resolve() *View {
-	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Starting: r.isStarting, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
+	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
 	if r.manifests != nil {
 		in.Manifests, in.ManifestErrors = r.manifests.Pods()
+	}
+	if r.owned != nil {
+		var errs []*spec.Error
+		in.Owned, errs = r.owned.Pods()
+		in.ManifestErrors = append(slices.Clip(in.ManifestErrors), errs...)
+		in.Removed = r.removedOwned(in.Owned)
+	}
+	if r.owners != nil {
+		in.OwnedUIDs = r.owners.OwnedUIDs()
 	}
 	for id := range r.annotations {
 		if _, ok := r.snapshot.Container(id); !ok {
@@ -185,6 +187,42 @@ func (r *Resolver) resolve() *View {
 		}
 	}
 	return Resolve(r.snapshot, in)
+}
+
+// removedOwned remembers the owned pods' manifests and returns those of
+// pods whose manifest went while their sandboxes linger, so that they are
+// stopped with their spec. A manifest is forgotten once no sandbox of its
+// pod is left.
+func (r *Resolver) removedOwned(owned []*spec.Pod) map[string]*spec.Pod {
+	current := make(map[string]bool, len(owned))
+	for _, m := range owned {
+		current[m.UID] = true
+		r.lastOwned[m.UID] = m
+	}
+	var removed map[string]*spec.Pod
+	for uid, m := range r.lastOwned {
+		if current[uid] {
+			continue
+		}
+		if !r.hasSandbox(uid) {
+			delete(r.lastOwned, uid)
+			continue
+		}
+		if removed == nil {
+			removed = map[string]*spec.Pod{}
+		}
+		removed[uid] = m
+	}
+	return removed
+}
+
+func (r *Resolver) hasSandbox(uid string) bool {
+	for _, sb := range r.snapshot.Pods() {
+		if sb.UID == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // readAnnotations parses each container's annotations once: its config
@@ -201,20 +239,12 @@ func (r *Resolver) readAnnotations(namespace, pod string, c *cri.Container) (*sp
 func (r *Resolver) publish(ctx context.Context, v *View) {
 	prev := r.view.Swap(v)
 	r.reportProblems(ctx, v)
-	changed := changedPods(prev, v)
-	if len(changed) == 0 {
-		return
-	}
-	r.subsMu.Lock()
-	defer r.subsMu.Unlock()
-	for s := range r.subs {
-		s.push(v, changed)
-	}
+	r.publisher.Publish(v, ChangedPods(prev, v))
 }
 
-// changedPods returns the keys of the pods that appeared, went or changed
+// ChangedPods returns the keys of the pods that appeared, went or changed
 // in any way a reader acts on.
-func changedPods(prev, next *View) []string {
+func ChangedPods(prev, next *View) []string {
 	var keys []string
 	for _, p := range next.Pods() {
 		if old, ok := prev.Pod(p.Key); !ok || !samePod(old, p) {
@@ -230,7 +260,11 @@ func changedPods(prev, next *View) []string {
 }
 
 func samePod(a, b *Pod) bool {
+	if a == b {
+		return true
+	}
 	if a.Source != b.Source || a.Manifest != b.Manifest || a.Policy != b.Policy || a.Phase != b.Phase || a.Terminating != b.Terminating ||
+		a.Owned != b.Owned || a.Orphaned != b.Orphaned ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
 		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && x.IP() == y.IP() }) ||
 		len(a.Containers) != len(b.Containers) {
@@ -239,7 +273,7 @@ func samePod(a, b *Pod) bool {
 	for i, x := range a.Containers {
 		y := b.Containers[i]
 		if x.Name != y.Name || x.Spec != y.Spec || x.Managed != y.Managed || len(x.Problems) != len(y.Problems) ||
-			!sameInstance(x.Current, y.Current) || !sameInstance(x.Starting, y.Starting) ||
+			!sameInstance(x.Current, y.Current) ||
 			!slices.EqualFunc(x.Instances, y.Instances, sameInstance) {
 			return false
 		}
@@ -305,68 +339,6 @@ func (r *Resolver) reportProblems(ctx context.Context, v *View) {
 	r.reported = seen
 }
 
-// Subscribe returns a subscription whose first batch (if there is a view
-// already) names every pod as changed.
-func (r *Resolver) Subscribe() *Subscription {
-	s := &Subscription{resolver: r, ready: make(chan struct{}, 1), changed: map[string]struct{}{}}
-	r.subsMu.Lock()
-	defer r.subsMu.Unlock()
-	r.subs[s] = struct{}{}
-	if v := r.view.Load(); v != nil {
-		s.push(v, changedPods(nil, v))
-	}
-	return s
-}
-
-// Batch is what a subscriber receives: the latest view and the keys of the
-// pods that changed since its previous Next (gone ones included).
-type Batch struct {
-	View    *View
-	Changed []string
-}
-
-// Subscription receives views without ever blocking the resolver: views
-// coalesce (the latest wins, changed keys add up) until Next.
-type Subscription struct {
-	resolver *Resolver
-	ready    chan struct{}
-
-	mu      sync.Mutex
-	view    *View
-	changed map[string]struct{}
-}
-
-func (s *Subscription) push(v *View, changed []string) {
-	s.mu.Lock()
-	s.view = v
-	for _, k := range changed {
-		s.changed[k] = struct{}{}
-	}
-	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-}
-
-// Ready is signalled when a new view is waiting.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
-
-// Next returns the latest view and what changed since the previous call.
-func (s *Subscription) Next() Batch {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := Batch{View: s.view, Changed: make([]string, 0, len(s.changed))}
-	for k := range s.changed {
-		b.Changed = append(b.Changed, k)
-	}
-	clear(s.changed)
-	return b
-}
-
-// Close stops delivery to this subscription.
-func (s *Subscription) Close() {
-	s.resolver.subsMu.Lock()
-	delete(s.resolver.subs, s)
-	s.resolver.subsMu.Unlock()
-}
+// Subscribe returns a subscription to the resolver's views; its first
+// batch (if there is a view already) names every pod as changed.
+func (r *Resolver) Subscribe() *Subscription { return r.publisher.Subscribe() }

@@ -21,8 +21,10 @@ import (
 // View is the agent's picture of the runtime after one relist. It is
 // immutable: its slices and the values they point to must not be modified.
 type View struct {
-	// Time is when the relist the view comes from started.
+	// Time is when the relist the view comes from started, and Seq its
+	// number (cri.Snapshot.Seq).
 	Time   time.Time
+	Seq    uint64
 	pods   []*Pod
 	byKey  map[string]*Pod
 	byName map[nsName]*Pod
@@ -34,6 +36,64 @@ type View struct {
 }
 
 type nsName struct{ namespace, name string }
+
+// index fills byKey and byName from pods (ordered by namespace, name and
+// key). When two pods share a name (a pod re-created with a new UID while
+// its old sandbox lingers), the name stands for the one whose current
+// sandbox is ready, else the newest.
+func (v *View) index() {
+	v.byKey = make(map[string]*Pod, len(v.pods))
+	v.byName = make(map[nsName]*Pod, len(v.pods))
+	for _, p := range v.pods {
+		v.byKey[p.Key] = p
+		name := nsName{p.Namespace, p.Name}
+		if other, ok := v.byName[name]; !ok || currentPodFirst(p, other) < 0 {
+			v.byName[name] = p
+		}
+	}
+}
+
+// currentPodFirst orders two pods of one name by their current sandboxes
+// (currentSandboxFirst); a pod with no sandbox yet comes last.
+func currentPodFirst(a, b *Pod) int {
+	switch {
+	case a.Sandbox == nil && b.Sandbox == nil:
+		return 0
+	case a.Sandbox == nil:
+		return 1
+	case b.Sandbox == nil:
+		return -1
+	}
+	return currentSandboxFirst(a.Sandbox, b.Sandbox)
+}
+
+// at returns the same view as of another listing of the runtime, which
+// found nothing new.
+func (v *View) at(t time.Time, seq uint64) *View {
+	out := *v
+	out.Time, out.Seq = t, seq
+	return &out
+}
+
+// With returns a view like v in which the pods of the given keys are
+// replaced by the given ones (a key v does not have is ignored). The pod
+// sync publishes the pods' status this way: a pod it is acting on stays
+// as its action began until the runtime shows the outcome.
+func (v *View) With(replaced map[string]*Pod) *View {
+	if len(replaced) == 0 {
+		return v
+	}
+	out := *v
+	out.pods = make([]*Pod, len(v.pods))
+	for i, p := range v.pods {
+		if r, ok := replaced[p.Key]; ok {
+			p = r
+		}
+		out.pods[i] = p
+	}
+	out.index()
+	return &out
+}
 
 // Pods returns every pod, ordered by namespace, name and key.
 func (v *View) Pods() []*Pod {
@@ -73,7 +133,16 @@ type Pod struct {
 	Namespace string
 	Name      string
 	UID       string
-	// Sandbox is the current sandbox: a ready one if any, else the newest.
+	// Owned says the agent makes this pod from a static pod manifest, as
+	// kubelet makes static pods: its sandbox and every container are
+	// created from the spec (Manifest.Object). Otherwise someone else
+	// made the pod and the agent only acts on what the runtime has.
+	Owned bool
+	// Orphaned is an owned pod whose manifest is gone (or changed, which
+	// makes it another pod): it is to be stopped and removed.
+	Orphaned bool
+	// Sandbox is the current sandbox: a ready one if any, else the newest;
+	// nil for an owned pod whose sandbox is not made yet.
 	Sandbox *cri.Pod
 	// Sandboxes are all of the pod's sandboxes, the current one first,
 	// then newest first.
@@ -112,9 +181,8 @@ type Pod struct {
 	PodIP string
 }
 
-// SandboxReady reports whether the pod's current sandbox is ready: when it
-// is not, nothing of the pod is started again.
-func (p *Pod) SandboxReady() bool { return p.Sandbox.State == cri.SandboxReady }
+// SandboxReady reports whether the pod's current sandbox is ready.
+func (p *Pod) SandboxReady() bool { return p.Sandbox != nil && p.Sandbox.State == cri.SandboxReady }
 
 // IP is the pod's primary IP, kubelet's status.podIP ("" for a
 // host-network pod).
@@ -165,17 +233,25 @@ type Container struct {
 	Managed bool
 	// Problems make its spec invalid: it is not probed and never ready.
 	Problems []*spec.Error
-	// Current is the instance kubelet's status would show: the newest,
-	// unless the agent is still starting that one (Starting). Nil before
-	// any instance exists.
+	// Current is the newest instance (kubelet's order); nil before any
+	// instance exists.
 	Current *cri.Container
-	// Starting is an instance the agent created and is still bringing up
-	// (created, started, postStart running): not probed or reported until
-	// it is done, as kubelet shows a container only after its start.
-	Starting *cri.Container
-	// Instances are all of its instances, newest first (Starting, if any,
-	// among them).
+	// Instances are all of its instances, newest first.
 	Instances []*cri.Container
+	// Waiting says why the pod sync does not start it now (kubelet's
+	// waiting reason: CrashLoopBackOff, ErrImagePull…); nil when nothing
+	// holds it back. Set only in the pods' status (the pod sync's view).
+	Waiting *Waiting
+}
+
+// Waiting is why a container that is to start does not, and until when.
+type Waiting struct {
+	// Reason is kubelet's: CrashLoopBackOff, ImagePullBackOff,
+	// ErrImagePull, CreateContainerConfigError, …
+	Reason  string
+	Message string
+	// Until is when it is tried again (zero: at the next change).
+	Until time.Time
 }
 
 // Probed reports whether the container is probed.

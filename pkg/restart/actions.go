@@ -28,6 +28,12 @@ const (
 	// CausePodKill: the whole pod is being stopped (its grace period
 	// applies, not a probe's).
 	CausePodKill Cause = "pod"
+	// CauseRestartAll: a container's exit matched a RestartAllContainers
+	// rule: every container is killed at once and the pod starts over in
+	// its sandbox.
+	CauseRestartAll Cause = "RestartAllContainers"
+	// CauseFirstStart: the container's first start (an owned pod's).
+	CauseFirstStart Cause = ""
 )
 
 // containerToKill is a container instance to stop, and why.
@@ -40,10 +46,18 @@ type containerToKill struct {
 }
 
 // podActions is what one pass over a pod does, as kubelet's podActions:
-// kill the whole pod, or kill some containers and then start init
-// containers and containers (in that order).
+// kill the whole pod (and make a new sandbox), or kill some containers,
+// then start init containers and containers (in that order).
 type podActions struct {
-	killPod   bool
+	killPod bool
+	// createSandbox: a new sandbox of attempt sandboxAttempt is made, then
+	// the pod's containers from the start (an owned pod only).
+	createSandbox  bool
+	sandboxAttempt uint32
+	// reset lists every instance to remove, after killing the running ones
+	// with no grace period, for a RestartAllContainers (an owned pod
+	// only): the pod then starts over in its sandbox.
+	reset     []*cri.Container
 	kill      []containerToKill
 	startInit []*pods.Container
 	start     []*pods.Container
@@ -56,17 +70,25 @@ type resultReader interface {
 
 // computePodActions decides what to do with pod p given the probes'
 // results: kubelet 1.36's computePodActions and computeInitContainerActions
-// for a pod whose sandbox is ready (the agent never creates sandboxes),
-// with its default feature gates (sidecars, ContainerRestartRules). It is
-// pure: the same view and results always give the same actions.
+// with its default feature gates (sidecars, ContainerRestartRules,
+// RestartAllContainersOnContainerExits). It is pure: the same view and
+// results always give the same actions.
 //
-// What differs from kubelet, because the agent does not own the pod:
-// containers it does not manage are never killed or started, and a running
-// one keeps the pod alive; a container in the list to start that has no
-// instance yet, or whose newest instance is one its creator has not started
-// yet, is left to its creator (see startContainer).
+// A pod someone else made (not p.Owned) differs, because the agent does
+// not own it: it never gets a new sandbox (a stopped one ends it), its
+// containers the agent does not manage are never killed or started, and a
+// running one keeps the pod alive.
 func computePodActions(p *pods.Pod, res resultReader) podActions {
 	var a podActions
+	if p.Owned {
+		if changed, attempt := sandboxChanged(p); changed {
+			return computeNewSandbox(p, attempt)
+		}
+		if reset := restartAllContainers(p); reset != nil {
+			a.reset = reset
+			return a
+		}
+	}
 	if initialized := computeInitContainerActions(p, res, &a); a.killPod || !initialized {
 		return a
 	}
@@ -118,6 +140,129 @@ func computePodActions(p *pods.Pod, res resultReader) podActions {
 		a.killPod, a.startInit = true, nil
 	}
 	return a
+}
+
+// sandboxChanged is kubelet's PodSandboxChanged for an owned pod: a new
+// sandbox is needed when there is none, when more than one is ready, when
+// the newest is not ready, or when a pod that is not on the host's
+// network has no IP. It returns the new sandbox's attempt.
+func sandboxChanged(p *pods.Pod) (bool, uint32) {
+	if len(p.Sandboxes) == 0 {
+		return true, 0
+	}
+	newest := p.Sandboxes[0]
+	ready := 0
+	for _, sb := range p.Sandboxes {
+		if newest.CreatedAt.Before(sb.CreatedAt) {
+			newest = sb
+		}
+		if sb.State == cri.SandboxReady {
+			ready++
+		}
+	}
+	hostNetwork := p.Manifest != nil && p.Manifest.Object != nil && p.Manifest.Object.Spec.HostNetwork
+	switch {
+	case ready > 1, newest.State != cri.SandboxReady, newest.HostNetwork != hostNetwork,
+		!hostNetwork && len(newest.IPs) == 0:
+		return true, newest.Attempt + 1
+	}
+	return false, newest.Attempt
+}
+
+// computeNewSandbox is computePodActions' start over in a new sandbox:
+// the old one is killed, and the pod starts from its first init container
+// (or from every container), except that a pod that must not restart and
+// already ran gets no new sandbox, nor does one whose containers all
+// completed as their policies want.
+func computeNewSandbox(p *pods.Pod, attempt uint32) podActions {
+	a := podActions{killPod: true, createSandbox: true, sandboxAttempt: attempt}
+	ran := false
+	for _, c := range p.Containers {
+		if c.Current != nil {
+			ran = true
+		}
+	}
+	if p.Policy.RestartPolicy == corev1.RestartPolicyNever && attempt != 0 && ran {
+		a.createSandbox = false
+		return a
+	}
+	var start []*pods.Container
+	for _, c := range p.Containers {
+		if c.Kind != spec.Regular || !c.Managed {
+			continue
+		}
+		runOnce := p.Policy.RestartPolicy == corev1.RestartPolicyOnFailure
+		if c.Spec != nil && c.Spec.RestartPolicy != nil {
+			runOnce = *c.Spec.RestartPolicy == corev1.ContainerRestartPolicyOnFailure
+		}
+		if runOnce && succeeded(c) {
+			continue
+		}
+		start = append(start, c)
+	}
+	if len(start) == 0 && anyRegularCreated(p) {
+		a.createSandbox = false
+		return a
+	}
+	for _, c := range p.Containers {
+		if c.Kind.IsInit() && c.Managed {
+			a.startInit = []*pods.Container{c}
+			return a
+		}
+	}
+	a.start = start
+	return a
+}
+
+// succeeded reports whether the container's newest instance exited 0
+// (kubelet's containerSucceeded).
+func succeeded(c *pods.Container) bool {
+	return c.Current != nil && c.Current.State == cri.StateExited && c.Current.ExitCode == 0
+}
+
+// anyRegularCreated is kubelet's HasAnyRegularContainerCreated: some
+// regular container has an instance that is not merely created (so the
+// pod got past its init containers once).
+func anyRegularCreated(p *pods.Pod) bool {
+	for _, c := range p.Containers {
+		if c.Kind == spec.Regular && c.Current != nil && c.Current.State != cri.StateCreated {
+			return true
+		}
+	}
+	return false
+}
+
+// restartAllContainers returns every instance of the pod's containers
+// when the newest instance of one of them exited with a code that a
+// RestartAllContainers rule matches (kubelet's ShouldAllContainersRestart
+// and getContainersToReset), the instances that triggered it last; nil
+// otherwise.
+func restartAllContainers(p *pods.Pod) []*cri.Container {
+	triggered := false
+	for _, c := range p.Containers {
+		if cur := c.Current; cur != nil && cur.State == cri.StateExited && c.Spec.RestartsAll(cur.ExitCode) {
+			triggered = true
+		}
+	}
+	if !triggered {
+		return nil
+	}
+	var targets, sources []*cri.Container
+	for _, kind := range []func(spec.Kind) bool{func(k spec.Kind) bool { return k == spec.Regular }, spec.Kind.IsInit} {
+		for _, c := range p.Containers {
+			if !kind(c.Kind) || !c.Managed {
+				continue
+			}
+			for _, i := range c.Instances {
+				if i.State == cri.StateExited && c.Spec.RestartsAll(i.ExitCode) {
+					sources = append(sources, i)
+				} else {
+					targets = append(targets, i)
+				}
+			}
+		}
+	}
+	return append(targets, sources...)
 }
 
 // failed reports whether the container's probe of type t has failed.

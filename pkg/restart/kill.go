@@ -21,12 +21,11 @@ import (
 // notes it in the ledger: at once if it will not be restarted, else when
 // its replacement starts.
 func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod, k containerToKill) error {
-	w.acted[k.instance.ID] = true
 	grace, err := r.killContainer(ctx, p, k.container, k.instance, k.message, k.cause, nil)
 	if err != nil {
-		delete(w.acted, k.instance.ID)
 		return err
 	}
+	w.state.killed[k.instance.ID] = true
 	if t, ok := probeOf(k.cause); ok {
 		r.metrics.killed(p, k.container.Name, t.String())
 	}
@@ -40,7 +39,7 @@ func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod,
 		r.record(ctx, e)
 		return nil
 	}
-	w.pending[k.instance.ID] = e // recorded when the replacement starts
+	w.state.pending[k.instance.ID] = e // recorded when the replacement starts
 	return nil
 }
 
@@ -150,16 +149,25 @@ func (r *Restarter) hookTarget(p *pods.Pod, c *pods.Container, id string) lifecy
 
 // killPod stops every running container of the pod with the pod's grace
 // period — regular containers first, sidecars after them in reverse order,
-// as kubelet orders a pod's termination — and then its sandboxes. It
-// reports whether everything stopped.
-func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) bool {
+// as kubelet orders a pod's termination — and then its sandboxes
+// (kubelet's killPodWithSyncResult). It reports whether everything
+// stopped.
+func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 	var running []*pods.Container
 	for _, c := range p.Containers {
 		if c.Running() {
 			running = append(running, c)
 		}
 	}
-	r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: no container is left running or to be restarted (restartPolicy %s)", p.Namespace, p.Name, p.Policy.RestartPolicy)
+	switch {
+	case pl.createSandbox && p.Sandbox != nil:
+		r.eventf(p, "", events.Normal, ReasonSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+	case pl.createSandbox:
+	case pl.teardown:
+		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: its manifest was removed", p.Namespace, p.Name)
+	default:
+		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: no container is left running or to be restarted (restartPolicy %s)", p.Namespace, p.Name, p.Policy.RestartPolicy)
+	}
 	ordering := newTerminationOrdering(p, running)
 	var wg sync.WaitGroup
 	failed := make(chan error, len(running))
@@ -187,7 +195,73 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod) bool {
 			r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod sandbox %s failed: %v", sb.ID, err)
 		}
 	}
+	if ok && pl.createSandbox {
+		// kubelet's purgeInitContainers: the new sandbox runs them again.
+		for _, c := range p.Containers {
+			if !c.Kind.IsInit() {
+				continue
+			}
+			for _, i := range c.Instances {
+				if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
+					klog.FromContext(ctx).V(2).Info("Cannot remove an init container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", i.ID, "err", err)
+				}
+			}
+		}
+	}
 	return ok
+}
+
+// teardown removes a stopped orphan: its containers, its sandboxes, then
+// what it left on the host (kubelet's removal of a pod whose manifest is
+// gone: container and sandbox garbage collection, pod directory cleanup).
+func (r *Restarter) teardown(ctx context.Context, p *pods.Pod) time.Duration {
+	for _, c := range p.Containers {
+		for _, i := range c.Instances {
+			if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
+				r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s: %v", c.Name, err)
+				return failedActionBackoff
+			}
+		}
+	}
+	for _, sb := range p.Sandboxes {
+		if err := r.runtime.RemovePodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
+			r.eventf(p, "", events.Warning, ReasonFailed, "Cannot remove pod sandbox %s: %v", sb.ID, err)
+			return failedActionBackoff
+		}
+	}
+	if r.maker != nil {
+		if err := r.maker.TearDown(ctx, p); err != nil {
+			r.eventf(p, "", events.Warning, ReasonFailed, "Cannot remove what pod %s/%s left on the host: %v", p.Namespace, p.Name, err)
+			return failedActionBackoff
+		}
+	}
+	return 0
+}
+
+// reset is kubelet's RestartAllContainers in place: every running
+// container of the pod killed with no grace period, then every instance
+// removed (those that triggered it last), so that the next sync starts
+// the pod over from its first init container in the same sandbox.
+func (r *Restarter) reset(ctx context.Context, p *pods.Pod, instances []*cri.Container) time.Duration {
+	for _, i := range instances {
+		c, ok := p.Container(i.Name)
+		if !ok {
+			continue
+		}
+		if i.State == cri.StateRunning || i.State == cri.StateUnknown {
+			r.eventf(p, c.Name, events.Normal, ReasonKilling, "Stopping container %s: a container's exit restarts every container of the pod (RestartAllContainers)", c.Name)
+			if err := r.runtime.StopContainer(ctx, i.ID, 0); err != nil {
+				r.eventf(p, c.Name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", c.Name, err)
+				return failedActionBackoff
+			}
+			r.metrics.killed(p, c.Name, string(CauseRestartAll))
+		}
+		if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
+			r.eventf(p, c.Name, events.Warning, ReasonFailed, "Removing container %s failed: %v", c.Name, err)
+			return failedActionBackoff
+		}
+	}
+	return 0
 }
 
 // terminationOrdering is kubelet's: when a pod stops, each sidecar waits

@@ -17,14 +17,28 @@
 //	   │
 //	   └──failed──► kill ──► exited (back-off)
 //
+// Each sync of a pod is kubelet's: a pure step (plan.go, makePlan) turns
+// the pod's view, the probes' results, the back-off state and the time
+// into a complete plan, and the executor (execute.go) only carries it out
+// through CRI. A sync acts only on a view of the runtime listed after the
+// previous sync acted, so nothing is ever done twice.
+//
+// While a sync acts, the pod's status (Status, what the prober, the API
+// and the hooks read) stays as the sync found it, and it changes only
+// once the runtime has been listed again: kubelet's status manager, which
+// shows a replacement only after its start and postStart are over.
+//
 // An interruption (the agent killed) between create and start leaves a
-// created replacement marked cri-prober.io/restart-of: the next agent
-// starts it, or removes it if the instance it replaces still runs.
+// created instance: an owned pod's is started by the next agent; a
+// replacement in a pod someone else made is marked
+// cri-prober.io/restart-of, and the next agent starts it, or removes it if
+// the instance it replaces still runs.
 package restart
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -44,9 +58,7 @@ import (
 
 // Runtime is what the restarter does through CRI.
 type Runtime interface {
-	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
-	PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error)
 	ContainerConfig(ctx context.Context, id string) (*runtimeapi.ContainerConfig, error)
 	SandboxConfig(ctx context.Context, id string) (*runtimeapi.PodSandboxConfig, error)
 	StopContainer(ctx context.Context, id string, gracePeriod int64) error
@@ -54,6 +66,9 @@ type Runtime interface {
 	CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
 	StartContainer(ctx context.Context, id string) error
 	StopPodSandbox(ctx context.Context, id string) error
+	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error)
+	PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error)
+	RemovePodSandbox(ctx context.Context, id string) error
 }
 
 var _ Runtime = (*cri.Client)(nil)
@@ -63,11 +78,11 @@ type HookRunner interface {
 	Run(ctx context.Context, h *corev1.LifecycleHandler, t lifecycle.Target) (string, error)
 }
 
-// Starting is told which instance the restarter is bringing up, so that
-// until its start (postStart included) is over its predecessor stays the
-// container's current one (pods.Resolver).
-type Starting interface {
-	SetStarting(i pods.Instance, starting bool)
+// Relister lists the runtime again on demand (cri.Poller): a sync waits
+// for a listing that started after the previous sync acted.
+type Relister interface {
+	Trigger()
+	Relists() uint64
 }
 
 // Recorder receives the restarter's events.
@@ -107,6 +122,7 @@ const (
 	ReasonFailedPreStopHook   = "FailedPreStopHook"
 	ReasonFailedPostStartHook = "FailedPostStartHook"
 	ReasonHTTPFallback        = "LifecycleHTTPFallback"
+	ReasonSandboxChanged      = "SandboxChanged"
 	ReasonFailed              = "FailedRestart"
 	ReasonWouldKill           = "WouldKill"
 	ReasonStoppingPod         = "StoppingPod"
@@ -117,12 +133,6 @@ const (
 const (
 	backoffRetryJitter  = 0.5
 	failedActionBackoff = 5 * time.Second
-	// exitSettle is how long after an exit the restarter waits before
-	// restarting, and then checks that the sandbox is still ready: someone
-	// stopping the pod (crictl stopp) kills its containers first and its
-	// sandbox a moment later, and must not find them restarted. kubelet
-	// sees exits only at its 1 s relist, so this is still sooner.
-	exitSettle = 250 * time.Millisecond
 )
 
 // Restarter is the agent's pod sync. Create it with New and run it with
@@ -130,7 +140,7 @@ const (
 type Restarter struct {
 	runtime   Runtime
 	hooks     HookRunner
-	starting  Starting
+	relister  Relister // nil: the runtime is relisted by its own period only
 	results   *results.Store
 	histories *results.Histories
 	recorder  Recorder
@@ -140,29 +150,40 @@ type Restarter struct {
 	jitter    func() float64
 	metrics   *metrics
 	ledger    *Ledger // nil: none kept
+	maker     Maker   // nil: owned pods are not made
 
-	view     atomic.Pointer[pods.View]
 	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
 	syncDone func()
+	// handled is the newest listing Run has handed on; busy counts the
+	// syncs asked for or running: quiet reads them (tests).
+	handled atomic.Uint64
+	busy    atomic.Int64
 
-	waitingMu sync.Mutex
-	waiting   map[containerKey]Waiting
+	// latest is the newest view of the runtime (the resolver's); status is
+	// the pods' status published to readers (see the package comment).
+	latest    atomic.Pointer[pods.Subscription]
+	statusMu  sync.Mutex
+	held      map[string]*heldPod // pod key → its status while a sync acts
+	waiting   map[string]map[string]pods.Waiting
+	status    atomic.Pointer[pods.View]
+	publisher pods.Publisher
 
 	// Owned by Run.
 	workers map[string]*podWorker
 	wg      sync.WaitGroup
 }
 
+// heldPod is a pod's status while a sync acts on it, and after, until the
+// runtime is listed again (relist number after).
+type heldPod struct {
+	pod   *pods.Pod
+	after uint64 // 0: the sync still acts
+}
+
 // containerKey names a container of a pod across its instances.
 type containerKey struct {
 	pod       string // pods.Pod.Key
 	container string
-}
-
-// Waiting says why a container is not running and until when.
-type Waiting struct {
-	Reason string
-	Until  time.Time
 }
 
 // Option configures New.
@@ -200,8 +221,11 @@ func WithHistories(hs *results.Histories) Option {
 	return func(r *Restarter) error { r.histories = hs; return nil }
 }
 
-// WithStarting tells s which instances are being started (the resolver).
-func WithStarting(s Starting) Option { return func(r *Restarter) error { r.starting = s; return nil } }
+// WithRelister asks rl for a listing of the runtime when a sync waits for
+// one (the poller).
+func WithRelister(rl Relister) Option {
+	return func(r *Restarter) error { r.relister = rl; return nil }
+}
 
 // withJitter replaces the random source (tests).
 func withJitter(f func() float64) Option {
@@ -223,7 +247,8 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		results: store,
 		mode:    Recreate,
 		jitter:  rand.Float64,
-		waiting: map[containerKey]Waiting{},
+		held:    map[string]*heldPod{},
+		waiting: map[string]map[string]pods.Waiting{},
 		workers: map[string]*podWorker{},
 	}
 	for _, opt := range opts {
@@ -243,47 +268,31 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 	if r.histories == nil {
 		r.histories = results.NewHistories()
 	}
-	if r.starting == nil {
-		r.starting = noStarting{}
-	}
-	r.view.Store(pods.Resolve(nil, pods.Inputs{}))
+	r.status.Store(pods.Resolve(nil, pods.Inputs{}))
 	return r, nil
 }
 
-type noStarting struct{}
+// Status returns the pods' status: the latest view of the runtime, but for
+// a pod a sync acts on, the pod as that sync found it until the runtime
+// shows the outcome; with each container's waiting reason.
+func (r *Restarter) Status() *pods.View { return r.status.Load() }
 
-func (noStarting) SetStarting(pods.Instance, bool) {}
+// Subscribe returns a subscription to the pods' status.
+func (r *Restarter) Subscribe() *pods.Subscription { return r.publisher.Subscribe() }
 
-// Waiting returns why a managed container is waiting (CrashLoopBackOff).
-func (r *Restarter) Waiting(podKey, container string) (Waiting, bool) {
-	r.waitingMu.Lock()
-	defer r.waitingMu.Unlock()
-	w, ok := r.waiting[containerKey{podKey, container}]
-	return w, ok
-}
-
-func (r *Restarter) setWaiting(key containerKey, w *Waiting) {
-	r.waitingMu.Lock()
-	defer r.waitingMu.Unlock()
-	if w == nil {
-		delete(r.waiting, key)
-	} else {
-		r.waiting[key] = *w
-	}
-}
-
-// podWorker serialises the decisions for one pod, as kubelet's pod workers
-// do; a slow stop of one pod's container never delays another pod.
+// podWorker serialises the syncs of one pod, as kubelet's pod workers do;
+// a slow stop of one pod's container never delays another pod.
 type podWorker struct {
 	key     string
 	trigger chan struct{}
 	cancel  context.CancelFunc
-	done    chan struct{}
-	// Owned by the worker's goroutine, each keyed by container ID and
-	// pruned to the instances the view still has.
-	acted    map[string]bool  // instances the restarter killed
-	reported map[string]bool  // instances whose back-off was reported
-	pending  map[string]Entry // ledger entries of kills whose restart waits
+	state   *podState // owned by the worker's goroutine
+	// needView: the next plan needs a view listed at or after this time
+	// (an exit's settle time), set by the previous plan.
+	needView time.Time
+	// awaitingListing: the worker waits for a newer listing of the
+	// runtime; Run wakes it at the next one.
+	awaitingListing atomic.Bool
 }
 
 // Run acts on new views and on probe results until ctx is done; then it
@@ -293,6 +302,7 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
 	}
+	r.latest.Store(changes)
 	updates := r.results.Subscribe()
 	defer updates.Close()
 	defer r.stopAll()
@@ -302,13 +312,28 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 			return
 		case <-changes.Ready():
 			b := changes.Next()
-			r.view.Store(b.View)
+			r.publishStatus(b.View, b.Changed)
 			for _, key := range b.Changed {
 				if _, ok := b.View.Pod(key); !ok {
 					r.forget(key)
 					continue
 				}
 				r.trigger(ctx, key)
+			}
+			r.handled.Store(b.View.Seq)
+		case <-changes.Listed():
+			// A listing that changed nothing still ends the holds made
+			// before it, and wakes the syncs that wait for it.
+			if v := changes.Latest(); v != nil {
+				r.publishStatus(v, nil)
+			}
+			for key, w := range r.workers {
+				if w.awaitingListing.Load() {
+					r.trigger(ctx, key)
+				}
+			}
+			if v := changes.Latest(); v != nil {
+				r.handled.Store(v.Seq)
 			}
 		case <-updates.Ready():
 			for _, u := range updates.Next() {
@@ -320,6 +345,16 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 	}
 }
 
+// latestView returns the newest view of the runtime, published or not.
+func (r *Restarter) latestView() *pods.View {
+	if s := r.latest.Load(); s != nil {
+		if v := s.Latest(); v != nil {
+			return v
+		}
+	}
+	return pods.Resolve(nil, pods.Inputs{})
+}
+
 // forget stops a gone pod's worker and drops everything kept about it.
 func (r *Restarter) forget(key string) {
 	if w, ok := r.workers[key]; ok {
@@ -328,14 +363,11 @@ func (r *Restarter) forget(key string) {
 	}
 	r.backoff.ForgetPod(key)
 	r.metrics.forget(key)
-	r.waitingMu.Lock()
-	for k := range r.waiting {
-		if k.pod == key {
-			delete(r.waiting, k)
-		}
-	}
-	r.waitingMu.Unlock()
-	v := r.view.Load()
+	r.statusMu.Lock()
+	delete(r.waiting, key)
+	delete(r.held, key)
+	r.statusMu.Unlock()
+	v := r.latestView()
 	r.configs.Range(func(id, _ any) bool {
 		if !sandboxInView(v, id.(string)) {
 			r.configs.Delete(id)
@@ -359,16 +391,13 @@ func (r *Restarter) trigger(ctx context.Context, key string) {
 	w, ok := r.workers[key]
 	if !ok {
 		wctx, cancel := context.WithCancel(ctx)
-		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
-			acted: map[string]bool{}, reported: map[string]bool{}, pending: map[string]Entry{}}
+		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, state: newPodState()}
 		r.workers[key] = w
-		r.wg.Go(func() {
-			defer close(w.done)
-			r.runWorker(wctx, w)
-		})
+		r.wg.Go(func() { r.runWorker(wctx, w) })
 	}
 	select {
 	case w.trigger <- struct{}{}:
+		r.busy.Add(1)
 	default:
 	}
 }
@@ -376,20 +405,34 @@ func (r *Restarter) trigger(ctx context.Context, key string) {
 func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
 	var retry <-chan time.Time
 	for {
+		triggered := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.trigger:
+			triggered = true
 		case <-retry:
+			r.busy.Add(1)
+			triggered = true
 		}
 		retry = nil
 		if d := r.syncPod(ctx, w); d > 0 {
 			retry = r.clock.After(d)
 		}
+		if triggered {
+			r.busy.Add(-1)
+		}
 		if r.syncDone != nil {
 			r.syncDone()
 		}
 	}
+}
+
+// quiet reports whether the restarter has handled the runtime's listing
+// seq and every sync it asked for is over (tests assert then that
+// nothing was done).
+func (r *Restarter) quiet(seq uint64) bool {
+	return r.handled.Load() >= seq && r.busy.Load() == 0
 }
 
 func (r *Restarter) stopAll() {
@@ -398,6 +441,106 @@ func (r *Restarter) stopAll() {
 	}
 	r.wg.Wait()
 }
+
+// publishStatus publishes the pods' status for a new view of the runtime:
+// a pod held by a sync keeps its held status (and a hold whose outcome
+// this view shows is released), any other is the view's.
+func (r *Restarter) publishStatus(v *pods.View, changed []string) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	var out []string
+	for _, key := range changed {
+		if _, ok := r.held[key]; !ok {
+			out = append(out, key)
+		}
+	}
+	for key, h := range r.held {
+		if h.after != 0 && v.Seq > h.after {
+			delete(r.held, key)
+			out = append(out, key)
+		}
+	}
+	if len(changed) == 0 && len(out) == 0 && r.status.Load().Seq == v.Seq {
+		return
+	}
+	r.publishLocked(v, out)
+}
+
+// publishLocked builds the status from view v and publishes it, naming
+// the pods that changed.
+func (r *Restarter) publishLocked(v *pods.View, changed []string) {
+	replaced := map[string]*pods.Pod{}
+	for key, h := range r.held {
+		replaced[key] = h.pod
+	}
+	for key, waiting := range r.waiting {
+		p, ok := replaced[key]
+		if !ok {
+			if p, ok = v.Pod(key); !ok {
+				continue
+			}
+		}
+		replaced[key] = withWaiting(p, waiting)
+	}
+	status := v.With(replaced)
+	r.status.Store(status)
+	r.publisher.Publish(status, changed)
+}
+
+// withWaiting returns a copy of p whose containers say why they wait.
+func withWaiting(p *pods.Pod, waiting map[string]pods.Waiting) *pods.Pod {
+	cp := *p
+	cp.Containers = make([]*pods.Container, len(p.Containers))
+	for i, c := range p.Containers {
+		if w, ok := waiting[c.Name]; ok {
+			cc := *c
+			cc.Waiting = &w
+			c = &cc
+		}
+		cp.Containers[i] = c
+	}
+	return &cp
+}
+
+// hold keeps pod p's status as it is while a sync acts on it.
+func (r *Restarter) hold(p *pods.Pod) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if h, ok := r.held[p.Key]; ok {
+		h.after = 0 // still held from the previous sync: as it was then
+		return
+	}
+	r.held[p.Key] = &heldPod{pod: p}
+}
+
+// release lets pod p's status follow the runtime again from the first
+// listing numbered after relist.
+func (r *Restarter) release(key string, relist uint64) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if h, ok := r.held[key]; ok {
+		h.after = relist
+	}
+}
+
+// setWaiting publishes why the pod's containers wait, when it changed.
+func (r *Restarter) setWaiting(key string, waiting map[string]pods.Waiting) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if maps.EqualFunc(r.waiting[key], waiting, sameWaiting) {
+		return
+	}
+	if len(waiting) == 0 {
+		delete(r.waiting, key)
+	} else {
+		r.waiting[key] = waiting
+	}
+	if s := r.latest.Load(); s != nil && s.Latest() != nil {
+		r.publishLocked(s.Latest(), []string{key})
+	}
+}
+
+func sameWaiting(a, b pods.Waiting) bool { return a == b }
 
 func (r *Restarter) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {
 	r.recorder.Record(events.Event{

@@ -196,23 +196,39 @@ func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *
 	client, err := cri.Dial(context.Background(), rt.rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	rt.poller, err = cri.NewPoller(client)
+	rt.poller, err = cri.NewPoller(client, cri.WithClock(rt.clock))
 	require.NoError(t, err)
 	rt.resolver = pods.NewResolver(pods.WithManifests(rt.manifests), pods.WithRecorder(rt.events), pods.WithClock(rt.clock))
 	rt.calls = &callLog{Runtime: client}
-	opts = append([]Option{WithClock(rt.clock), WithRecorder(rt.events), WithHistories(rt.histories), WithStarting(rt.resolver),
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	// The poller relists when the test says, and when the restarter asks
+	// (its ticker would be one more waiter on the fake clock).
+	relister := &testRelister{poller: rt.poller, ctx: ctx, wg: &wg}
+	opts = append([]Option{WithClock(rt.clock), WithRecorder(rt.events), WithHistories(rt.histories), WithRelister(relister),
 		withJitter(func() float64 { return 0 }), withSyncDone(func() { rt.syncs.Add(1) })}, opts...)
 	rt.r, err = New(rt.calls, rt.hooks, rt.store, opts...)
 	require.NoError(t, err)
 
 	criSub, sub := rt.poller.Subscribe(), rt.resolver.Subscribe()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
 	wg.Go(func() { rt.resolver.Run(ctx, criSub) })
 	wg.Go(func() { rt.r.Run(ctx, sub) })
 	t.Cleanup(func() { cancel(); wg.Wait(); sub.Close(); criSub.Close() })
 	return rt
 }
+
+// testRelister relists at once when the restarter asks.
+type testRelister struct {
+	poller *cri.Poller
+	ctx    context.Context
+	wg     *sync.WaitGroup
+}
+
+func (r *testRelister) Trigger() {
+	r.wg.Go(func() { r.poller.Relist(r.ctx) }) //nolint:errcheck // an error shows as no new listing
+}
+
+func (r *testRelister) Relists() uint64 { return r.poller.Relists() }
 
 // setSpec changes the pod's manifest.
 func (rt *restartTest) setSpec(change func(*spec.Pod)) {
@@ -245,20 +261,47 @@ func (rt *restartTest) states() []string {
 }
 
 // passSettle lets the settle time after an exit pass, once the pod's
-// worker waits for it.
+// worker waits for it, and lists the runtime then.
 func (rt *restartTest) passSettle(t *testing.T) {
 	t.Helper()
 	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
 	rt.clock.Step(exitSettle)
+	rt.relist(t)
+}
+
+// waiting says why the pod's status shows container name waiting.
+func (rt *restartTest) waiting(name string) (pods.Waiting, bool) {
+	p, ok := rt.r.Status().Pod("uid-web")
+	if !ok {
+		return pods.Waiting{}, false
+	}
+	c, ok := p.Container(name)
+	if !ok || c.Waiting == nil {
+		return pods.Waiting{}, false
+	}
+	return *c.Waiting, true
 }
 
 // relistAndSettle relists after a change and waits until the restarter has
 // made its pass over the pod: for asserting that nothing was done.
 func (rt *restartTest) relistAndSettle(t *testing.T) {
 	t.Helper()
-	before := rt.syncs.Load()
-	rt.relist(t)
-	rt.eventually(t, "a pass over the pod", func() bool { return rt.syncs.Load() > before })
+	snap, err := rt.poller.Relist(context.Background())
+	require.NoError(t, err)
+	rt.eventually(t, "the listing handled", func() bool { return rt.r.quiet(snap.Seq) })
+}
+
+// relistUntil lists the runtime until cond holds: for what shows only in a
+// listing made after the restarter acted.
+func (rt *restartTest) relistUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	rt.eventually(t, what, func() bool {
+		if cond() {
+			return true
+		}
+		rt.relist(t)
+		return false
+	})
 }
 
 func (rt *restartTest) eventually(t *testing.T, what string, cond func() bool) {
@@ -283,10 +326,10 @@ func (rt *restartTest) instances(name string) []*cri.Container {
 	return c.Instances
 }
 
-// current returns the container's current instance as the resolver sees
-// it.
+// current returns the container's current instance as the pods' status
+// (what the prober and the API read) shows it.
 func (rt *restartTest) current(name string) *cri.Container {
-	p, ok := rt.resolver.View().Pod("uid-web")
+	p, ok := rt.r.Status().Pod("uid-web")
 	if !ok {
 		return nil
 	}
@@ -462,7 +505,7 @@ func TestCrashLoopBacksOff(t *testing.T) {
 
 	crashed := crash(1)
 	rt.eventually(t, "back-off reported", rt.hasEvent("BackOff: Back-off restarting failed container app in pod web_ns(uid-web)"))
-	w, ok := rt.r.Waiting("uid-web", "app")
+	w, ok := rt.waiting("app")
 	require.True(t, ok)
 	assert.Equal(t, WaitingCrashLoop, w.Reason)
 	assert.Equal(t, crashed.Add(10*time.Second), w.Until, "10 s from the exit")
@@ -479,13 +522,12 @@ func TestCrashLoopBacksOff(t *testing.T) {
 		return len(s) == 2 && s[1] == "app#2:CONTAINER_RUNNING"
 	})
 	assert.Equal(t, "app#1:CONTAINER_EXITED", rt.states()[0], "the older exited instance is removed, the last kept")
-	_, ok = rt.r.Waiting("uid-web", "app")
-	assert.False(t, ok)
+	rt.eventually(t, "no longer waiting once restarted", func() bool { _, ok := rt.waiting("app"); return !ok })
 	rt.relist(t)
 
 	crashed = crash(2)
 	rt.eventually(t, "backing off again, 20 s", func() bool {
-		w, ok := rt.r.Waiting("uid-web", "app")
+		w, ok := rt.waiting("app")
 		return ok && w.Until.Equal(crashed.Add(20*time.Second))
 	})
 }
@@ -515,15 +557,16 @@ func TestExitRestartSurvivesARuntimeError(t *testing.T) {
 	rt.relist(t)
 	require.NoError(t, rt.rt.SetContainerState(id, exited, 1))
 	rt.relist(t)
-	rt.rt.SetError("PodSandboxStatus", status.Error(codes.Unavailable, "runtime down"))
+	// The listing after the settle time, which tells whether the sandbox
+	// is still ready, fails: nothing is restarted on an old picture.
+	rt.rt.SetError("ListContainers", status.Error(codes.Unavailable, "runtime down"))
 	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
-	before := rt.syncs.Load()
+	listings := rt.rt.Calls("ListContainers")
 	rt.clock.Step(exitSettle)
-	rt.eventually(t, "a pass that met the error", func() bool { return rt.syncs.Load() > before })
+	rt.eventually(t, "the listing asked for failed", func() bool { return rt.rt.Calls("ListContainers") > listings })
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
-	rt.rt.SetError("PodSandboxStatus", nil)
-	rt.eventually(t, "a retry is due", rt.clock.HasWaiters)
-	rt.clock.Step(failedActionBackoff)
+	rt.rt.SetError("ListContainers", nil)
+	rt.relist(t)
 	rt.eventually(t, "restarted once the runtime answers", rt.hasEvent("Started: Container started"))
 }
 
@@ -555,7 +598,7 @@ func TestRepeatedLivenessKillsBackOffLikeKubelet(t *testing.T) {
 	rt.clock.Step(12 * time.Second)
 	id, attempt := current()
 	rt.fail(id, results.Liveness)
-	rt.eventually(t, "kill 4 backs off", func() bool { w, ok := rt.r.Waiting("uid-web", "app"); return ok && w.Reason == WaitingCrashLoop })
+	rt.eventually(t, "kill 4 backs off", func() bool { w, ok := rt.waiting("app"); return ok && w.Reason == WaitingCrashLoop })
 	_, a := current()
 	assert.Equal(t, uint32(0), a, "nothing running while backing off")
 	rt.eventually(t, "the worker waits out the back-off", rt.clock.HasWaiters)
@@ -702,7 +745,7 @@ func TestLifecycleHooks(t *testing.T) {
 	rt.relist(t)
 	assert.Equal(t, id, rt.current("app").ID, "the old instance stays current while postStart runs")
 	rt.hooks.release <- struct{}{}
-	rt.eventually(t, "the replacement current once started", func() bool { c := rt.current("app"); return c != nil && c.ID == replacement })
+	rt.relistUntil(t, "the replacement current once started and listed", func() bool { c := rt.current("app"); return c != nil && c.ID == replacement })
 }
 
 // A failed postStart kills the container (event FailedPostStartHook, kill
@@ -725,11 +768,11 @@ func TestFailedPostStartHook(t *testing.T) {
 		"Started: Container started",
 		"FailedPostStartHook: PostStartHook failed",
 		"Killing: FailedPostStartHook",
-	}, rt.events.messages(), "the hook's output stays out of events")
+	}, rt.events.messages()[:4], "the hook's output stays out of events")
 	replacement := rt.hooks.called()[0].containerID
 	rt.eventually(t, "stopped with the pod's grace period", func() bool { g, ok := rt.rt.StopTimeout(replacement); return ok && g == 30 })
 	rt.relist(t)
-	rt.eventually(t, "restarted with back-off", func() bool { w, ok := rt.r.Waiting("uid-web", "app"); return ok && w.Reason == WaitingCrashLoop })
+	rt.eventually(t, "restarted with back-off", func() bool { w, ok := rt.waiting("app"); return ok && w.Reason == WaitingCrashLoop })
 }
 
 // A sidecar is restarted on any exit and on a failed liveness probe,

@@ -2,9 +2,10 @@ package restart
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -14,136 +15,171 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
-// startContainer starts container c of pod p again, as kubelet's start()
-// in SyncPod: back-off first (measured from the newest exit the view
-// shows, kubelet's doBackOff), then a new attempt created from the last
-// instance's CRI config, started, and its postStart hook run. It returns
-// when to look again (0: at the next change).
-//
-// What kubelet would create from the Pod spec the agent can only create
-// from an earlier instance: a container with no instance yet, or whose
-// newest instance its creator has created but not started, is left to its
-// creator.
-func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, fresh *listing) time.Duration {
-	list := fresh.byName[c.Name]
-	if len(list) == 0 {
-		return 0 // never created: its creator's to create
-	}
-	newest := list[0]
-	switch newest.State {
-	case cri.StateRunning:
-		return 0 // started meanwhile
-	case cri.StateCreated:
-		if newest.Annotations[cri.AnnotationRestartOf] == "" {
-			return 0 // created by someone else, who will start it
-		}
-		// Ours, created before an interruption (an agent restart)
-		// between create and start.
-		return r.finishInterrupted(ctx, w, p, c, list)
-	}
+// Maker makes what an owned pod needs from its spec: its host side and
+// the CRI configs of its sandbox and containers (the agent wires
+// pkg/podconfig, pkg/podfs and the image service into one).
+type Maker interface {
+	// Sandbox prepares the pod's host side (its directory, volumes and
+	// log directory) and returns the config of its sandbox of attempt.
+	Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error)
+	// Container makes the container's image present (pulling it as its
+	// policy says) and returns the config of its instance of attempt
+	// (-1: the maker finds it, as kubelet does, from the log directory)
+	// in sandbox. A failure a user can act on is a *StartError.
+	Container(ctx context.Context, p *pods.Pod, sandbox *cri.Pod, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error)
+	// TearDown removes what the pod left on the host once its sandboxes
+	// are gone: its directory, volumes, logs and records.
+	TearDown(ctx context.Context, p *pods.Pod) error
+}
+
+// StartError is why a container could not be made, as kubelet reports it
+// in the container's waiting reason: ErrImagePull, ImagePullBackOff,
+// ErrImageNeverPull, CreateContainerConfigError, …
+type StartError struct {
+	Reason  string
+	Message string
+}
+
+func (e *StartError) Error() string { return e.Reason + ": " + e.Message }
+
+// ErrNoMaker is returned for an owned pod when the restarter makes none.
+var ErrNoMaker = errors.New("this agent does not make pods (no static pod path)")
+
+// WithMaker makes owned pods with m.
+func WithMaker(m Maker) Option { return func(r *Restarter) error { r.maker = m; return nil } }
+
+// startContainer starts one container as kubelet's startContainer does:
+// a new instance created (an owned pod's from its spec, another's from its
+// last instance's CRI config) unless an interrupted one is resumed, then
+// started, then its postStart hook run before it is probed or reported.
+// A failed hook kills it (with the pod's grace period); its exit is then
+// restarted with back-off.
+func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Pod, sandbox *cri.Pod, s startAction) error {
+	c := s.container
 	key := containerKey{p.Key, c.Name}
 	now := r.clock.Now()
-	if !w.acted[newest.ID] {
-		// An exit the restarter did not cause: not while the pod is being
-		// stopped by someone else.
-		finished, err := r.finishedAt(ctx, c, newest)
-		if err != nil {
-			return failedActionBackoff
-		}
-		if settle := exitSettle - now.Sub(finished); settle > 0 {
-			return settle
-		}
-		sb, err := r.runtime.PodSandboxStatus(ctx, p.Sandbox.ID, false)
-		if err != nil {
-			return failedActionBackoff // the runtime is away: ask again later
-		}
-		if sb.GetStatus().GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
-			return 0
+	entry, pending := Entry{}, false
+	if s.replaces != nil {
+		entry, pending = w.state.pending[s.replaces.ID]
+		if !pending {
+			entry = r.entry(ctx, p, s.replaces, s.cause)
 		}
 	}
-	if prev := fresh.lastExit(c.Name); prev != nil {
-		finished, err := r.finishedAt(ctx, c, prev)
+	inst := s.resume
+	if inst == nil {
+		if !s.backoffFrom.IsZero() {
+			r.backoff.Next(key, s.backoffFrom, now)
+		}
+		cfg, sandboxCfg, err := r.containerConfig(ctx, p, sandbox, s)
 		if err != nil {
-			return failedActionBackoff
+			r.startFailed(ctx, w, p, c, err)
+			return err
 		}
-		if wait := r.backoff.Wait(key, finished, now); wait > 0 {
-			if !w.reported[prev.ID] {
-				w.reported[prev.ID] = true
-				r.eventf(p, c.Name, events.Warning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.Name, p.Namespace, p.UID)
-			}
-			r.setWaiting(key, &Waiting{Reason: WaitingCrashLoop, Until: finished.Add(r.backoff.Delay(key))})
-			// kubelet's pod worker comes back after the remaining wait
-			// times a jitter in [1, 1.5].
-			return time.Duration(float64(wait) * (1 + backoffRetryJitter*r.jitter()))
+		id, err := r.runtime.CreateContainer(ctx, sandbox.ID, cfg, sandboxCfg)
+		if err != nil {
+			r.eventf(p, c.Name, events.Warning, "Failed", "Error: %v", err)
+			w.state.failed[c.Name] = pods.Waiting{Reason: "CreateContainerError", Message: err.Error()}
+			return fmt.Errorf("create container %s: %w", c.Name, err)
 		}
-		r.backoff.Next(key, finished, now)
+		r.eventf(p, c.Name, events.Normal, ReasonCreated, "Container created") // kubelet 1.36's text
+		inst = &cri.Container{ID: id, SandboxID: sandbox.ID, Name: c.Name, Attempt: cfg.GetMetadata().GetAttempt(), State: cri.StateCreated, CreatedAt: now}
 	}
+	if err := r.runtime.StartContainer(ctx, inst.ID); err != nil {
+		r.eventf(p, c.Name, events.Warning, "Failed", "Error: %v", err)
+		w.state.failed[c.Name] = pods.Waiting{Reason: "RunContainerError", Message: err.Error()}
+		return fmt.Errorf("start container %s: %w", c.Name, err)
+	}
+	delete(w.state.failed, c.Name)
+	transition := events.Transition("")
+	if s.replaces != nil || s.resume != nil {
+		transition = events.TransitionRestarted
+		r.metrics.restarted(p, c.Name, s.cause)
+	}
+	r.recorder.Record(events.Event{Time: r.clock.Now(), Type: events.Normal, Reason: ReasonStarted, Transition: transition,
+		Namespace: p.Namespace, Pod: p.Name, Container: c.Name, Message: "Container started"})
+	if !r.postStart(ctx, w, p, c, inst) {
+		return errors.New("postStart hook failed")
+	}
+	if s.replaces != nil {
+		delete(w.state.pending, s.replaces.ID)
+		entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, inst.ID, inst.Attempt, r.clock.Now()
+		if !s.backoffFrom.IsZero() {
+			entry.BackOffSeconds = now.Sub(s.backoffFrom).Seconds()
+		}
+		r.record(ctx, entry)
+	} else if s.resume != nil {
+		// The agent that decided this restart is gone, and the failures it
+		// saw with it; the cause and the old instance's exit are on record.
+		if old := replacedBy(c, s.resume); old != nil {
+			e := r.entry(ctx, p, old, s.cause)
+			e.Action, e.ReplacementID, e.Attempt = ActionRestarted, s.resume.ID, s.resume.Attempt
+			r.record(ctx, e)
+		}
+	}
+	return nil
+}
 
-	entry, killed := w.pending[newest.ID]
-	if !killed {
-		entry = r.entry(ctx, p, newest, CauseExit)
+// replacedBy is the instance an interrupted restart's replacement was to
+// replace, as its annotation says.
+func replacedBy(c *pods.Container, replacement *cri.Container) *cri.Container {
+	for _, i := range c.Instances {
+		if i.ID == replacement.Annotations[cri.AnnotationRestartOf] {
+			return i
+		}
 	}
-	cfg, err := r.runtime.ContainerConfig(ctx, newest.ID)
+	return nil
+}
+
+// startFailed reports why a container could not be made: kubelet's
+// waiting reason and its event.
+func (r *Restarter) startFailed(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, err error) {
+	var se *StartError
+	if errors.As(err, &se) {
+		w.state.failed[c.Name] = pods.Waiting{Reason: se.Reason, Message: se.Message}
+		return // the maker told its own events (Failed, BackOff pulling image…)
+	}
+	if ctx.Err() != nil {
+		return // the agent is stopping: not the container's failure
+	}
+	r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", c.Name, err)
+}
+
+// containerConfig returns the CRI configs a new instance is created with:
+// an owned pod's from its spec (the maker), another's from its last
+// instance's own config, with the next attempt and its own log file, and
+// marked as the agent's replacement of that instance.
+func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *cri.Pod, s startAction) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+	if p.Owned {
+		if r.maker == nil {
+			return nil, nil, ErrNoMaker
+		}
+		return r.maker.Container(ctx, p, sandbox, s.container, s.attempt)
+	}
+	cfg, err := r.runtime.ContainerConfig(ctx, s.from.ID)
 	if err != nil {
-		r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", c.Name, err)
-		return failedActionBackoff
+		return nil, nil, err
 	}
-	sandboxCfg, err := r.sandboxConfig(ctx, p.Sandbox.ID)
+	sandboxCfg, err := r.sandboxConfig(ctx, sandbox.ID)
 	if err != nil {
-		r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot restart container %s: %v", c.Name, err)
-		return failedActionBackoff
+		return nil, nil, err
 	}
-	attempt := fresh.maxAttempt(c.Name, p.Sandbox.ID) + 1
+	attempt := uint32(s.attempt)
 	cfg.Metadata.Attempt = attempt
 	cfg.LogPath = nextLogPath(cfg.GetLogPath(), attempt)
 	annotations := make(map[string]string, len(cfg.Annotations)+2)
 	for k, v := range cfg.Annotations {
 		annotations[k] = v
 	}
-	annotations[cri.AnnotationRestartOf] = newest.ID
-	annotations[cri.AnnotationRestartCause] = entry.Cause
+	annotations[cri.AnnotationRestartOf] = s.from.ID
+	annotations[cri.AnnotationRestartCause] = string(s.cause)
 	cfg.Annotations = annotations
-
-	// Until its start is over the replacement is not current: the old
-	// instance stays the one reported (and probed, were it running).
-	inst := pods.Instance{SandboxID: p.Sandbox.ID, Name: c.Name, Attempt: attempt}
-	r.starting.SetStarting(inst, true)
-	defer r.starting.SetStarting(inst, false)
-	id, err := r.runtime.CreateContainer(ctx, p.Sandbox.ID, cfg, sandboxCfg)
-	if err != nil {
-		r.eventf(p, c.Name, events.Warning, ReasonFailed, "Error: cannot create container %s: %v", c.Name, err)
-		return failedActionBackoff
-	}
-	r.eventf(p, c.Name, events.Normal, ReasonCreated, "Container created") // kubelet 1.36's text
-	created := &cri.Container{ID: id, SandboxID: p.Sandbox.ID, Name: c.Name, Attempt: attempt, State: cri.StateCreated, CreatedAt: now}
-	if !r.run(ctx, w, p, c, created, Cause(entry.Cause)) {
-		return failedActionBackoff
-	}
-	delete(w.pending, newest.ID)
-	entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, id, attempt, r.clock.Now()
-	if !fresh.killedNow[newest.ID] {
-		if f, err := r.finishedAt(ctx, c, newest); err == nil {
-			entry.BackOffSeconds = now.Sub(f).Seconds()
-		}
-	}
-	r.record(ctx, entry)
-	r.removeOlderExited(ctx, c, list, newest)
-	return 0
+	return cfg, sandboxCfg, nil
 }
 
-// run starts a created instance and runs the container's postStart hook
-// (kubelet's startContainer, steps 3 and 4). A failed hook kills the
-// instance (with the pod's grace period); its exit is then restarted with
-// back-off. It reports whether the container started and its hook passed.
-func (r *Restarter) run(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, inst *cri.Container, cause Cause) bool {
-	if err := r.runtime.StartContainer(ctx, inst.ID); err != nil {
-		r.eventf(p, c.Name, events.Warning, ReasonFailed, "Error: cannot start container %s: %v", c.Name, err)
-		return false
-	}
-	r.recorder.Record(events.Event{Time: r.clock.Now(), Type: events.Normal, Reason: ReasonStarted, Transition: events.TransitionRestarted,
-		Namespace: p.Namespace, Pod: p.Name, Container: c.Name, Message: "Container started"})
-	r.metrics.restarted(p, c.Name, cause)
-	r.setWaiting(containerKey{p.Key, c.Name}, nil)
+// postStart runs the container's postStart hook (kubelet's startContainer,
+// step 4). A failed hook kills the instance with the pod's grace period
+// (preStop first); it reports whether the hook passed.
+func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, inst *cri.Container) bool {
 	h := c.Spec.PostStart()
 	if h == nil {
 		return true
@@ -161,88 +197,42 @@ func (r *Restarter) run(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.
 	logger.V(1).Info("PostStartHook output", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "message", msg)
 	// Not the hook's output: it may hold secrets (kubelet's rule).
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
-	inst.State = cri.StateRunning
-	w.acted[inst.ID] = true
-	w.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
+	w.state.killed[inst.ID] = true
+	w.state.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
 	if _, err := r.killContainer(ctx, p, c, inst, "FailedPostStartHook", CausePostStart, nil); err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
+		logger.Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
 	}
 	return false
 }
 
-// finishInterrupted deals with a replacement created by a restart that was
-// interrupted (the agent killed) before its start. The replacement is
-// started only when no instance of the container runs. If one does, the
-// replacement is removed and the running instance is probed afresh, never
-// started beside it.
-func (r *Restarter) finishInterrupted(ctx context.Context, w *podWorker, p *pods.Pod, c *pods.Container, list []*cri.Container) time.Duration {
-	created := list[0]
-	for _, other := range list[1:] {
-		if other.State != cri.StateRunning {
-			continue
-		}
-		if err := r.runtime.RemoveContainer(ctx, created.ID); err != nil {
-			r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s left by an interrupted restart: %v", c.Name, err)
-			return failedActionBackoff
-		}
-		r.eventf(p, c.Name, events.Normal, ReasonAbandoned,
-			"Removed container %s (attempt %d) left by an interrupted restart: the instance it was to replace is still running and will be probed again", c.Name, created.Attempt)
-		return 0
+// createSandbox makes an owned pod's sandbox of attempt: its host side,
+// then RunPodSandbox (kubelet's createPodSandbox).
+func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*cri.Pod, error) {
+	if r.maker == nil {
+		r.eventf(p, "", events.Warning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", ErrNoMaker)
+		return nil, ErrNoMaker
 	}
-	inst := pods.InstanceOf(created)
-	r.starting.SetStarting(inst, true)
-	defer r.starting.SetStarting(inst, false)
-	cause := Cause(created.Annotations[cri.AnnotationRestartCause])
-	// The agent that decided this restart is gone, and the failures it saw
-	// with it; the cause and the old instance's exit are on record.
-	if !r.run(ctx, w, p, c, created, cause) {
-		return failedActionBackoff
-	}
-	for _, old := range list[1:] {
-		if old.ID == created.Annotations[cri.AnnotationRestartOf] {
-			e := r.entry(ctx, p, old, cause)
-			e.Action, e.ReplacementID, e.Attempt = ActionRestarted, created.ID, created.Attempt
-			r.record(ctx, e)
-		}
-	}
-	r.removeOlderExited(ctx, c, list, nil)
-	return 0
-}
-
-// removeOlderExited removes exited instances but the newest (kubelet keeps
-// one dead container per container name, for its logs).
-func (r *Restarter) removeOlderExited(ctx context.Context, c *pods.Container, list []*cri.Container, keep *cri.Container) {
-	for _, old := range list {
-		if old.State != cri.StateExited {
-			continue
-		}
-		if keep == nil {
-			keep = old
-			continue
-		}
-		if old.ID == keep.ID {
-			continue
-		}
-		if err := r.runtime.RemoveContainer(ctx, old.ID); err != nil {
-			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "containerName", c.Name, "containerID", old.ID, "err", err)
-		}
-	}
-}
-
-// finishedAt is when an instance exited: as the view knows it (the poller
-// reads each exit's status), else asked of the runtime (a listing does not
-// say).
-func (r *Restarter) finishedAt(ctx context.Context, c *pods.Container, inst *cri.Container) (time.Time, error) {
-	for _, i := range c.Instances {
-		if i.ID == inst.ID && !i.FinishedAt.IsZero() {
-			return i.FinishedAt, nil
-		}
-	}
-	st, err := r.runtime.ContainerStatus(ctx, inst.ID, false)
+	cfg, err := r.maker.Sandbox(ctx, p, attempt)
 	if err != nil {
-		return time.Time{}, err
+		if ctx.Err() == nil {
+			r.eventf(p, "", events.Warning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		}
+		return nil, err
 	}
-	return time.Unix(0, st.GetStatus().GetFinishedAt()), nil
+	id, err := r.runtime.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			r.eventf(p, "", events.Warning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		}
+		return nil, err
+	}
+	st, err := r.runtime.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		r.eventf(p, "", events.Warning, "FailedStatusPodSandBox", "Unable to get pod sandbox status: %v", err)
+		return nil, err
+	}
+	r.configs.Store(id, cfg)
+	return cri.PodFromStatus(st.GetStatus()), nil
 }
 
 // sandboxConfig returns a sandbox's CRI config, read once per sandbox.
@@ -279,6 +269,10 @@ func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, 
 	if r.ledger == nil {
 		return e
 	}
+	if old.State == cri.StateExited {
+		e.ExitCode, e.ExitReason = old.ExitCode, old.Reason
+		return e
+	}
 	if st, err := r.runtime.ContainerStatus(ctx, old.ID, false); err == nil {
 		e.ExitCode, e.ExitReason = st.GetStatus().GetExitCode(), st.GetStatus().GetReason()
 	}
@@ -290,6 +284,6 @@ func (r *Restarter) record(ctx context.Context, e Entry) {
 		return
 	}
 	if err := r.ledger.Add(e); err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot record a restart", "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container)
+		klog.FromContext(ctx).Error(err, "Cannot record a restart", "pod", klog.KRef(e.Namespace, e.Pod), "containerName", e.Container)
 	}
 }

@@ -9,7 +9,8 @@ import corev1 "k8s.io/api/core/v1"
 // exits with; kubelet does not ask this of sidecars.)
 func (c *Container) ShouldRestart(pod corev1.RestartPolicy, exitCode int32) bool {
 	if c != nil && c.RestartPolicy != nil {
-		if rule, ok := matchingRestartRule(c.RestartPolicyRules, exitCode); ok && rule.Action == corev1.ContainerRestartRuleActionRestart {
+		if rule, ok := matchingRestartRule(c.RestartPolicyRules, exitCode); ok &&
+			(rule.Action == corev1.ContainerRestartRuleActionRestart || rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers) {
 			return true
 		}
 		switch *c.RestartPolicy {
@@ -29,6 +30,18 @@ func (c *Container) ShouldRestart(pod corev1.RestartPolicy, exitCode int32) bool
 	default:
 		return true
 	}
+}
+
+// RestartsAll reports whether the container, having exited with exitCode,
+// restarts the whole pod in place: its first matching rule's action is
+// RestartAllContainers (kubelet 1.36's RestartAllContainersOnContainerExits,
+// beta and on).
+func (c *Container) RestartsAll(exitCode int32) bool {
+	if c == nil || c.RestartPolicy == nil {
+		return false
+	}
+	rule, ok := matchingRestartRule(c.RestartPolicyRules, exitCode)
+	return ok && rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
 }
 
 // RestartsAfterKill reports whether the container is started again after

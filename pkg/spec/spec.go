@@ -39,6 +39,9 @@ type Pod struct {
 	// init containers (regular ones and sidecars) as listed, then the
 	// regular containers.
 	Containers []Container
+	// Object is the whole Pod as decoded and defaulted: an owned pod's
+	// sandbox and containers are made from it. Never modified.
+	Object *corev1.Pod
 }
 
 // Kind is a container's role in its pod, as kubelet tells them apart.
@@ -267,6 +270,7 @@ func fromPod(source string, pod *corev1.Pod) *Pod {
 		RestartPolicy:                 pod.Spec.RestartPolicy,
 		TerminationGracePeriodSeconds: *pod.Spec.TerminationGracePeriodSeconds,
 		ProbeNetwork:                  pod.Annotations[ProbeNetworkAnnotation],
+		Object:                        pod,
 	}
 	add := func(c *corev1.Container, kind Kind) {
 		p.Containers = append(p.Containers, Container{

@@ -226,7 +226,7 @@ func runAgent(t *testing.T, endpoint string) {
 	require.NoError(t, err)
 	defer agent.Stop()
 	server := api.New(api.Config{
-		Pods: agent.Agent, History: agent.Histories, Waiting: agent.Restarter, Events: ring, Health: agent.Health,
+		Pods: agent.Agent, History: agent.Histories, Events: ring, Health: agent.Health,
 		Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agent.AgentRegistry, agent.ProbeRegistry}, promhttp.HandlerOpts{}),
 		ProbeMetrics: promhttp.HandlerFor(agent.ProbeRegistry, promhttp.HandlerOpts{}),
 		Registerer:   agent.AgentRegistry,

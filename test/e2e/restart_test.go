@@ -160,9 +160,14 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	name := pod.config.GetMetadata().GetName()
 	pod.start("app", "sh", "-c", "exit 3")
 	backoff := a.waitEvent(t, name, "app", restart.ReasonBackOff, "Back-off restarting failed container app in pod "+name, 20*time.Second)
-	w, ok := a.restarter.Waiting(pod.config.GetMetadata().GetUid(), "app")
-	require.True(t, ok)
-	assert.Equal(t, restart.WaitingCrashLoop, w.Reason)
+	eventually(t, 5*time.Second, "the status says CrashLoopBackOff", func() bool {
+		p, ok := a.restarter.Status().Pod(pod.config.GetMetadata().GetUid())
+		if !ok {
+			return false
+		}
+		c, ok := p.Container("app")
+		return ok && c.Waiting != nil && c.Waiting.Reason == restart.WaitingCrashLoop
+	})
 
 	started := a.waitEvent(t, name, "app", restart.ReasonStarted, "", 5*time.Second) // the first restart, at once
 	assert.True(t, started.Time.Before(backoff.Time))

@@ -1,0 +1,165 @@
+package restart
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// syncPod is one sync of a pod, as kubelet's pod worker runs SyncPod: the
+// plan from the newest view of the runtime, then the plan carried out. It
+// returns when to look again (0: at the next change).
+func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
+	// Announced before the view is read, so that a listing published
+	// meanwhile wakes the worker again.
+	w.awaitingListing.Store(true)
+	v := r.latestView()
+	// Never act twice on one state of the runtime: the view must come from
+	// a listing that started after the previous sync acted, and after
+	// whatever that sync's plan waits for (kubelet's GetNewerThan).
+	if v.Seq <= w.state.lastActed || (!w.needView.IsZero() && v.Time.Before(w.needView)) {
+		if wait := w.needView.Sub(r.clock.Now()); wait > 0 {
+			return wait // then a listing is asked for
+		}
+		if r.relister != nil {
+			r.relister.Trigger()
+		}
+		return 0
+	}
+	w.awaitingListing.Store(false)
+	p, ok := v.Pod(w.key)
+	if !ok {
+		return 0
+	}
+	w.state.prune(p)
+	pl := makePlan(planInput{pod: p, viewTime: v.Time, results: r.results, backoff: r.backoff, state: w.state,
+		now: r.clock.Now(), mode: r.mode, jitter: r.jitter()})
+	w.needView = pl.needView
+	for _, c := range pl.backoffEvents {
+		w.state.reported[lastExit(c).ID] = true
+		r.eventf(p, c.Name, events.Warning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.Name, p.Namespace, p.UID)
+	}
+	if r.mode == Observe {
+		r.tellWhatWouldBeDone(w, p, pl)
+		return 0
+	}
+	if pl.empty() {
+		r.setWaiting(w.key, r.waitingOf(w, p, pl))
+		return pl.retry
+	}
+	r.hold(p)
+	retry := r.execute(ctx, w, p, pl)
+	// What holds a container back shows with the sync's outcome, as
+	// kubelet's waiting reasons come from the sync before (reasonCache).
+	r.setWaiting(w.key, r.waitingOf(w, p, pl))
+	if r.relister != nil {
+		w.state.lastActed = r.relister.Relists()
+		r.relister.Trigger()
+	} else {
+		w.state.lastActed = v.Seq
+	}
+	r.release(w.key, w.state.lastActed)
+	if pl.retry > 0 && (retry == 0 || pl.retry < retry) {
+		retry = pl.retry
+	}
+	return retry
+}
+
+// waitingOf says why the pod's containers that are to start do not: the
+// plan's reasons (back-off), else why their last start failed.
+func (r *Restarter) waitingOf(w *podWorker, p *pods.Pod, pl plan) map[string]pods.Waiting {
+	waiting := maps.Clone(pl.waiting)
+	for name, failed := range w.state.failed {
+		if _, ok := waiting[name]; !ok && !isRunning(p, name) {
+			if waiting == nil {
+				waiting = map[string]pods.Waiting{}
+			}
+			waiting[name] = failed
+		}
+	}
+	return waiting
+}
+
+// isRunning reports whether container name of p runs.
+func isRunning(p *pods.Pod, name string) bool {
+	c, ok := p.Container(name)
+	return ok && c.Running()
+}
+
+// execute carries a plan out through CRI in kubelet's SyncPod order: the
+// pod killed (or the containers to kill), the sandbox made, the init
+// containers then the containers started, dead instances removed. It
+// returns when to look again after a failed call (0: at the next change).
+func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl plan) time.Duration {
+	for _, c := range pl.abandon {
+		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
+			r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s left by an interrupted restart: %v", c.Name, err)
+			return failedActionBackoff
+		}
+		r.eventf(p, c.Name, events.Normal, ReasonAbandoned,
+			"Removed container %s (attempt %d) left by an interrupted restart: the instance it was to replace is still running and will be probed again", c.Name, c.Attempt)
+	}
+	switch {
+	case pl.killPod:
+		if !r.killPod(ctx, p, pl) {
+			return failedActionBackoff
+		}
+		if pl.teardown {
+			return r.teardown(ctx, p)
+		}
+	case len(pl.reset) > 0:
+		return r.reset(ctx, p, pl.reset)
+	default:
+		for _, k := range pl.kill {
+			if err := r.killForCause(ctx, w, p, k); err != nil {
+				r.eventf(p, k.container.Name, events.Warning, ReasonFailed, "Stopping container %s failed: %v", k.container.Name, err)
+				return failedActionBackoff
+			}
+		}
+	}
+	sandbox := p.Sandbox
+	if pl.createSandbox {
+		var err error
+		if sandbox, err = r.createSandbox(ctx, p, pl.sandboxAttempt); err != nil {
+			return failedActionBackoff
+		}
+	}
+	var retry time.Duration
+	for _, s := range pl.starts {
+		if err := r.startContainer(ctx, w, p, sandbox, s); err != nil {
+			retry = failedActionBackoff
+			if s.container.Kind.IsInit() && s.container.Kind != spec.Sidecar {
+				break // the pod cannot go on until this one runs
+			}
+		}
+	}
+	for _, c := range pl.remove {
+		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
+			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", c.ID, "err", err)
+		}
+	}
+	return retry
+}
+
+// tellWhatWouldBeDone is --restart=none: each kill is told once, nothing
+// is done.
+func (r *Restarter) tellWhatWouldBeDone(w *podWorker, p *pods.Pod, pl plan) {
+	for _, k := range pl.kill {
+		if w.state.told[k.instance.ID] {
+			continue
+		}
+		w.state.told[k.instance.ID] = true
+		r.eventf(p, k.container.Name, events.Normal, ReasonWouldKill, "%s (--restart=none: nothing done)", k.message)
+	}
+	if pl.killPod && p.Sandbox != nil && !w.state.told[p.Sandbox.ID] {
+		w.state.told[p.Sandbox.ID] = true
+		r.eventf(p, "", events.Normal, ReasonWouldKill, "No container of pod %s/%s is left running or to be restarted: the pod would be stopped (--restart=none: nothing done)", p.Namespace, p.Name)
+	}
+}

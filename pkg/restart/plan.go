@@ -1,0 +1,396 @@
+package restart
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// podState is what a pod's worker remembers between its syncs. The plan
+// reads it; the executor writes it. Owned by the worker's goroutine.
+type podState struct {
+	// killed are the instances the agent killed, by ID: their exit is not
+	// one of their own (no settle time before the restart).
+	killed map[string]bool
+	// reported are the exits whose back-off was reported (one BackOff
+	// event per exit, not one per sync).
+	reported map[string]bool
+	// told are the actions --restart=none told (once each).
+	told map[string]bool
+	// pending are the ledger entries of kills whose restart waits, by the
+	// killed instance's ID: recorded when the replacement starts.
+	pending map[string]Entry
+	// failed says why the last attempt to start a container failed, by
+	// name (kubelet's reasonCache: ErrImagePull, CreateContainerConfigError
+	// …), until it starts.
+	failed map[string]pods.Waiting
+	// lastActed is the number of relists started when the last sync that
+	// acted on the runtime ended: the next plan needs a view of a later
+	// listing (kubelet's pod cache GetNewerThan), so that it never acts
+	// twice on one state of the runtime.
+	lastActed uint64
+}
+
+func newPodState() *podState {
+	return &podState{killed: map[string]bool{}, reported: map[string]bool{}, told: map[string]bool{},
+		pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+}
+
+// prune drops what the state keeps about instances the pod no longer has
+// and failures of containers it no longer lists.
+func (s *podState) prune(p *pods.Pod) {
+	live := map[string]bool{}
+	for _, sb := range p.Sandboxes {
+		live[sb.ID] = true
+	}
+	names := map[string]bool{}
+	for _, c := range p.Containers {
+		names[c.Name] = true
+		for _, i := range c.Instances {
+			live[i.ID] = true
+		}
+	}
+	for _, m := range []map[string]bool{s.killed, s.reported, s.told} {
+		for id := range m {
+			if !live[id] {
+				delete(m, id)
+			}
+		}
+	}
+	for id := range s.pending {
+		if !live[id] {
+			delete(s.pending, id)
+		}
+	}
+	for name := range s.failed {
+		if !names[name] {
+			delete(s.failed, name)
+		}
+	}
+}
+
+// planInput is everything one sync of a pod decides from.
+type planInput struct {
+	pod *pods.Pod
+	// viewTime is when the relist the pod comes from started.
+	viewTime time.Time
+	results  resultReader
+	backoff  *Backoff
+	state    *podState
+	now      time.Time
+	mode     Mode
+	// jitter, in [0, 1), places the retry after a back-off in kubelet's
+	// window (its pod worker's requeue, jittered by up to half).
+	jitter float64
+}
+
+// plan is what one sync of a pod does: kubelet's podActions, and every
+// decision kubelet's SyncPod takes while carrying them out (back-off,
+// which instance each start comes from and with what attempt), so that
+// the executor only calls the runtime.
+type plan struct {
+	podActions
+	// teardown: after the pod is killed, its sandboxes, containers, files
+	// and logs are removed (an orphan: its manifest is gone).
+	teardown bool
+	// starts are the containers to start now, in order: init containers,
+	// then regular ones. A regular init container that cannot start ends
+	// the list (the next ones wait for it).
+	starts []startAction
+	// remove are dead instances no longer needed: kubelet keeps the newest
+	// dead one of each container, for its logs and exit.
+	remove []*cri.Container
+	// abandon are replacements created by an interrupted restart of a
+	// container that runs again: removed, never started beside it.
+	abandon []*cri.Container
+	// waiting says why a container that is to start does not start now.
+	waiting map[string]pods.Waiting
+	// backoffEvents are the back-offs to report (once per exit).
+	backoffEvents []*pods.Container
+	// retry is when to sync again although nothing changes (0: never).
+	retry time.Duration
+	// needView: the decision waits for a view of the runtime listed at or
+	// after this time (an exit's settle time).
+	needView time.Time
+}
+
+// empty reports whether the plan does nothing to the runtime.
+func (pl *plan) empty() bool {
+	return !pl.killPod && !pl.createSandbox && len(pl.reset) == 0 && len(pl.kill) == 0 && len(pl.starts) == 0 &&
+		len(pl.remove) == 0 && len(pl.abandon) == 0 && !pl.teardown
+}
+
+// startAction is one container to start, and how.
+type startAction struct {
+	container *pods.Container
+	// cause is why it starts (a first start of an owned pod: CauseFirstStart).
+	cause Cause
+	// resume is an instance created but not started (the agent's, after an
+	// interruption): it is started, nothing is created.
+	resume *cri.Container
+	// from is the instance whose CRI config a container someone else made
+	// is re-created from; nil for an owned pod (made from its spec).
+	from *cri.Container
+	// replaces is the instance the new one replaces (the ledger's), nil
+	// for a first start.
+	replaces *cri.Container
+	// attempt is the new instance's (kubelet's restart count for an owned
+	// pod); -1: not known from the view, found from the log directory.
+	attempt int64
+	// backoffFrom is the exit the back-off is measured from (zero: none):
+	// the executor counts the restart against it.
+	backoffFrom time.Time
+}
+
+// exitSettle is how long after an exit the agent waits before restarting
+// a container of a pod someone else made, and then checks that its sandbox
+// is still ready: someone stopping the pod (crictl stopp) kills its
+// containers first and its sandbox a moment later, and must not find them
+// restarted. kubelet sees exits only at its 1 s relist, so this is still
+// sooner.
+const exitSettle = 250 * time.Millisecond
+
+// maxRetry is kubelet's pod worker resync interval: a pod waiting out a
+// back-off is looked at again at least this often, so that a long
+// back-off ends close to its expiry (completeWork: the requeue is at most
+// the resync interval, then jittered).
+const maxRetry = time.Minute
+
+// makePlan decides one sync of a pod. It is pure: the same input always
+// gives the same plan.
+func makePlan(in planInput) plan {
+	p := in.pod
+	var pl plan
+	switch {
+	case !p.Managed() && !p.Owned, p.ManifestInvalid:
+		return pl
+	case p.Orphaned:
+		pl.killPod, pl.teardown = true, true
+		return pl
+	case p.Owned && terminal(p):
+		// kubelet's pod worker stops syncing a pod that completed: what
+		// runs is stopped and nothing starts again.
+		pl.killPod = anythingRunning(p)
+		return pl
+	case !p.Owned && !p.SandboxReady():
+		return pl // nothing is started into a stopped pod someone else made
+	}
+	pl.podActions = computePodActions(p, in.results)
+	if in.mode == Observe {
+		return pl
+	}
+	if pl.killPod && !pl.createSandbox {
+		pl.startInit, pl.start = nil, nil
+		if !anythingRunning(p) && !p.SandboxReady() {
+			pl.killPod = false // already stopped
+		}
+		return pl
+	}
+	if in.mode == StopOnly {
+		pl.startInit, pl.start, pl.createSandbox = nil, nil, false
+		return pl
+	}
+	if len(pl.reset) > 0 {
+		return pl
+	}
+	pl.waiting = map[string]pods.Waiting{}
+	killedNow := map[string]bool{}
+	for _, k := range pl.kill {
+		killedNow[k.instance.ID] = true
+	}
+	for i, c := range append(slices.Clip(pl.startInit), pl.start...) {
+		s, ok := decideStart(in, &pl, c, killedNow)
+		if ok {
+			pl.starts = append(pl.starts, s)
+			continue
+		}
+		if i < len(pl.startInit) && c.Kind == spec.Init {
+			break // the next init containers wait for this one
+		}
+	}
+	if !pl.createSandbox {
+		for _, s := range pl.starts {
+			pl.remove = append(pl.remove, deadInstances(s.container)...)
+		}
+	}
+	return pl
+}
+
+// decideStart decides how container c starts now, or why it does not (in
+// pl.waiting, with when to look again): kubelet's start() in SyncPod with
+// its doBackOff, and for a pod someone else made, what is left to its
+// creator.
+func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string]bool) (startAction, bool) {
+	p := in.pod
+	cur := c.Current
+	s := startAction{container: c, cause: CauseFirstStart}
+	if cur != nil {
+		s.replaces, s.cause = cur, CauseExit
+		if killedNow[cur.ID] {
+			s.cause = killCause(pl.kill, cur.ID)
+		} else if cur.State == cri.StateUnknown {
+			s.cause = CauseUnknown
+		}
+	}
+	if cur != nil && cur.State == cri.StateCreated && !pl.createSandbox {
+		// Created, never started. An owned pod's is the agent's (it was
+		// stopped between the create and the start): started, never
+		// doubled. Someone else's is theirs unless the agent made it to
+		// replace another.
+		switch {
+		case p.Owned:
+		case cur.Annotations[cri.AnnotationRestartOf] == "":
+			return s, false // its creator will start it
+		case slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning }):
+			pl.abandon = append(pl.abandon, cur)
+			return s, false
+		}
+		s.resume, s.replaces = cur, nil
+		if cause := cur.Annotations[cri.AnnotationRestartCause]; cause != "" {
+			s.cause = Cause(cause)
+		}
+		return s, true
+	}
+	if p.Owned {
+		s.attempt = nextAttempt(c)
+	} else {
+		if cur == nil {
+			return s, false // never created: its creator makes it
+		}
+		s.from = cur
+		s.attempt = int64(maxAttempt(c, p.Sandbox.ID) + 1)
+	}
+	last := lastExit(c)
+	if last == nil {
+		return s, true
+	}
+	finished := last.FinishedAt
+	if finished.IsZero() {
+		finished = in.viewTime // the runtime did not say: from when it was seen
+	}
+	if !p.Owned && last == cur && !in.state.killed[last.ID] {
+		if settled := finished.Add(exitSettle); in.viewTime.Before(settled) {
+			pl.needView = later(pl.needView, settled)
+			pl.retry = sooner(pl.retry, max(settled.Sub(in.now), time.Millisecond))
+			return s, false
+		}
+	}
+	key := containerKey{p.Key, c.Name}
+	if wait := in.backoff.Wait(key, finished, in.now); wait > 0 {
+		pl.waiting[c.Name] = pods.Waiting{Reason: WaitingCrashLoop, Until: finished.Add(in.backoff.Delay(key)),
+			Message: "back-off " + in.backoff.Delay(key).String() + " restarting failed container=" + c.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + p.UID + ")"}
+		if !in.state.reported[last.ID] {
+			pl.backoffEvents = append(pl.backoffEvents, c)
+		}
+		pl.retry = sooner(pl.retry, time.Duration(float64(min(wait, maxRetry))*(1+backoffRetryJitter*in.jitter)))
+		return s, false
+	}
+	s.backoffFrom = finished
+	return s, true
+}
+
+// killCause is the cause of the kill of instance id in kills.
+func killCause(kills []containerToKill, id string) Cause {
+	for _, k := range kills {
+		if k.instance.ID == id {
+			return k.cause
+		}
+	}
+	return CauseExit
+}
+
+// lastExit is the instance the back-off is measured from: the newest that
+// has exited, as kubelet's doBackOff reads it from the status the sync
+// began with (so not one this sync kills: the first probe kills restart
+// at once, as on kubelet).
+func lastExit(c *pods.Container) *cri.Container {
+	for _, i := range c.Instances {
+		if i.State == cri.StateExited {
+			return i
+		}
+	}
+	return nil
+}
+
+// nextAttempt is the attempt of an owned container's next instance:
+// kubelet's restart count, one more than the newest instance's (the count
+// its annotations carry, kept across sandboxes); -1 with no instance, for
+// the executor to find from the log directory as kubelet does.
+func nextAttempt(c *pods.Container) int64 {
+	if c.Current == nil {
+		return -1
+	}
+	n := int64(c.Current.Attempt)
+	if v, err := strconv.ParseInt(c.Current.Annotations[annotationRestartCount], 10, 64); err == nil {
+		n = v
+	}
+	return n + 1
+}
+
+// annotationRestartCount is kubelet's container annotation holding its
+// restart count.
+const annotationRestartCount = "io.kubernetes.container.restartCount"
+
+// maxAttempt is the highest attempt among the instances of c in sandbox
+// (attempts name containers: the next one must be new).
+func maxAttempt(c *pods.Container, sandbox string) uint32 {
+	var n uint32
+	for _, i := range c.Instances {
+		if i.SandboxID == sandbox {
+			n = max(n, i.Attempt)
+		}
+	}
+	return n
+}
+
+// deadInstances are the instances of a container that is started again
+// that are dead and not needed: all but the newest dead one (kubelet's
+// garbage collection keeps one dead container per container, for its logs
+// and exit; pruneInitContainersBeforeStart).
+func deadInstances(c *pods.Container) []*cri.Container {
+	var out []*cri.Container
+	keptDead := false
+	for _, i := range c.Instances {
+		if i.State != cri.StateExited {
+			continue
+		}
+		if !keptDead {
+			keptDead = true
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// terminal reports whether an owned pod completed: kubelet stops syncing
+// it then.
+func terminal(p *pods.Pod) bool {
+	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed
+}
+
+// anythingRunning reports whether some container of the pod runs or its
+// sandbox is ready: a kill of the pod has something to do.
+func anythingRunning(p *pods.Pod) bool {
+	return p.SandboxReady() || slices.ContainsFunc(p.Containers, (*pods.Container).Running)
+}
+
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 {
+		return b
+	}
+	return min(a, b)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
