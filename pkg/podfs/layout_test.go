@@ -39,3 +39,18 @@ func TestCheckElem(t *testing.T) {
 		}
 	}
 }
+
+func TestIsTsDirName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"..2026_03_04_05_06_07.123456": true,
+		"..2026_03_04_05_06_07.":       false,
+		"..data":                       false,
+		"..data_tmp":                   false,
+		"..2026_13_04_05_06_07.1":      false,
+		"name":                         false,
+	} {
+		if got := isTsDirName(name); got != want {
+			t.Errorf("isTsDirName(%q) = %v", name, got)
+		}
+	}
+}

@@ -108,6 +108,9 @@ const tmpfsNoswap = "noswap" // swap.TmpfsNoswapOption
 // projected with downwardAPI sources only (what a static pod may use
 // without an API server). An image volume is the runtime's (a CRI Mount
 // with an image) and is left out of the result. Any other kind fails.
+//
+// vals' functions are called with the Manager's lock held: they must not
+// call the Manager.
 func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod, vals PodValues) (map[string]Volume, error) {
 	if pod == nil {
 		return nil, errors.New("podfs: SetUp of a nil pod")
