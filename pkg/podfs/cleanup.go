@@ -1,0 +1,389 @@
+package podfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// unmountRounds bounds TearDown's passes over the mount table: each pass
+// unmounts the top mount of every mount point under the pod directory, so
+// mounts stacked on one path need one pass each.
+const unmountRounds = 8
+
+// TearDown removes the pod directory of uid and everything in it, as
+// kubelet's volume manager (each volume's TearDown) and then
+// cleanupOrphanedPodDirs do once a pod is gone: it unmounts every mount at
+// or under the directory (tmpfs volumes, subPath bind mounts, whatever
+// else is there), deepest first, and then removes the files, never
+// following a symbolic link and never crossing into another mount (kubelet's
+// removeall.RemoveAllOneFilesystem), so that a link a container made in an
+// emptyDir, or a mount that could not be removed, never costs a file
+// outside the pod directory. The contents of the agent's own volume kinds
+// (emptyDir, downwardAPI, projected) are removed, as their plugins'
+// TearDown does; any other volume directory is only rmdir'ed (kubelet's
+// removeOrphanedPodVolumeDirs). The ownership record goes last, so that a
+// TearDown cut short is finished by the next one.
+//
+// The caller stops the pod's containers first: a busy mount fails the
+// unmount and TearDown returns its error having removed nothing. A missing
+// directory is no error; one without the agent's record is refused
+// (ErrNotOwned) unless it is empty.
+func (m *Manager) TearDown(ctx context.Context, uid string) error {
+	if err := checkElem("pod UID", uid); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	logger := klog.FromContext(ctx).WithValues("podUID", uid)
+	podDir := m.layout.PodDir(uid)
+
+	pods, err := m.openPods()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer pods.Close()
+	pfd := int(pods.Fd())
+	// A pod directory that RecordOwner was making when the agent stopped.
+	if err := removeAllAt(pfd, newPodPrefix+uid, m.layout.PodsDir()); err != nil {
+		return err
+	}
+
+	dfd, err := openDirAt(pfd, uid)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return m.podDirError(uid, err)
+	}
+	defer unix.Close(dfd)
+	if _, err := readOwnerAt(dfd, m.layout.OwnerFile(uid), uid); err != nil {
+		if !errors.Is(err, ErrNotOwned) || !dirEmpty(dfd) {
+			return fmt.Errorf("tearing down pod %s: %w", uid, err)
+		}
+		// Empty, record removed: a TearDown was cut short before its rmdir.
+		if err := unix.Unlinkat(pfd, uid, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "rmdir", Path: podDir, Err: err})
+		}
+		return nil
+	}
+
+	if err := m.unmountAll(ctx, podDir); err != nil {
+		return fmt.Errorf("tearing down pod %s: %w", uid, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	// Volumes first, each by what its plugin's TearDown does.
+	if err := m.removeVolumes(logger, dfd, podDir); err != nil {
+		return fmt.Errorf("tearing down pod %s: %w", uid, err)
+	}
+	// Then everything else but the record (cleanupOrphanedPodDirs).
+	names, err := readDirNamesAt(dfd, podDir)
+	if err != nil {
+		return fmt.Errorf("tearing down pod %s: %w", uid, err)
+	}
+	var errs []error
+	for _, name := range names {
+		if name == OwnerFileName {
+			continue
+		}
+		if err := removeAllAt(dfd, name, podDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tearing down pod %s: %w", uid, err)
+	}
+	if err := unix.Unlinkat(dfd, OwnerFileName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "remove", Path: m.layout.OwnerFile(uid), Err: err})
+	}
+	if err := unix.Unlinkat(pfd, uid, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "rmdir", Path: podDir, Err: err})
+	}
+	_ = fsyncRetry(pfd)
+	logger.V(2).Info("Removed the pod directory", "path", podDir)
+	return nil
+}
+
+// unmountAll unmounts everything mounted at or under dir, deepest first,
+// and fails if anything is left.
+func (m *Manager) unmountAll(ctx context.Context, dir string) error {
+	logger := klog.FromContext(ctx)
+	for range unmountRounds {
+		mps, err := m.mnt.mounts(dir)
+		if err != nil {
+			return err
+		}
+		if len(mps) == 0 {
+			return nil
+		}
+		for _, mp := range mps {
+			if err := m.mnt.unmount(mp.path); err != nil {
+				return err
+			}
+			logger.V(3).Info("Unmounted", "path", mp.path, "fsType", mp.fsType)
+		}
+	}
+	mps, err := m.mnt.mounts(dir)
+	if err != nil {
+		return err
+	}
+	if len(mps) > 0 {
+		return fmt.Errorf("%s is still mounted after %d rounds of unmounting", mps[0].path, unmountRounds)
+	}
+	return nil
+}
+
+// removeVolumes removes <pod>/volumes: the contents of the agent's own
+// volume kinds (their plugins' TearDown: os.RemoveAll after the unmount),
+// only empty directories of any other (removeOrphanedPodVolumeDirs).
+func (m *Manager) removeVolumes(logger klog.Logger, dfd int, podDir string) error {
+	vfd, err := openDirAt(dfd, volumesDirName)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	volumesDir := filepath.Join(podDir, volumesDirName)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: volumesDir, Err: err}
+	}
+	defer unix.Close(vfd)
+	plugins, err := readDirNamesAt(vfd, volumesDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, plugin := range plugins {
+		dirsOnly := plugin != EmptyDirPlugin && plugin != DownwardAPIPlugin && plugin != ProjectedPlugin
+		if dirsOnly {
+			logger.Info("Unknown volume plugin directory in the pod directory: removing only its empty directories", "path", filepath.Join(volumesDir, plugin))
+		}
+		if err := removeAt(vfd, plugin, volumesDir, dirsOnly); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(dfd, volumesDirName, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "rmdir", Path: volumesDir, Err: err}
+	}
+	return nil
+}
+
+// RemoveLogs removes kubelet's log directory of a pod,
+// <podLogsDir>/<namespace>_<name>_<uid> (kubelet's containerGC
+// evictPodLogsDirectories, once the pod's content may be removed), without
+// following links in it. A missing directory is no error.
+func (m *Manager) RemoveLogs(podLogsDir, namespace, name, uid string) error {
+	for _, e := range [][2]string{{"namespace", namespace}, {"pod name", name}, {"pod UID", uid}} {
+		if err := checkElem(e[0], e[1]); err != nil {
+			return err
+		}
+	}
+	dir := PodLogsDir(podLogsDir, namespace, name, uid)
+	fd, err := openRetry(func() (int, error) {
+		return unix.Open(podLogsDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: podLogsDir, Err: err}
+	}
+	defer unix.Close(fd)
+	return removeAllAt(fd, filepath.Base(dir), podLogsDir)
+}
+
+// RemovePodCgroups removes the pod's cgroup directories once they are
+// empty, as kubelet's podContainerManager.Destroy does for a pod that is
+// gone: <cgroup root>/<controller>/kubepods[/burstable|/besteffort]/pod<uid>
+// in each cgroup v1 hierarchy, and the same under the unified (v2) root,
+// with the empty cgroups of containers left inside, deepest first (a
+// cgroup directory is removed by rmdir, its control files with it). The
+// cgroupfs driver's names: with the systemd driver the runtime's slices
+// are systemd's to remove. A cgroup that still has processes fails with
+// EBUSY: the caller stops the pod first; kubelet would kill them, the
+// agent leaves that to the runtime. Missing directories are no error.
+func (m *Manager) RemovePodCgroups(uid string) error {
+	if err := checkElem("pod UID", uid); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bases := []string{m.cgroupRoot} // cgroup v2: the root is the hierarchy
+	if _, err := os.Stat(filepath.Join(m.cgroupRoot, "cgroup.controllers")); err != nil {
+		// cgroup v1 (or hybrid): a hierarchy per directory, "unified"
+		// among them; "cpu" -> "cpu,cpuacct" links name one twice.
+		entries, err := os.ReadDir(m.cgroupRoot)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for _, e := range entries {
+			if e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
+				bases = append(bases, filepath.Join(m.cgroupRoot, e.Name()))
+			}
+		}
+	}
+	var errs []error
+	for _, base := range bases {
+		for _, qos := range []string{"", "burstable", "besteffort"} {
+			parent := filepath.Join(base, "kubepods", qos)
+			if err := rmdirTree(filepath.Join(parent, "pod"+uid)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rmdirTree removes the directory dir and the directories under it,
+// deepest first, with rmdir alone: in a cgroup file system that removes
+// empty cgroups, and fails on one with processes.
+func rmdirTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
+			if err := rmdirTree(filepath.Join(dir, e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("cgroup %s still has processes: %w", dir, err)
+		}
+		return &fs.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// removeAllAt removes name in the directory dirfd (whose path is dirPath)
+// and everything under it: RemoveAllOneFilesystem by descriptors, never
+// following a link, refusing to enter another mount. It removes what it can
+// and returns the errors. A missing name is no error.
+func removeAllAt(dirfd int, name, dirPath string) error {
+	return removeAt(dirfd, name, dirPath, false)
+}
+
+// removeAt is removeAllAt, or with dirsOnly RemoveDirsOneFilesystem: only
+// directories are removed, a file is an error.
+func removeAt(dirfd int, name, dirPath string, dirsOnly bool) error {
+	path := filepath.Join(dirPath, name)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if dirsOnly {
+			return fmt.Errorf("%s is not a directory: not removed", path)
+		}
+		if err := unix.Unlinkat(dirfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &fs.PathError{Op: "remove", Path: path, Err: err}
+		}
+		return nil
+	}
+	fd, err := openDirAt(dirfd, name)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	same, err := sameMount(dirfd, fd)
+	if err != nil {
+		unix.Close(fd)
+		return &fs.PathError{Op: "statx", Path: path, Err: err}
+	}
+	if !same {
+		unix.Close(fd)
+		return fmt.Errorf("cannot delete directory %s: it is a mount point", path)
+	}
+	names, err := readDirNamesAt(fd, path)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, n := range names {
+		if err := removeAt(fd, n, path, dirsOnly); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	unix.Close(fd)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "rmdir", Path: path, Err: err}
+	}
+	return nil
+}
+
+// sameMount reports whether the directories parent and child are on the
+// same mount: by mount ID (statx, Linux 5.8+), which tells a bind mount of
+// the same file system apart; else by device, as kubelet's
+// IsLikelyNotMountPoint.
+func sameMount(parent, child int) (bool, error) {
+	var a, b unix.Statx_t
+	if err := unix.Statx(parent, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &a); err != nil {
+		return false, err
+	}
+	if err := unix.Statx(child, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &b); err != nil {
+		return false, err
+	}
+	if a.Mask&b.Mask&unix.STATX_MNT_ID != 0 && a.Mnt_id != b.Mnt_id {
+		return false, nil
+	}
+	if b.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && b.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return false, nil
+	}
+	return a.Dev_major == b.Dev_major && a.Dev_minor == b.Dev_minor, nil
+}
+
+// readDirNamesAt lists the directory fd without closing it.
+func readDirNamesAt(fd int, path string) ([]string, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(dup), path)
+	defer f.Close()
+	// The duplicate shares the offset: start from the beginning.
+	if _, err := unix.Seek(dup, 0, 0); err != nil {
+		return nil, &fs.PathError{Op: "seek", Path: path, Err: err}
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return names, nil
+}
+
+// dirEmpty reports whether the directory fd has no entries.
+func dirEmpty(fd int) bool {
+	names, err := readDirNamesAt(fd, "")
+	return err == nil && len(names) == 0
+}

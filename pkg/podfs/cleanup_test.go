@@ -1,0 +1,367 @@
+package podfs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// fullPod has a volume of each kind the agent makes.
+func fullPod(uid string) *corev1.Pod {
+	limit := resource.MustParse("1Mi")
+	return testPod(uid,
+		corev1.Volume{Name: "disk", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &limit}}},
+		corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+	)
+}
+
+func TestTearDownTmpfs(t *testing.T) {
+	requireMount(t)
+	m := newRealTestManager(t)
+	owned(t, m, "u1")
+	ctx := context.Background()
+	vals := fields(map[string]string{"metadata.name": "web"})
+	vols, err := m.SetUp(ctx, fullPod("u1"), vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mps, err := sysMounter{}.mounts(m.Layout().PodDir("u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isMountOf(mps, vols["mem"].HostPath, "tmpfs") || !isMountOf(mps, vols["info"].HostPath, "tmpfs") {
+		t.Fatalf("no tmpfs mounted: %v", mps)
+	}
+	// The sizeLimit is the tmpfs' size: a write past it fails.
+	var st unix.Statfs_t
+	if err := unix.Statfs(vols["mem"].HostPath, &st); err != nil {
+		t.Fatal(err)
+	}
+	if size := int64(st.Blocks) * int64(st.Bsize); size != 1<<20 {
+		t.Errorf("tmpfs size %d, want the 1Mi sizeLimit", size)
+	}
+	if err := os.WriteFile(filepath.Join(vols["mem"].HostPath, "big"), make([]byte, 2<<20), 0o644); !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("writing 2Mi into a 1Mi memory volume: %v, want ENOSPC", err)
+	}
+	if err := os.Remove(filepath.Join(vols["mem"].HostPath, "big")); err != nil {
+		t.Fatal(err)
+	}
+	// SetUp again: nothing mounted twice, the data kept.
+	writeFile(t, filepath.Join(vols["mem"].HostPath, "keep"), "x")
+	if _, err := m.SetUp(ctx, fullPod("u1"), vals); err != nil {
+		t.Fatal(err)
+	}
+	if n := countMounts(t, vols["mem"].HostPath); n != 1 {
+		t.Errorf("the memory volume is mounted %d times after a second SetUp", n)
+	}
+	if !exists(filepath.Join(vols["mem"].HostPath, "keep")) {
+		t.Error("a second SetUp lost the memory volume's data")
+	}
+
+	if err := m.TearDown(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if mps, _ := (sysMounter{}).mounts(m.Layout().Root); len(mps) != 0 {
+		t.Errorf("mounts left: %v", mps)
+	}
+	if exists(m.Layout().PodDir("u1")) {
+		t.Error("pod dir left")
+	}
+	// Again: nothing to do.
+	if err := m.TearDown(ctx, "u1"); err != nil {
+		t.Error(err)
+	}
+}
+
+func countMounts(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTearDownStackedMounts(t *testing.T) {
+	requireMount(t)
+	m := newRealTestManager(t)
+	owned(t, m, "u1")
+	dir := m.Layout().EmptyDir("u1", "x")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.TearDown(context.Background(), "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(m.Layout().PodDir("u1")) || countMounts(t, dir) != 0 {
+		t.Error("stacked mounts or the pod dir left")
+	}
+}
+
+func TestTearDownHalfMade(t *testing.T) {
+	m, fm := newTestManager(t)
+	ctx := context.Background()
+	owned(t, m, "u1")
+	// Killed in SetUp: some volumes made, a downwardAPI write cut short,
+	// a tmpfs mounted, a termination file, a subPath target.
+	l := m.Layout()
+	if err := os.MkdirAll(l.EmptyDir("u1", "disk"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(l.EmptyDir("u1", "disk"), "deep/er/file"), "x")
+	api := l.DownwardAPIDir("u1", "info")
+	writeFile(t, filepath.Join(api, "..2026_01_01_00_00_00.1", "name"), "x")
+	if err := os.Symlink("..2026_01_01_00_00_00.1", filepath.Join(api, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	fm.table[api] = "tmpfs"
+	writeFile(t, filepath.Join(l.ContainerDir("u1", "app"), "0badcafe"), "")
+	writeFile(t, l.SubPathTarget("u1", "disk", "app", 0), "")
+	// A container made a link out of its emptyDir: not followed.
+	victim := t.TempDir()
+	writeFile(t, filepath.Join(victim, "precious"), "keep")
+	if err := os.Symlink(victim, filepath.Join(l.EmptyDir("u1", "disk"), "escape")); err != nil {
+		t.Fatal(err)
+	}
+
+	// SetUp finishes it.
+	vols, err := m.SetUp(ctx, fullPod("u1"), fields(map[string]string{"metadata.name": "web"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(vols["info"].HostPath, "name")); string(data) != "web" {
+		t.Errorf("downwardAPI volume not finished: %q", data)
+	}
+	if exists(filepath.Join(api, "..data_tmp")) || exists(filepath.Join(api, "..2026_01_01_00_00_00.1")) {
+		t.Error("the cut-short write's leftovers are still there")
+	}
+
+	// TearDown removes it all, and only it.
+	if err := m.TearDown(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(l.PodDir("u1")) {
+		t.Error("pod dir left")
+	}
+	if len(fm.table) != 0 {
+		t.Errorf("not unmounted: %v", fm.table)
+	}
+	if data, err := os.ReadFile(filepath.Join(victim, "precious")); err != nil || string(data) != "keep" {
+		t.Errorf("TearDown followed a link out of the pod dir: %q %v", data, err)
+	}
+}
+
+func TestTearDownCutShort(t *testing.T) {
+	m, _ := newTestManager(t)
+	ctx := context.Background()
+	// Only the record is left (killed before its removal): finished.
+	owned(t, m, "u1")
+	if err := m.TearDown(ctx, "u1"); err != nil || exists(m.Layout().PodDir("u1")) {
+		t.Fatalf("record only: %v", err)
+	}
+	// Killed between the record's removal and the rmdir: an empty dir.
+	if err := os.MkdirAll(m.Layout().PodDir("u2"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.TearDown(ctx, "u2"); err != nil || exists(m.Layout().PodDir("u2")) {
+		t.Fatalf("empty dir: %v", err)
+	}
+	// A RecordOwner cut short.
+	writeFile(t, filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3", OwnerFileName), "{}")
+	if err := m.TearDown(ctx, "u3"); err != nil || exists(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3")) {
+		t.Fatalf("new pod dir: %v", err)
+	}
+}
+
+func TestTearDownRefuses(t *testing.T) {
+	m, fm := newTestManager(t)
+	ctx := context.Background()
+	// Someone else's pod dir.
+	writeFile(t, filepath.Join(m.Layout().PodDir("kubelets"), "volumes", "data"), "x")
+	if err := m.TearDown(ctx, "kubelets"); !errors.Is(err, ErrNotOwned) {
+		t.Errorf("someone else's pod: %v, want ErrNotOwned", err)
+	}
+	if !exists(filepath.Join(m.Layout().PodDir("kubelets"), "volumes", "data")) {
+		t.Error("someone else's pod dir was touched")
+	}
+	// A busy mount: nothing removed.
+	owned(t, m, "u1")
+	dir := m.Layout().EmptyDir("u1", "mem")
+	writeFile(t, filepath.Join(dir, "data"), "x")
+	fm.table[dir] = "tmpfs"
+	fm.unmountErr = errors.New("umount " + dir + ": device or resource busy")
+	if err := m.TearDown(ctx, "u1"); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("busy mount: %v", err)
+	}
+	if !exists(filepath.Join(dir, "data")) || !exists(m.Layout().OwnerFile("u1")) {
+		t.Error("files removed while a mount was left")
+	}
+	// A pods dir that is a link.
+	m2, _ := newTestManager(t)
+	elsewhere := t.TempDir()
+	writeFile(t, filepath.Join(elsewhere, "u1", OwnerFileName), `{"uid":"u1"}`)
+	if err := os.Symlink(elsewhere, m2.Layout().PodsDir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.TearDown(ctx, "u1"); err == nil {
+		t.Error("TearDown followed a pods dir that is a link")
+	}
+	if !exists(filepath.Join(elsewhere, "u1", OwnerFileName)) {
+		t.Error("removed through a link")
+	}
+}
+
+func TestTearDownUnknownVolumePlugin(t *testing.T) {
+	m, _ := newTestManager(t)
+	owned(t, m, "u1")
+	// A volume dir of a plugin the agent does not make: only empty dirs
+	// go (removeOrphanedPodVolumeDirs); a file there stops the removal.
+	other := m.Layout().VolumeDir("u1", "kubernetes.io~csi", "pv")
+	writeFile(t, filepath.Join(other, "mount", "data"), "x")
+	err := m.TearDown(context.Background(), "u1")
+	if err == nil || !strings.Contains(err.Error(), "is not a directory: not removed") {
+		t.Fatalf("TearDown: %v", err)
+	}
+	if !exists(filepath.Join(other, "mount", "data")) || !exists(m.Layout().OwnerFile("u1")) {
+		t.Error("removed a file of an unknown volume, or the record")
+	}
+	if err := os.Remove(filepath.Join(other, "mount", "data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.TearDown(context.Background(), "u1"); err != nil || exists(m.Layout().PodDir("u1")) {
+		t.Errorf("empty dirs left: %v", err)
+	}
+}
+
+func TestRemoveAllAtRefusesMountPoint(t *testing.T) {
+	requireMount(t)
+	base := t.TempDir()
+	victim := t.TempDir()
+	writeFile(t, filepath.Join(victim, "precious"), "keep")
+	target := filepath.Join(base, "d", "bound")
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A bind mount of the same file system: same device, another mount.
+	if err := unix.Mount(victim, target, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(target, unix.MNT_DETACH)
+	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	err = removeAllAt(fd, "d", base)
+	if err == nil || !strings.Contains(err.Error(), "it is a mount point") {
+		t.Errorf("removeAllAt: %v", err)
+	}
+	if !exists(filepath.Join(victim, "precious")) {
+		t.Error("removed a file in another mount")
+	}
+}
+
+func TestRemoveLogs(t *testing.T) {
+	m, _ := newTestManager(t)
+	logs := t.TempDir()
+	dir := PodLogsDir(logs, "ns", "web", "u1")
+	writeFile(t, filepath.Join(dir, "app", "0.log"), "log")
+	victim := t.TempDir()
+	writeFile(t, filepath.Join(victim, "keep"), "x")
+	if err := os.Symlink(victim, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	other := PodLogsDir(logs, "ns", "web", "u2")
+	writeFile(t, filepath.Join(other, "app", "0.log"), "log")
+	if err := m.RemoveLogs(logs, "ns", "web", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(dir) || !exists(other) || !exists(filepath.Join(victim, "keep")) {
+		t.Error("removed the wrong things")
+	}
+	if err := m.RemoveLogs(logs, "ns", "web", "u1"); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	if err := m.RemoveLogs(filepath.Join(logs, "none"), "ns", "web", "u1"); err != nil {
+		t.Errorf("no logs dir: %v", err)
+	}
+	if err := m.RemoveLogs(logs, "ns", "../x", "u1"); err == nil {
+		t.Error("a name with a slash was accepted")
+	}
+}
+
+func TestRemovePodCgroups(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v2    bool
+		paths []string // pod cgroups, with container cgroups inside
+	}{
+		{"v1", false, []string{
+			"memory/kubepods/podu1/ctr1", "memory/kubepods/burstable/podu1/ctr2",
+			"cpu,cpuacct/kubepods/besteffort/podu1", "pids/kubepods/podu1",
+		}},
+		{"v2", true, []string{"kubepods/burstable/podu1/ctr1", "kubepods/podu1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTestManager(t)
+			root := m.cgroupRoot
+			if tc.v2 {
+				writeFile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory")
+			}
+			for _, p := range tc.paths {
+				if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Another pod's cgroup, and the v1 "cpu" link to "cpu,cpuacct".
+			if err := os.MkdirAll(filepath.Join(root, "memory/kubepods/podu2"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.v2 {
+				if err := os.Symlink("cpu,cpuacct", filepath.Join(root, "cpu")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := m.RemovePodCgroups("u1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.paths {
+				if exists(filepath.Join(root, p)) {
+					t.Errorf("%s left", p)
+				}
+			}
+			if !exists(filepath.Join(root, "memory/kubepods/podu2")) {
+				t.Error("another pod's cgroup was removed")
+			}
+			if err := m.RemovePodCgroups("u1"); err != nil {
+				t.Errorf("again: %v", err)
+			}
+		})
+	}
+	// A cgroup that is not empty (a file stands for a process here).
+	m, _ := newTestManager(t)
+	writeFile(t, filepath.Join(m.cgroupRoot, "memory/kubepods/podu1/cgroup.procs"), "42")
+	if err := m.RemovePodCgroups("u1"); err == nil {
+		t.Error("a cgroup that could not be removed gave no error")
+	}
+}

@@ -1,0 +1,174 @@
+package podfs
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestRecordOwnerNewPodDir(t *testing.T) {
+	m, _ := newTestManager(t)
+	o := Owner{Namespace: "kube-system", Name: "etcd", UID: "u1", Source: "/etc/kubernetes/manifests/etcd.yaml"}
+	if err := m.RecordOwner(o); err != nil {
+		t.Fatal(err)
+	}
+	dir := m.Layout().PodDir("u1")
+	if got := mode(t, dir); got != fs.ModeDir|0o750 {
+		t.Errorf("pod dir mode %v, want drwxr-x---", got)
+	}
+	data, err := os.ReadFile(m.Layout().OwnerFile("u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"namespace", "name", "uid", "source", "created"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("record has no %q: %s", k, data)
+		}
+	}
+	got, err := m.ReadOwner("u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Created = testTime
+	if got != o {
+		t.Errorf("ReadOwner = %+v, want %+v", got, o)
+	}
+	// No temporary left behind.
+	entries, _ := os.ReadDir(m.Layout().PodsDir())
+	if len(entries) != 1 {
+		t.Errorf("pods dir has %d entries, want 1", len(entries))
+	}
+	entries, _ = os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("pod dir has %d entries, want only the record", len(entries))
+	}
+}
+
+func TestRecordOwnerKeepsCreated(t *testing.T) {
+	m, _ := newTestManager(t)
+	first := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := m.RecordOwner(Owner{Name: "a", UID: "u1", Source: "play:x.yaml", Created: first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RecordOwner(Owner{Name: "a", UID: "u1", Source: "/new/path.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.ReadOwner("u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Created.Equal(first) || got.Source != "/new/path.yaml" {
+		t.Errorf("got %+v: want the first created time and the new source", got)
+	}
+}
+
+func TestRecordOwnerExistingDirAndLeftover(t *testing.T) {
+	m, _ := newTestManager(t)
+	// A half-made new pod dir left by a crash, and a pod dir made without
+	// a record.
+	writeFile(t, filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u1", "junk"), "x")
+	if err := os.MkdirAll(m.Layout().PodDir("u2"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	owned(t, m, "u1")
+	owned(t, m, "u2")
+	if exists(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u1")) {
+		t.Error("the leftover new pod dir is still there")
+	}
+	if got := mode(t, m.Layout().PodDir("u2")); got != fs.ModeDir|0o750 {
+		t.Errorf("existing pod dir mode %v, want drwxr-x---", got)
+	}
+	if _, err := m.ReadOwner("u2"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestReadOwnerErrors(t *testing.T) {
+	m, _ := newTestManager(t)
+	if _, err := m.ReadOwner("missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing pod dir: %v, want fs.ErrNotExist", err)
+	}
+	if err := os.MkdirAll(m.Layout().PodDir("kubelets"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ReadOwner("kubelets"); !errors.Is(err, ErrNotOwned) {
+		t.Errorf("pod dir without record: %v, want ErrNotOwned", err)
+	}
+	// A record of another UID.
+	writeFile(t, m.Layout().OwnerFile("other"), `{"uid":"u9"}`)
+	if _, err := m.ReadOwner("other"); err == nil {
+		t.Error("a record of another UID was accepted")
+	}
+	// A pod dir that is a link: refused, not followed.
+	target := t.TempDir()
+	writeFile(t, filepath.Join(target, OwnerFileName), `{"uid":"link"}`)
+	if err := os.Symlink(target, m.Layout().PodDir("link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ReadOwner("link"); err == nil {
+		t.Error("a pod dir that is a link was followed")
+	}
+	if err := m.RecordOwner(Owner{UID: "link"}); err == nil {
+		t.Error("RecordOwner wrote through a link")
+	}
+	if _, err := m.ReadOwner("../x"); err == nil {
+		t.Error("a UID with a slash was accepted")
+	}
+}
+
+func TestPods(t *testing.T) {
+	m, _ := newTestManager(t)
+	if pods, err := m.Pods(); err != nil || len(pods) != 0 {
+		t.Fatalf("Pods on a new root = %v, %v", pods, err)
+	}
+	owned(t, m, "b")
+	owned(t, m, "a")
+	if err := os.MkdirAll(m.Layout().PodDir("kubelets"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m.Layout().OwnerFile("broken"), "{")
+	writeFile(t, filepath.Join(m.Layout().PodsDir(), "afile"), "")
+	if err := os.MkdirAll(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"c"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := m.Pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, p := range pods {
+		uids = append(uids, p.UID)
+	}
+	if want := []string{"a", "b", "broken", "kubelets"}; !equalStrings(uids, want) {
+		t.Fatalf("Pods = %v, want %v", uids, want)
+	}
+	if pods[0].Owner == nil || pods[0].Owner.UID != "a" || pods[1].Owner == nil {
+		t.Errorf("owned pods without their records: %+v", pods[:2])
+	}
+	if pods[2].Owner != nil || pods[2].Err == nil {
+		t.Errorf("broken record: %+v, want an error", pods[2])
+	}
+	if pods[3].Owner != nil || pods[3].Err != nil {
+		t.Errorf("someone else's pod: %+v, want no owner and no error", pods[3])
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
