@@ -22,6 +22,7 @@ allowed() {
     pkg/results*) echo "" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
+    pkg/podconfig*) echo "pkg/spec" ;;
     pkg/pods*) echo "pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/prober/netprobe*) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
