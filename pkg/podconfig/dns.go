@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Kubelet's DNS limits (pkg/apis/core/validation).
