@@ -40,6 +40,7 @@ func TestWriteOracleInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	writeKubeletOracleInputs(t, dir)
 }
 
 // oracleNode is the node kuberuntime's test manager stands for.
