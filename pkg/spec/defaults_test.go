@@ -29,7 +29,7 @@ func TestDefaultPullPolicy(t *testing.T) {
 		{"registry.example/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", corev1.PullIfNotPresent},
 		{"registry.example/app:latest@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", corev1.PullAlways},
 		{"registry.example/app@sha256:0123", corev1.PullIfNotPresent}, // invalid digest: does not parse
-		{"Nginx", corev1.PullIfNotPresent},                            // upper case: does not parse
+		{"Nginx", corev1.PullIfNotPresent}, // upper case: does not parse
 		{"", corev1.PullIfNotPresent},
 		{"[::1]:5000/app", corev1.PullAlways},
 	} {
