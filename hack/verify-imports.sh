@@ -3,6 +3,7 @@
 # commands down to the CRI boundary:
 #   cmd -> agent -> api, hooks -> prober, restart -> lifecycle, pods
 #       -> spec, exec, results -> cri, events
+# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent) and pkg/statefile (the state directory's files, safe from

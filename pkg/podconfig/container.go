@@ -97,15 +97,16 @@ func Container(in ContainerInput, node Node) (*runtimeapi.ContainerConfig, error
 
 func container(in ContainerInput, node Node) (*runtimeapi.ContainerConfig, error) {
 	pod, c := in.Pod, in.Container
-	hostname, domain, err := HostnameAndDomain(pod, node)
-	if err != nil {
+	// Kubelet makes the hostname first, for the hosts file the host side
+	// writes (HostsFile); an invalid one fails the container here too.
+	if _, _, err := HostnameAndDomain(pod, node); err != nil {
 		return nil, err
 	}
 	env, err := environment(in, node)
 	if err != nil {
 		return nil, err
 	}
-	ms, err := mounts(in, node, env, hostname, domain)
+	ms, err := mounts(in, node, env)
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // EnvVar is one variable of a container's environment.
@@ -525,18 +523,6 @@ func containerResourceValue(fs *corev1.ResourceFieldSelector, c *corev1.Containe
 		return ceil(lim.Name(corev1.ResourceName(name), resource.BinarySI).Value(), divisor.Value())
 	}
 	return "", fmt.Errorf("unsupported container resource : %v", fs.Resource)
-}
-
-func hasPodLevelLimits(pod *corev1.Pod) bool {
-	if pod.Spec.Resources == nil {
-		return false
-	}
-	for name := range pod.Spec.Resources.Limits {
-		if spec.IsPodLevelResource(name) {
-			return true
-		}
-	}
-	return false
 }
 
 // Expand replaces $(VAR) references in s through mapping, as kubelet's

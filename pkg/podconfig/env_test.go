@@ -104,7 +104,7 @@ func TestEnvironment(t *testing.T) {
 		wantErr string
 	}{
 		{name: "static values keep their order, the last value wins",
-			c: corev1.Container{Env: []corev1.EnvVar{{Name: "B", Value: "1"}, {Name: "A", Value: "2"}, {Name: "B", Value: "3"}}},
+			c:    corev1.Container{Env: []corev1.EnvVar{{Name: "B", Value: "1"}, {Name: "A", Value: "2"}, {Name: "B", Value: "3"}}},
 			want: []EnvVar{{"B", "3"}, {"A", "2"}}},
 		{name: "expansion over earlier variables only",
 			c: corev1.Container{Env: []corev1.EnvVar{

@@ -18,8 +18,6 @@ const (
 	LabelPodNamespace  = "io.kubernetes.pod.namespace"
 	LabelPodUID        = "io.kubernetes.pod.uid"
 	LabelContainerName = "io.kubernetes.container.name"
-	// LabelContainerType is on a container (image) of kubelet's dockershim
-	// past; kubelet 1.36 does not set it on CRI configs.
 
 	AnnotationPodDeletionGracePeriod    = "io.kubernetes.pod.deletionGracePeriod"
 	AnnotationPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"

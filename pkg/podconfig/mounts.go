@@ -14,7 +14,7 @@ import (
 // it (kuberuntime's makeMounts): each volumeMount in order, then the
 // managed /etc/hosts unless the container mounts its own, then the
 // termination-message file.
-func mounts(in ContainerInput, node Node, env []EnvVar, hostname, domain string) ([]*runtimeapi.Mount, error) {
+func mounts(in ContainerInput, node Node, env []EnvVar) ([]*runtimeapi.Mount, error) {
 	pod, c := in.Pod, in.Container
 	out := []*runtimeapi.Mount{}
 	mountHosts := ShouldMountHostsFile(pod, in.PodIPs)
@@ -169,7 +169,8 @@ func recursiveReadOnly(m corev1.VolumeMount, runtimeSupports bool) (bool, error)
 // container: where the host side keeps it (under the node's Layout for
 // the plugins kubelet manages, the node path for hostPath), whether the
 // plugin forces it read-only, and whether it may be relabelled for
-// SELinux. ok is false for volume types the agent does not provide.
+// SELinux (the plugins' GetAttributes). ok is false for the other types;
+// an image volume is the host side's Volume{Image: the pulled image}.
 func VolumeFor(pod *corev1.Pod, v *corev1.Volume, node Node) (vol Volume, ok bool) {
 	l := node.Layout()
 	s := &v.VolumeSource

@@ -103,7 +103,7 @@ func TestMounts(t *testing.T) {
 				env = append(env, EnvVar{e.Name, e.Value})
 			}
 			in := ContainerInput{Pod: pod, Container: c, PodIPs: tc.podIPs, Volumes: vols, SubPaths: tc.subPaths, TerminationMessageHostPath: tc.termPath}
-			got, err := mounts(in, tc.node, env, "h", "")
+			got, err := mounts(in, tc.node, env)
 			if tc.err != "" {
 				var ce *ConfigError
 				if !errors.As(err, &ce) || ce.Message != tc.err {

@@ -249,6 +249,19 @@ func podLevelResourcesSet(pod *corev1.Pod) bool {
 	return false
 }
 
+// hasPodLevelLimits is component-helpers' IsPodLevelLimitsSet.
+func hasPodLevelLimits(pod *corev1.Pod) bool {
+	if pod.Spec.Resources == nil {
+		return false
+	}
+	for name := range pod.Spec.Resources.Limits {
+		if spec.IsPodLevelResource(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func podLevelRequestsSet(pod *corev1.Pod) bool {
 	if pod.Spec.Resources == nil {
 		return false

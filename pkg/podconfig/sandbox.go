@@ -36,10 +36,10 @@ func Sandbox(pod *corev1.Pod, attempt uint32, node Node) (*runtimeapi.PodSandbox
 	if !pod.Spec.HostNetwork {
 		hostname, domain, err := HostnameAndDomain(pod, node)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox config of pod %s: %w", formatPod(pod), err)
+			return nil, sandboxError(pod, err)
 		}
 		if cfg.Hostname, err = KernelHostname(hostname, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
-			return nil, fmt.Errorf("sandbox config of pod %s: %w", formatPod(pod), err)
+			return nil, sandboxError(pod, err)
 		}
 	}
 	cfg.LogDirectory = node.Layout().PodLogsDirectory(pod.Namespace, pod.Name, pod.UID)
@@ -52,12 +52,18 @@ func Sandbox(pod *corev1.Pod, attempt uint32, node Node) (*runtimeapi.PodSandbox
 	}
 	lc, err := sandboxLinux(pod, node)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox config of pod %s: %w", formatPod(pod), err)
+		return nil, sandboxError(pod, err)
 	}
 	lc.Resources = sandboxResources(pod, node)
 	lc.Overhead = sandboxOverhead(pod, node)
 	cfg.Linux = lc
 	return cfg, nil
+}
+
+// sandboxError is the message kubelet's createPodSandbox reports (in the
+// FailedCreatePodSandBox event) when the config cannot be made.
+func sandboxError(pod *corev1.Pod, err error) error {
+	return fmt.Errorf("Failed to generate sandbox config for pod %q: %w", formatPod(pod), err) //nolint:staticcheck // kubelet's text
 }
 
 // PortMappings is kubecontainer's MakePortMappings as the sandbox uses it:
