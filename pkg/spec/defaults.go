@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -467,6 +468,8 @@ const timestampLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // "host:<node>file:<path>": just as stable and as unique, but a value
 // kubelet would not compute for the same file.
 func StaticPod(pod *corev1.Pod, nodeName, source string, seen time.Time) {
+	// The decoder leaves no kind and apiVersion on kubelet's pod.
+	pod.TypeMeta = metav1.TypeMeta{}
 	ApplyAPIDefaults(pod)
 	if pod.UID == "" {
 		h := fnv.New128a()

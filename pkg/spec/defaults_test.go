@@ -2,6 +2,9 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 func p[T any](v T) *T { return &v }
@@ -332,4 +336,92 @@ func TestContainerAggregates(t *testing.T) {
 	if got.Cpu().String() != "4" || got.Memory().String() != "2Gi" {
 		t.Errorf("requests %v", got)
 	}
+}
+
+// TestStaticPodOracle compares ApplyAPIDefaults and StaticPod with what
+// kubelet v1.36.3's file source made of the same manifests
+// (testdata/kubelet/static.json, from tryDecodeSinglePod with applyDefaults
+// on node "node-a": testdata/kubelet/oracle_test.go.txt, run as
+// pkg/kubelet/config/zz_podconfig_oracle_test.go with ORACLE_MANIFESTS and
+// ORACLE_OUT). Kubelet's generated UIDs cannot match (see StaticPod); the
+// source and first-seen annotations come later in kubelet.
+func TestStaticPodOracle(t *testing.T) {
+	data, err := os.ReadFile("testdata/kubelet/static.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]map[string]any
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			manifest, err := os.ReadFile(filepath.Join("testdata/kubelet/manifests", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := &corev1.Pod{}
+			if err := yaml.UnmarshalStrict(manifest, pod); err != nil {
+				t.Fatal(err)
+			}
+			if msg, ok := w["error"].(string); ok {
+				if _, resource := StaticPodAPIReferences(pod); resource == "" || msg != "static pods may not reference "+resource {
+					t.Errorf("references %q, kubelet: %s", resource, msg)
+				}
+				return
+			}
+			given := pod.UID != ""
+			StaticPod(pod, "node-a", "/etc/kubernetes/manifests/"+name, time.Now())
+			if f, r := StaticPodAPIReferences(pod); r != "" {
+				t.Errorf("reference %s at %s in a pod kubelet accepts", r, f)
+			}
+			raw, _ := json.Marshal(pod)
+			var got map[string]any
+			_ = json.Unmarshal(raw, &got)
+			for _, m := range []map[string]any{got, w} {
+				meta := m["metadata"].(map[string]any)
+				ann := meta["annotations"].(map[string]any)
+				delete(ann, "kubernetes.io/config.source")
+				delete(ann, "kubernetes.io/config.seen")
+				if !given {
+					delete(meta, "uid")
+					delete(ann, "kubernetes.io/config.hash")
+				}
+			}
+			for _, d := range jsonDiff("", got, w) {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// jsonDiff lists where two decoded JSON values differ.
+func jsonDiff(path string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		var out []string
+		for k := range am {
+			out = append(out, jsonDiff(path+"."+k, am[k], bm[k])...)
+		}
+		for k := range bm {
+			if _, ok := am[k]; !ok {
+				out = append(out, jsonDiff(path+"."+k, nil, bm[k])...)
+			}
+		}
+		return out
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok && len(al) == len(bl) {
+		var out []string
+		for i := range al {
+			out = append(out, jsonDiff(fmt.Sprintf("%s[%d]", path, i), al[i], bl[i])...)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(a, b) {
+		return []string{fmt.Sprintf("%s: ours %v, kubelet's %v", path, a, b)}
+	}
+	return nil
 }
