@@ -20,7 +20,10 @@ type ContainerInput struct {
 	// RestartCount is the attempt: 0 for the first start, then the
 	// previous container's restartCount + 1.
 	RestartCount int
-	// PodIP and PodIPs are the sandbox's IPs (none on the host network).
+	// PodIP and PodIPs are the sandbox's IPs as the runtime reports them
+	// (PodSandboxStatus network ip, then additional IPs; kubelet passes
+	// them unsorted, containerd reports none on the host network); PodIP
+	// is the first.
 	PodIP  string
 	PodIPs []string
 	// Image is the image the runtime resolved for Container.Image.
