@@ -3,6 +3,7 @@
 # commands down to the CRI boundary:
 #   cmd -> agent -> api, hooks -> prober, restart -> lifecycle, pods
 #       -> spec, exec, results -> cri, events
+# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent) and pkg/statefile (the state directory's files, safe from
@@ -22,6 +23,7 @@ allowed() {
     pkg/results*) echo "" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
+    pkg/podconfig*) echo "pkg/spec" ;;
     pkg/pods*) echo "pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/prober/netprobe*) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
