@@ -281,7 +281,7 @@ func TestDeployConfigIsValid(t *testing.T) {
 
 // Every command's --help exits 0 with its usage and examples.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range []string{"run", "status", "events", "history", "why", "wait", "probe", "validate", "explain", "pods"} {
+	for _, cmd := range []string{"run", "status", "events", "history", "why", "wait", "probe", "validate", "explain", "pods", "logs"} {
 		t.Run(cmd, func(t *testing.T) {
 			out, _, err := runCLI(t, cmd, "--help")
 			require.NoError(t, err)
@@ -296,7 +296,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	out, _, err := runCLI(t, "--help")
 	require.NoError(t, err)
-	for _, cmd := range []string{"run", "status", "events", "history", "why", "wait", "probe", "validate", "explain", "pods", "version"} {
+	for _, cmd := range []string{"run", "status", "events", "history", "why", "wait", "probe", "validate", "explain", "pods", "logs", "version"} {
 		assert.Contains(t, out, "\n  "+cmd+" ", "the top-level help lists %s", cmd)
 	}
 }

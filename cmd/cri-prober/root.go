@@ -62,7 +62,7 @@ func newRootCommand() *cobra.Command {
 	}
 	add("agent", newRunCommand(new(runOptions)))
 	add("read", newStatusCommand(), newEventsCommand(), newHistoryCommand(), newWhyCommand())
-	add("direct", newWaitCommand(), newProbeCommand(), newValidateCommand(), newExplainCommand(), newPodsCommand())
+	add("direct", newWaitCommand(), newProbeCommand(), newValidateCommand(), newExplainCommand(), newPodsCommand(), newLogsCommand())
 	root.AddCommand(newVersionCommand(), newGenDocsCommand(root))
 	root.SetHelpCommandGroupID("")
 	root.SetCompletionCommandGroupID("")

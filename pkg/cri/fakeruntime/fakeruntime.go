@@ -376,6 +376,12 @@ func WithSandboxAnnotations(a map[string]string) SandboxOption {
 	return func(s *sandbox) { s.config.Annotations = a }
 }
 
+// WithLogDirectory sets the sandbox config's log directory (kubelet's
+// /var/log/pods/<namespace>_<name>_<uid>).
+func WithLogDirectory(dir string) SandboxOption {
+	return func(s *sandbox) { s.config.LogDirectory = dir }
+}
+
 // AddSandbox adds a ready sandbox and returns its ID.
 func (r *Runtime) AddSandbox(namespace, name, uid string, opts ...SandboxOption) string {
 	r.mu.Lock()
@@ -413,6 +419,12 @@ func WithAttempt(n uint32) ContainerOption {
 // WithAnnotations sets the container config's annotations.
 func WithAnnotations(a map[string]string) ContainerOption {
 	return func(c *container) { c.config.Annotations = a }
+}
+
+// WithLogPath sets the container config's log path, relative to its
+// sandbox's log directory (kubelet's <container>/<attempt>.log).
+func WithLogPath(path string) ContainerOption {
+	return func(c *container) { c.config.LogPath = path }
 }
 
 // AddContainer adds a container in the given state to a sandbox and returns
@@ -726,6 +738,14 @@ func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSt
 		Reason:      c.reason,
 		Labels:      c.config.GetLabels(),
 		Annotations: c.config.GetAnnotations(),
+	}
+	if c.config.GetLogPath() != "" {
+		// As containerd reports it: joined to the sandbox's log directory.
+		var dir string
+		if sb, ok := r.sandboxes[c.sandboxID]; ok {
+			dir = sb.config.GetLogDirectory()
+		}
+		st.LogPath = filepath.Join(dir, c.config.GetLogPath())
 	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.GetVerbose() {
