@@ -167,6 +167,13 @@ type Pod struct {
 	// Phase is kubelet's pod phase, computed as if every running sidecar
 	// had started (Report refines it with the startup results).
 	Phase corev1.PodPhase
+	// Reason and Message say why a pod failed as a whole, as kubelet's
+	// status does: DeadlineExceeded ("Pod was active on the node longer
+	// than the specified deadline").
+	Reason, Message string
+	// StartTime is when the pod started on the node (kubelet's
+	// status.startTime): its first sandbox's creation. Zero before.
+	StartTime time.Time
 	// Terminating is set while the pod is being torn down (no sandbox
 	// ready, some container still running): kubelet's deletion timestamp.
 	Terminating bool
