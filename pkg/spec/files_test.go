@@ -95,7 +95,7 @@ func messages(errs []*Error) []string {
 // loadPods loads data as a file of a manifest directory: its pods and
 // errors.
 func loadPods(path string, data []byte) ([]*Pod, []*Error) {
-	f := loadBytes(path, data, false)
+	f := loadBytes(path, data, false, nil)
 	return f.pods, f.errs
 }
 

@@ -25,12 +25,12 @@ var ManifestExtensions = []string{".yaml", ".yml", ".json"}
 // is read: the agent's commands read a file as the agent does. gone says
 // whether the file is gone (removed since it was listed, or a dangling
 // link): its pods go with it.
-func loadFile(path string, named bool) (f loadedFile, gone bool) {
+func loadFile(path string, named bool, static *Static) (f loadedFile, gone bool) {
 	data, err := readManifest(path)
 	if err != nil {
 		return loadedFile{errs: []*Error{{Source: path, Detail: err.Error()}}}, errors.Is(err, fs.ErrNotExist)
 	}
-	return loadBytes(path, data, named), false
+	return loadBytes(path, data, named, static), false
 }
 
 // loadBytes reads the documents of a file (several separated by "---"
@@ -39,7 +39,7 @@ func loadFile(path string, named bool) (f loadedFile, gone bool) {
 // but cannot be one is an error. Bad documents are reported and skipped;
 // the good ones are returned. A file given by name (named) that is one
 // crictl config is validated as one.
-func loadBytes(path string, data []byte, named bool) loadedFile {
+func loadBytes(path string, data []byte, named bool, static *Static) loadedFile {
 	var f loadedFile
 	docs := splitDocuments(data)
 	var notObjects []*Notice
@@ -56,7 +56,7 @@ func loadBytes(path string, data []byte, named bool) loadedFile {
 		source := fmt.Sprintf("%s:%d", path, doc.line)
 		switch c := classify(root, info); c.class {
 		case classPod:
-			pod, errs := loadPod(path, doc, root, info)
+			pod, errs := loadPod(path, doc, root, info, static)
 			f.errs = append(f.errs, errs...)
 			if pod != nil {
 				f.pods = append(f.pods, pod)
@@ -92,7 +92,7 @@ func loadBytes(path string, data []byte, named bool) loadedFile {
 
 // loadPod decodes, defaults and validates a Pod document, every problem at
 // its line in the file.
-func loadPod(path string, doc document, root *yaml.Node, info *docInfo) (*Pod, []*Error) {
+func loadPod(path string, doc document, root *yaml.Node, info *docInfo, static *Static) (*Pod, []*Error) {
 	source := fmt.Sprintf("%s:%d", path, doc.line)
 	namespace := scalar(lookup(info.metadata, "namespace"))
 	if namespace == "" {
@@ -101,7 +101,7 @@ func loadPod(path string, doc document, root *yaml.Node, info *docInfo) (*Pod, [
 	// The extensions annotation holds YAML or JSON of its own.
 	extensions := innerDuplicates(lookup(lookup(info.metadata, "annotations"), ExtensionsAnnotation), "metadata.annotations["+ExtensionsAnnotation+"]")
 	dups := duplicateErrors(path, doc, slices.Concat(info.duplicates, extensions), Error{Namespace: namespace, Pod: scalar(lookup(info.metadata, "name"))}, podContainer(info.spec))
-	pod, errs := decodePod(source, doc.data, root)
+	pod, errs := decodePod(source, doc.data, root, static.forFile(path))
 	// Point at the field itself when the document has it.
 	at := func(e *Error) {
 		if line := fieldLine(root, errorPath(e)); line > 0 {
@@ -112,6 +112,9 @@ func loadPod(path string, doc document, root *yaml.Node, info *docInfo) (*Pod, [
 		at(e)
 	}
 	if pod != nil {
+		for _, w := range pod.Warnings {
+			at(w)
+		}
 		for _, c := range pod.Containers {
 			for _, w := range c.Warnings {
 				at(w)
@@ -130,18 +133,18 @@ func loadPod(path string, doc document, root *yaml.Node, info *docInfo) (*Pod, [
 // defined twice is an error: the first definition in file-name order wins.
 // What is not a manifest is not reported here: Load says what it skipped.
 func LoadDir(dir string) ([]*Pod, []*Error) {
-	r := loadDir(dir)
+	r := loadDir(dir, nil)
 	return r.Pods, r.Errors
 }
 
-func loadDir(dir string) *Result {
+func loadDir(dir string, static *Static) *Result {
 	l, err := listDir(dir)
 	if err != nil {
 		return &Result{Errors: []*Error{{Source: dir, Detail: err.Error()}}}
 	}
 	loaded := make([]loadedFile, 0, len(l.files))
 	for _, path := range l.files {
-		f, _ := loadFile(path, false)
+		f, _ := loadFile(path, false, static)
 		loaded = append(loaded, f)
 	}
 	return combine(l, loaded)
@@ -259,7 +262,7 @@ func stripComments(b []byte) []byte {
 // as with kubectl --validate=strict; duplicate keys are found before),
 // defaults and validates it. root is the document parsed, for finding
 // the field a decoding error is about.
-func decodePod(source string, doc []byte, root *yaml.Node) (*Pod, []*Error) {
+func decodePod(source string, doc []byte, root *yaml.Node, static *staticFile) (*Pod, []*Error) {
 	fail := func(e *Error) (*Pod, []*Error) { e.Source = source; return nil, []*Error{e} }
 	jsonDoc, err := sigsyaml.YAMLToJSON(doc)
 	if err != nil {
@@ -269,6 +272,11 @@ func decodePod(source string, doc []byte, root *yaml.Node) (*Pod, []*Error) {
 	strict, err := json.UnmarshalStrict(jsonDoc, &pod, json.DisallowDuplicateFields, json.DisallowUnknownFields)
 	if err != nil {
 		return fail(decodeError(root, err))
+	}
+	if static != nil && len(strict) == 0 {
+		if errs := static.apply(source, &pod); len(errs) > 0 {
+			return nil, errs
+		}
 	}
 	defaultPod(&pod)
 	if len(strict) > 0 {
@@ -283,6 +291,7 @@ func decodePod(source string, doc []byte, root *yaml.Node) (*Pod, []*Error) {
 		return nil, errs
 	}
 	p := fromPod(source, &pod)
+	p.Warnings = warnings[""]
 	for i := range p.Containers {
 		p.Containers[i].Warnings = warnings[p.Containers[i].Name]
 	}

@@ -71,7 +71,11 @@ func (r *Result) OK() bool { return len(r.Errors) == 0 && len(r.Warnings) == 0 }
 // container or sandbox: every problem at its line in the file, with the
 // field inside the annotation. A config with an image is a container
 // config, any other a pod sandbox config.
-func Load(path string) *Result {
+func Load(path string, opts ...LoadOption) *Result {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -82,9 +86,9 @@ func Load(path string) *Result {
 	}
 	var r *Result
 	if fi.IsDir() {
-		r = loadDir(path)
+		r = loadDir(path, o.static)
 	} else {
-		f, _ := loadFile(path, true)
+		f, _ := loadFile(path, true, o.static)
 		r = combine(nil, []loadedFile{f})
 	}
 	r.collectWarnings()
@@ -94,18 +98,23 @@ func Load(path string) *Result {
 // LoadData reads data as one file given by name, named source in what it
 // reports: `validate -f -` and `explain -f -` read standard input with it,
 // as kubectl reads -f -. Data over MaxManifestSize is refused.
-func LoadData(source string, data []byte) *Result {
+func LoadData(source string, data []byte, opts ...LoadOption) *Result {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if len(data) > MaxManifestSize {
 		return &Result{Errors: []*Error{{Source: source, Detail: errTooLarge.Error()}}}
 	}
-	r := combine(nil, []loadedFile{loadBytes(source, data, true)})
+	r := combine(nil, []loadedFile{loadBytes(source, data, true, o.static)})
 	r.collectWarnings()
 	return r
 }
 
-// collectWarnings gathers the containers' warnings.
+// collectWarnings gathers the pods' and containers' warnings.
 func (r *Result) collectWarnings() {
 	for _, p := range r.Pods {
+		r.Warnings = append(r.Warnings, p.Warnings...)
 		for _, c := range p.Containers {
 			r.Warnings = append(r.Warnings, c.Warnings...)
 		}

@@ -42,6 +42,9 @@ type Pod struct {
 	// Object is the whole Pod as decoded and defaulted: an owned pod's
 	// sandbox and containers are made from it. Never modified.
 	Object *corev1.Pod
+	// Warnings are what the pod does that its author may not expect
+	// (readiness gates nothing sets).
+	Warnings []*Error
 }
 
 // Kind is a container's role in its pod, as kubelet tells them apart.

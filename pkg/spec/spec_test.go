@@ -16,7 +16,7 @@ import (
 // Each bad manifest gives exactly these errors, at the line of the field
 // concerned (file prefix omitted).
 func TestLoadBadManifests(t *testing.T) {
-	lines := map[string]int{"restart-all-containers": 10, "rules-without-policy": 6, "readiness-gates": 5, "init-container-lifecycle": 8, "sleep-too-long": 11, "active-deadline": 5, "bad-exit-operator": 11, "bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 3, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 12, "unknown-field": 10, "wrong-kind": 2}
+	lines := map[string]int{"rules-without-policy": 6, "init-container-lifecycle": 8, "sleep-too-long": 11, "active-deadline": 5, "bad-exit-operator": 11, "bad-header": 13, "bad-restart-policy": 7, "bad-probe-network": 8, "bad-scheme": 11, "duplicate-container": 7, "exec-empty": 11, "grpc-port-zero": 11, "init-container-probe": 8, "liveness-grace-zero": 12, "liveness-success-threshold": 12, "negative-initial-delay": 12, "negative-period": 12, "no-handler": 10, "not-yaml": 3, "port-out-of-range": 11, "readiness-grace": 12, "startup-success-threshold": 12, "two-handlers": 12, "type-error": 12, "unknown-field": 10, "wrong-kind": 2}
 	tests := map[string][]string{
 		"no-handler":                 {": pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value: must specify a handler type"},
 		"two-handlers":               {": pod shop/two-handlers: container app: spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"},
@@ -39,12 +39,10 @@ func TestLoadBadManifests(t *testing.T) {
 		"not-yaml":                   {`: not valid YAML or JSON: did not find expected ',' or ']': a "[" is not closed, or a comma is missing between its items: close it or add the comma`},
 		"init-container-probe":       {": pod shop/init-container-probe: container setup: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"},
 		"duplicate-container":        {`: pod shop/duplicate-container: container app: spec.containers[1].name: Duplicate value: "app"`},
-		"restart-all-containers":     {`: pod shop/restart-all-containers: container app: spec.containers[0].restartPolicyRules[0].action: Forbidden: RestartAllContainers is not supported by cri-prober`},
 		"rules-without-policy":       {`: pod shop/rules-without-policy: container app: spec.containers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used`},
-		"readiness-gates":            {`: pod shop/readiness-gates: spec.readinessGates: Forbidden: not supported by cri-prober: nothing sets pod conditions without an API server`},
 		"init-container-lifecycle":   {`: pod shop/init-container-lifecycle: container setup: spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always`},
 		"sleep-too-long":             {`: pod shop/sleep-too-long: container app: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 10: must be non-negative and less than terminationGracePeriodSeconds (5)`},
-		"active-deadline":            {`: pod shop/active-deadline: spec.activeDeadlineSeconds: Forbidden: not supported by cri-prober`},
+		"active-deadline":            {`: pod shop/active-deadline: spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive`},
 		"bad-exit-operator":          {`: pod shop/bad-exit-operator: container app: spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "Equals": supported values: "In", "NotIn"`},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
@@ -68,6 +66,42 @@ func TestLoadBadManifests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Fields kubelet honours without an API server are accepted and honoured:
+// readiness gates (the pod is never Ready: said as a warning), an active
+// deadline, RestartAllContainers rules, a stop signal (ignored, as kubelet
+// 1.36 ignores it: a warning).
+func TestLoadWhatKubeletHonours(t *testing.T) {
+	r := Load("testdata/good/readiness-gates.yaml")
+	require.Empty(t, r.Errors)
+	require.Len(t, r.Pods, 1)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0].Error(), "testdata/good/readiness-gates.yaml:5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready")
+
+	r = Load("testdata/good/restart-all-containers.yaml")
+	require.Empty(t, r.Errors)
+	require.Len(t, r.Pods, 1)
+	app, _ := r.Pods[0].Container("app")
+	assert.True(t, app.RestartsAll(42))
+	assert.False(t, app.RestartsAll(1))
+	assert.True(t, app.ShouldRestart(corev1.RestartPolicyNever, 42), "restarted (with every other container)")
+
+	r = LoadData("stop.yaml", []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: stop, namespace: shop}
+spec:
+  activeDeadlineSeconds: 60
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    lifecycle:
+      stopSignal: SIGUSR1
+`))
+	require.Empty(t, r.Errors)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0].Error(), "stop.yaml:10: pod shop/stop: container app: spec.containers[0].lifecycle.stopSignal: Invalid value: \"SIGUSR1\": ignored, as kubelet 1.36 ignores it")
+	assert.Equal(t, int64(60), *r.Pods[0].Object.Spec.ActiveDeadlineSeconds)
 }
 
 func TestLoadGoodManifest(t *testing.T) {

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +81,7 @@ func validatePod(source string, pod *corev1.Pod) (errs []*Error, warnings map[st
 	}
 	podErrs = append(podErrs, unsupportedPodFields(&pod.Spec, specPath)...)
 	add("", podErrs)
+	warn("", podWarnings(&pod.Spec, specPath))
 
 	names := map[string]bool{}
 	for _, list := range []struct {
@@ -97,22 +99,29 @@ func validatePod(source string, pod *corev1.Pod) (errs []*Error, warnings map[st
 	return errs, warnings
 }
 
-// unsupportedPodFields refuses what the agent cannot honour, so that a
-// manifest never means something other than what it says: readiness gates
-// (nothing sets pod conditions without an API server), an active deadline
-// and ephemeral containers.
+// unsupportedPodFields refuses what cannot be in a Pod manifest
+// (ephemeral containers) and checks an active deadline as the API server
+// does.
 func unsupportedPodFields(s *corev1.PodSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(s.ReadinessGates) > 0 {
-		errs = append(errs, field.Forbidden(path.Child("readinessGates"), "not supported by cri-prober: nothing sets pod conditions without an API server, so the pod would never be ready; remove them"))
-	}
-	if s.ActiveDeadlineSeconds != nil {
-		errs = append(errs, field.Forbidden(path.Child("activeDeadlineSeconds"), "not supported by cri-prober: remove it, or run the pod under kubelet"))
+	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
+		errs = append(errs, field.Invalid(path.Child("activeDeadlineSeconds"), *d, validation.InclusiveRangeError(1, math.MaxInt32)))
 	}
 	if len(s.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(path.Child("ephemeralContainers"), "cannot be set in a Pod manifest"))
 	}
 	return errs
+}
+
+// podWarnings are what a valid pod does that its author may not expect,
+// as kubelet does it without an API server.
+func podWarnings(s *corev1.PodSpec, path *field.Path) field.ErrorList {
+	var warnings field.ErrorList
+	if len(s.ReadinessGates) > 0 {
+		warnings = append(warnings, field.Invalid(path.Child("readinessGates"), s.ReadinessGates[0].ConditionType,
+			"nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates"))
+	}
+	return warnings
 }
 
 func validateRestartPolicy(p corev1.RestartPolicy, path *field.Path) field.ErrorList {
@@ -184,11 +193,10 @@ func validateContainer(c *corev1.Container, path *field.Path, names map[string]b
 }
 
 // validateContainerRestartPolicy checks a container's own restartPolicy
-// and restartPolicyRules as kubelet 1.36's API validation does (feature
-// ContainerRestartRules on): any policy for regular and init containers,
-// rules only beside a policy, at most 20 rules of at most 255 exit codes.
-// The RestartAllContainers action is refused: the agent cannot re-run a
-// pod's init containers.
+// and restartPolicyRules as kubelet 1.36's API validation does (features
+// ContainerRestartRules and RestartAllContainersOnContainerExits on): any
+// policy for regular and init containers, rules only beside a policy, at
+// most 20 rules of at most 255 exit codes.
 func validateContainerRestartPolicy(c *corev1.Container, path *field.Path, init bool) field.ErrorList {
 	var errs field.ErrorList
 	policyPath := path.Child("restartPolicy")
@@ -208,9 +216,7 @@ func validateContainerRestartPolicy(c *corev1.Container, path *field.Path, init 
 	for i, rule := range c.RestartPolicyRules {
 		rulePath := path.Child("restartPolicyRules").Index(i)
 		switch rule.Action {
-		case corev1.ContainerRestartRuleActionRestart:
-		case corev1.ContainerRestartRuleActionRestartAllContainers:
-			errs = append(errs, field.Forbidden(rulePath.Child("action"), "RestartAllContainers is not supported by cri-prober (it cannot re-run the pod's init containers): use Restart, or run the pod under kubelet"))
+		case corev1.ContainerRestartRuleActionRestart, corev1.ContainerRestartRuleActionRestartAllContainers:
 		default:
 			errs = append(errs, field.NotSupported(rulePath.Child("action"), rule.Action, []corev1.ContainerRestartRuleAction{corev1.ContainerRestartRuleActionRestart, corev1.ContainerRestartRuleActionRestartAllContainers}))
 		}
@@ -232,8 +238,8 @@ func validateContainerRestartPolicy(c *corev1.Container, path *field.Path, init 
 // validateLifecycle checks postStart and preStop handlers as the API server
 // does. A tcpSocket handler is accepted (the API keeps it for backward
 // compatibility) with a warning: kubelet fails it at every run, and so does
-// the agent. stopSignal is refused (kubelet 1.36's ContainerStopSignals is
-// alpha, off by default).
+// the agent. stopSignal is accepted and ignored with a warning, as kubelet
+// 1.36 ignores it (its ContainerStopSignals feature is alpha, off).
 func validateLifecycle(l *corev1.Lifecycle, grace *int64, ports []corev1.ContainerPort, path *field.Path) (errs, warnings field.ErrorList) {
 	for _, h := range []struct {
 		name    string
@@ -274,7 +280,7 @@ func validateLifecycle(l *corev1.Lifecycle, grace *int64, ports []corev1.Contain
 		}
 	}
 	if l.StopSignal != nil {
-		errs = append(errs, field.Forbidden(path.Child("stopSignal"), "not supported by cri-prober (kubelet 1.36 ignores it unless the alpha ContainerStopSignals feature is on): remove it"))
+		warnings = append(warnings, field.Invalid(path.Child("stopSignal"), *l.StopSignal, "ignored, as kubelet 1.36 ignores it (its ContainerStopSignals feature is alpha and off): the container is stopped with its image's stop signal, else SIGTERM; remove it"))
 	}
 	return errs, warnings
 }

@@ -27,6 +27,7 @@ import (
 type ManifestDir struct {
 	dir     string
 	clock   clock.Clock
+	static  *Static // nil: the pods are others' (attach mode)
 	changed chan struct{}
 
 	// One reload at a time; the fields below it are its own. Pods does not
@@ -42,11 +43,15 @@ type ManifestDir struct {
 }
 
 // NewManifestDir returns a watcher of dir; call Reload or Run to read it.
-func NewManifestDir(dir string, clk clock.Clock) *ManifestDir {
+func NewManifestDir(dir string, clk clock.Clock, opts ...LoadOption) *ManifestDir {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &ManifestDir{dir: dir, clock: clk, changed: make(chan struct{}, 1), lastGood: map[string][]*Pod{}}
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &ManifestDir{dir: dir, clock: clk, static: o.static, changed: make(chan struct{}, 1), lastGood: map[string][]*Pod{}}
 }
 
 // Pods returns the pods in force and the problems found at the last reload.
@@ -100,7 +105,7 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 			if ctx.Err() != nil {
 				return false // stopping; the next reload, if any, starts over
 			}
-			loaded, gone := loadFile(path, false)
+			loaded, gone := loadFile(path, false, d.static)
 			last, hadLast := d.lastGood[path]
 			f, good, ok := keepLastGood(path, loaded.pods, loaded.errs, gone, last, hadLast)
 			if ok {
