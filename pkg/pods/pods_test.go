@@ -165,7 +165,7 @@ func TestOrphans(t *testing.T) {
 	p := mustPod(t, Resolve(snap, Inputs{}), "hash1")
 	assert.False(t, p.Owned, "without the agent's records it is someone else's pod")
 
-	p = mustPod(t, Resolve(snap, Inputs{OwnedUIDs: map[string]bool{"hash1": true}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{OwnedSince: map[string]time.Time{"hash1": t0}}), "hash1")
 	assert.True(t, p.Owned)
 	assert.True(t, p.Orphaned)
 	assert.True(t, p.Terminating)
@@ -177,10 +177,39 @@ func TestOrphans(t *testing.T) {
 
 	last := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", TerminationGracePeriodSeconds: 3,
 		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
-	p = mustPod(t, Resolve(snap, Inputs{OwnedUIDs: map[string]bool{"hash1": true}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{OwnedSince: map[string]time.Time{"hash1": t0}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
 	assert.True(t, p.Orphaned)
 	assert.Equal(t, int64(3), p.Policy.TerminationGracePeriodSeconds, "its last manifest")
 	assert.Equal(t, "web.yaml:1 (removed)", p.Source)
+}
+
+// kubelet's active deadline: past spec.activeDeadlineSeconds from its
+// start (when the agent first made it, else its oldest sandbox), the pod
+// is Failed with reason DeadlineExceeded.
+func TestActiveDeadline(t *testing.T) {
+	deadline := int64(60)
+	m := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}},
+		Object:     &corev1.Pod{Spec: corev1.PodSpec{ActiveDeadlineSeconds: &deadline}}}
+	sbs := []*cri.Pod{sandbox("sb1", "web", "u", true, 0)}
+	ctrs := []*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1)}
+
+	p := mustPod(t, Resolve(cri.NewSnapshot(t0.Add(59*time.Second), sbs, ctrs), Inputs{Manifests: []*spec.Pod{m}}), "u")
+	assert.Equal(t, corev1.PodRunning, p.Phase)
+	assert.Equal(t, t0, p.StartTime, "the oldest sandbox's creation")
+	assert.Empty(t, p.Reason)
+
+	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), sbs, ctrs), Inputs{Manifests: []*spec.Pod{m}}), "u")
+	assert.Equal(t, corev1.PodFailed, p.Phase)
+	assert.Equal(t, "DeadlineExceeded", p.Reason)
+	assert.Equal(t, "Pod was active on the node longer than the specified deadline", p.Message)
+
+	owned := *m
+	owned.UID = "u"
+	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), sbs, ctrs), Inputs{Owned: []*spec.Pod{&owned},
+		OwnedSince: map[string]time.Time{"u": t0.Add(30 * time.Second)}}), "u")
+	assert.Equal(t, t0.Add(30*time.Second), p.StartTime, "an owned pod started when the agent first made it")
+	assert.Empty(t, p.Reason)
 }
 
 // View.With replaces pods by key and keeps the name index right.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -32,11 +33,12 @@ type Inputs struct {
 	// identity applied: spec.StaticPod). Each is in the view whether or
 	// not the runtime has a sandbox of it yet, under its UID.
 	Owned []*spec.Pod
-	// OwnedUIDs are the UIDs of every pod the agent has made and not yet
-	// removed (its records on disk): a sandbox of one of them that no
-	// manifest in Owned names any more is an orphan, the agent's to stop
-	// and remove, as kubelet removes a static pod whose file is gone.
-	OwnedUIDs map[string]bool
+	// OwnedSince are the pods the agent has made and not yet removed (its
+	// records on disk), by UID, with when each was first made (its start
+	// time): a sandbox of one of them that no manifest in Owned names any
+	// more is an orphan, the agent's to stop and remove, as kubelet
+	// removes a static pod whose file is gone.
+	OwnedSince map[string]time.Time
 	// Removed are the last manifests of orphans that the agent saw before
 	// they went (by UID): an orphan is stopped with its spec (preStop,
 	// grace period, termination order). Without one (the agent restarted
@@ -94,7 +96,7 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		key := sb.Key()
 		p := add(key, sb.Namespace, sb.Name, sb.UID)
 		p.Sandboxes = append(p.Sandboxes, sb)
-		if owned[sb.UID] == nil && in.OwnedUIDs[sb.UID] && sb.UID != "" {
+		if _, made := in.OwnedSince[sb.UID]; owned[sb.UID] == nil && made && sb.UID != "" {
 			p.Owned, p.Orphaned = true, true
 		}
 		for _, c := range snap.PodContainers(sb.ID) {
@@ -125,13 +127,54 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		for _, c := range p.Containers {
 			setInstances(c, instances[p.Key][c.Name])
 		}
+		p.StartTime = startTime(p, in.OwnedSince)
 		p.Phase = phase(p, func(c *Container) bool { return c.Running() })
+		if pastActiveDeadline(p, snap.Time) {
+			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
+		}
 		p.Terminating = !p.Owned && !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running) ||
 			p.Orphaned
 		setProbeAddress(p, in)
 	}
 	v.index()
 	return v
+}
+
+// kubelet's status of a pod past its active deadline (active_deadline.go).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// startTime is when the pod started on the node, kubelet's
+// status.startTime: when the agent first made it (its record), else its
+// oldest sandbox's creation; zero before it has one.
+func startTime(p *Pod, ownedSince map[string]time.Time) time.Time {
+	if since, ok := ownedSince[p.UID]; ok && p.Owned && !since.IsZero() {
+		return since
+	}
+	var t time.Time
+	for _, sb := range p.Sandboxes {
+		if t.IsZero() || sb.CreatedAt.Before(t) {
+			t = sb.CreatedAt
+		}
+	}
+	return t
+}
+
+// activeDeadline is the pod's spec.activeDeadlineSeconds (0: none).
+func activeDeadline(p *Pod) time.Duration {
+	if p.Manifest == nil || p.Manifest.Object == nil || p.Manifest.Object.Spec.ActiveDeadlineSeconds == nil {
+		return 0
+	}
+	return time.Duration(*p.Manifest.Object.Spec.ActiveDeadlineSeconds) * time.Second
+}
+
+// pastActiveDeadline is kubelet's activeDeadlineHandler.pastActiveDeadline
+// at time now.
+func pastActiveDeadline(p *Pod, now time.Time) bool {
+	d := activeDeadline(p)
+	return d > 0 && !p.StartTime.IsZero() && now.Sub(p.StartTime) >= d
 }
 
 // resolveOwned gives an owned pod its manifest's spec: every container of
@@ -274,6 +317,9 @@ func resolveSpecs(p *Pod, observed map[string][]*cri.Container, named *namedSpec
 	switch {
 	case manifest != nil:
 		p.Source, p.Manifest = manifest.Source, manifest
+		if restartsAll(manifest) {
+			warnings = append(warnings, fmt.Sprintf("pod %s/%s: %s: RestartAllContainers rules are honoured for the pods the agent makes (--static-pod-path); in a pod made by someone else only the container that exits is restarted", p.Namespace, p.Name, manifest.Source))
+		}
 		p.Policy = spec.PodPolicy{RestartPolicy: manifest.RestartPolicy, TerminationGracePeriodSeconds: manifest.TerminationGracePeriodSeconds,
 			ProbeNetwork: manifest.ProbeNetwork}
 		for i := range manifest.Containers {
@@ -325,6 +371,19 @@ func resolveSpecs(p *Pod, observed map[string][]*cri.Container, named *namedSpec
 		}
 	}
 	return warnings
+}
+
+// restartsAll reports whether a container of the manifest has a
+// RestartAllContainers rule.
+func restartsAll(m *spec.Pod) bool {
+	for _, c := range m.Containers {
+		for _, r := range c.RestartPolicyRules {
+			if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func matchManifest(p *Pod, manifests []*spec.Pod) *spec.Pod {

@@ -3,6 +3,7 @@ package pods
 import (
 	"context"
 	"slices"
+	"time"
 	"sync/atomic"
 
 	"k8s.io/klog/v2"
@@ -50,6 +51,7 @@ type Resolver struct {
 	annotations map[string]annotationSpec // by container ID: configs never change
 	reported    map[string]bool           // problems already logged
 	lastOwned   map[string]*spec.Pod      // by UID: the owned pods' manifests, kept while an orphan lingers
+	timed       bool                      // some pod's view depends on the time (an active deadline to come)
 }
 
 // OwnedSource gives the pods the agent makes: a static pod directory
@@ -59,11 +61,12 @@ type OwnedSource interface {
 	Changed() <-chan struct{}
 }
 
-// OwnerRecords says which pods the agent has made and not yet removed
-// (its records on disk survive the agent), so that a pod whose manifest
-// went while the agent was away is still known to be its own.
+// OwnerRecords says which pods the agent has made and not yet removed,
+// by UID, with when each was first made (its records on disk survive the
+// agent), so that a pod whose manifest went while the agent was away is
+// still known to be its own.
 type OwnerRecords interface {
-	OwnedUIDs() map[string]bool
+	Owned() map[string]time.Time
 }
 
 type annotationSpec struct {
@@ -147,7 +150,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-changes.Listed():
 			b := changes.Next()
 			r.snapshot = b.Snapshot
-			if len(b.Events) == 0 && !b.Resync {
+			if len(b.Events) == 0 && !b.Resync && !r.timed {
 				// A relist that changed nothing: the same view, as of
 				// this listing (the pod sync waits for a listing newer
 				// than its own actions).
@@ -179,7 +182,7 @@ func (r *Resolver) resolve() *View {
 		in.Removed = r.removedOwned(in.Owned)
 	}
 	if r.owners != nil {
-		in.OwnedUIDs = r.owners.OwnedUIDs()
+		in.OwnedSince = r.owners.Owned()
 	}
 	for id := range r.annotations {
 		if _, ok := r.snapshot.Container(id); !ok {
@@ -237,6 +240,7 @@ func (r *Resolver) readAnnotations(namespace, pod string, c *cri.Container) (*sp
 }
 
 func (r *Resolver) publish(ctx context.Context, v *View) {
+	r.timed = slices.ContainsFunc(v.Pods(), func(p *Pod) bool { return activeDeadline(p) > 0 && p.Reason == "" })
 	prev := r.view.Swap(v)
 	r.reportProblems(ctx, v)
 	r.publisher.Publish(v, ChangedPods(prev, v))
@@ -264,7 +268,7 @@ func samePod(a, b *Pod) bool {
 		return true
 	}
 	if a.Source != b.Source || a.Manifest != b.Manifest || a.Policy != b.Policy || a.Phase != b.Phase || a.Terminating != b.Terminating ||
-		a.Owned != b.Owned || a.Orphaned != b.Orphaned ||
+		a.Owned != b.Owned || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
 		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && x.IP() == y.IP() }) ||
 		len(a.Containers) != len(b.Containers) {

@@ -159,12 +159,17 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 			running = append(running, c)
 		}
 	}
-	switch {
-	case pl.createSandbox && p.Sandbox != nil:
-		r.eventf(p, "", events.Normal, ReasonSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
-	case pl.createSandbox:
-	case pl.teardown:
+	switch pl.why {
+	case killSandboxChanged:
+		if p.Sandbox != nil {
+			r.eventf(p, "", events.Normal, ReasonSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+		}
+	case killRemoved:
 		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: its manifest was removed", p.Namespace, p.Name)
+	case killDeadline:
+		r.eventf(p, "", events.Normal, pods.ReasonDeadlineExceeded, "%s", pods.MessageDeadlineExceeded)
+	case killCompleted:
+		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: it completed (phase %s)", p.Namespace, p.Name, p.Phase)
 	default:
 		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: no container is left running or to be restarted (restartPolicy %s)", p.Namespace, p.Name, p.Policy.RestartPolicy)
 	}

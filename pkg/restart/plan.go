@@ -96,6 +96,8 @@ type planInput struct {
 // the executor only calls the runtime.
 type plan struct {
 	podActions
+	// why says why the pod is killed (with killPod).
+	why killReason
 	// teardown: after the pod is killed, its sandboxes, containers, files
 	// and logs are removed (an orphan: its manifest is gone).
 	teardown bool
@@ -119,6 +121,22 @@ type plan struct {
 	// after this time (an exit's settle time).
 	needView time.Time
 }
+
+// killReason is why a whole pod is killed.
+type killReason int
+
+const (
+	// killNothingLeft: no container is left running or to be restarted.
+	killNothingLeft killReason = iota
+	// killSandboxChanged: its sandbox is gone or changed; a new one is made.
+	killSandboxChanged
+	// killRemoved: its manifest is gone.
+	killRemoved
+	// killDeadline: it was active longer than its activeDeadlineSeconds.
+	killDeadline
+	// killCompleted: it completed and something of it still runs.
+	killCompleted
+)
 
 // empty reports whether the plan does nothing to the runtime.
 func (pl *plan) empty() bool {
@@ -171,25 +189,33 @@ func makePlan(in planInput) plan {
 	case !p.Managed() && !p.Owned, p.ManifestInvalid:
 		return pl
 	case p.Orphaned:
-		pl.killPod, pl.teardown = true, true
+		pl.killPod, pl.teardown, pl.why = true, true, killRemoved
+		return pl
+	case p.Reason == pods.ReasonDeadlineExceeded:
+		// kubelet's active deadline: the pod is killed and never started
+		// again.
+		pl.killPod, pl.why = anythingRunning(p), killDeadline
 		return pl
 	case p.Owned && terminal(p):
 		// kubelet's pod worker stops syncing a pod that completed: what
 		// runs is stopped and nothing starts again.
-		pl.killPod = anythingRunning(p)
+		pl.killPod, pl.why = anythingRunning(p), killCompleted
 		return pl
 	case !p.Owned && !p.SandboxReady():
 		return pl // nothing is started into a stopped pod someone else made
 	}
 	pl.podActions = computePodActions(p, in.results)
+	if pl.createSandbox {
+		pl.why = killSandboxChanged
+	}
+	if pl.killPod && !pl.createSandbox && !anythingRunning(p) {
+		pl.killPod = false // already stopped
+	}
 	if in.mode == Observe {
 		return pl
 	}
 	if pl.killPod && !pl.createSandbox {
 		pl.startInit, pl.start = nil, nil
-		if !anythingRunning(p) && !p.SandboxReady() {
-			pl.killPod = false // already stopped
-		}
 		return pl
 	}
 	if in.mode == StopOnly {
@@ -251,7 +277,7 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 			pl.abandon = append(pl.abandon, cur)
 			return s, false
 		}
-		s.resume, s.replaces = cur, nil
+		s.resume, s.replaces, s.attempt = cur, nil, int64(cur.Attempt)
 		if cause := cur.Annotations[cri.AnnotationRestartCause]; cause != "" {
 			s.cause = Cause(cause)
 		}

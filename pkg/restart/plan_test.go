@@ -1,0 +1,351 @@
+package restart
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+var planNow = time.Unix(2_000_000, 0)
+
+// planSummary renders a plan for comparison.
+type planSummary struct {
+	killPod       bool
+	why           killReason
+	teardown      bool
+	createSandbox string // "attempt N"
+	reset         []string
+	kill          []string // instance: cause
+	starts        []string // name (how, attempt, cause)
+	remove        []string
+	abandon       []string
+	waiting       []string // name: reason
+	backoffEvents []string
+	retry         time.Duration
+	needView      time.Duration // after planNow
+}
+
+func summarizePlan(pl plan) planSummary {
+	s := planSummary{killPod: pl.killPod, why: pl.why, teardown: pl.teardown, retry: pl.retry}
+	if pl.createSandbox {
+		s.createSandbox = "attempt " + itoa(int64(pl.sandboxAttempt))
+	}
+	for _, i := range pl.reset {
+		s.reset = append(s.reset, i.ID)
+	}
+	for _, k := range pl.kill {
+		s.kill = append(s.kill, k.instance.ID+": "+string(k.cause))
+	}
+	for _, st := range pl.starts {
+		how := "spec"
+		switch {
+		case st.resume != nil:
+			how = "resume " + st.resume.ID
+		case st.from != nil:
+			how = "from " + st.from.ID
+		}
+		s.starts = append(s.starts, st.container.Name+" ("+how+", attempt "+itoa(st.attempt)+", cause "+string(st.cause)+")")
+	}
+	for _, i := range pl.remove {
+		s.remove = append(s.remove, i.ID)
+	}
+	for _, i := range pl.abandon {
+		s.abandon = append(s.abandon, i.ID)
+	}
+	for name, w := range pl.waiting {
+		s.waiting = append(s.waiting, name+": "+w.Reason)
+	}
+	for _, c := range pl.backoffEvents {
+		s.backoffEvents = append(s.backoffEvents, c.Name)
+	}
+	if !pl.needView.IsZero() {
+		s.needView = pl.needView.Sub(planNow)
+	}
+	return s
+}
+
+func itoa(n int64) string {
+	if n < 0 {
+		return "-" + itoa(-n)
+	}
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// inst is an instance for plan rows: id, sandbox, state, exit code, the
+// time it finished (seconds before planNow, for exited ones).
+func inst(id, sandbox string, state cri.ContainerState, exit int32, finishedAgo int, annotations ...string) *cri.Container {
+	c := &cri.Container{ID: id, SandboxID: sandbox, Name: strings.SplitN(id, "-", 2)[0], State: state, ExitCode: exit,
+		Attempt: uint32(id[len(id)-1] - '0'), CreatedAt: planNow.Add(-time.Hour)}
+	if state == cri.StateExited {
+		c.FinishedAt = planNow.Add(-time.Duration(finishedAgo) * time.Second)
+	}
+	if len(annotations) > 0 {
+		c.Annotations = map[string]string{}
+		for i := 0; i+1 < len(annotations); i += 2 {
+			c.Annotations[annotations[i]] = annotations[i+1]
+		}
+	}
+	return c
+}
+
+// planContainer is a managed container with instances, newest first.
+func planContainer(name string, kind spec.Kind, sc *spec.Container, instances ...*cri.Container) *pods.Container {
+	if sc == nil {
+		sc = &spec.Container{}
+	}
+	sc.Name, sc.Kind = name, kind
+	c := &pods.Container{Name: name, Kind: kind, Spec: sc, Managed: true, Instances: instances}
+	if len(instances) > 0 {
+		c.Current = instances[0]
+	}
+	return c
+}
+
+func sandboxes(states ...cri.SandboxState) []*cri.Pod {
+	var out []*cri.Pod
+	for i, st := range states {
+		out = append(out, &cri.Pod{ID: "sb" + itoa(int64(i)), State: st, Attempt: uint32(i), IPs: []string{"10.0.0.1"},
+			CreatedAt: planNow.Add(-time.Hour + time.Duration(i)*time.Minute)})
+	}
+	return out
+}
+
+func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Pod, containers ...*pods.Container) *pods.Pod {
+	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Owned: owned, Sandboxes: sbs,
+		Policy: spec.PodPolicy{RestartPolicy: policy, TerminationGracePeriodSeconds: 30}, Containers: containers,
+		Manifest: &spec.Pod{Object: &corev1.Pod{}}}
+	for _, sb := range sbs {
+		if p.Sandbox == nil || sb.State == cri.SandboxReady {
+			p.Sandbox = sb
+		}
+	}
+	return p
+}
+
+// Every decision of a sync, from the pod's view, the probes' results, the
+// back-off state and the time: kubelet's computePodActions and what its
+// SyncPod decides while carrying them out (new sandbox, RestartAll,
+// back-off, attempts), and what is left to a pod's creator.
+func TestMakePlan(t *testing.T) {
+	ready, notReady := cri.SandboxReady, cri.SandboxNotReady
+	always, never, onFailure := corev1.RestartPolicyAlways, corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure
+	restartAll := &spec.Container{RestartPolicy: ptrTo(corev1.ContainerRestartPolicyNever), RestartPolicyRules: []corev1.ContainerRestartRule{{
+		Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}
+	tests := []struct {
+		name    string
+		pod     *pods.Pod
+		results fakeResults
+		backoff func(*Backoff)
+		state   func(*podState)
+		mode    Mode
+		want    planSummary
+	}{
+		{
+			name: "owned, no sandbox yet: one is made (attempt 0), then the first init container",
+			pod: planPod(true, always, nil, planContainer("setup", spec.Init, nil), planContainer("proxy", spec.Sidecar, nil),
+				planContainer("app", spec.Regular, nil)),
+			want: planSummary{killPod: true, why: killSandboxChanged, createSandbox: "attempt 0", starts: []string{"setup (spec, attempt -1, cause )"}},
+		},
+		{
+			name: "owned, no sandbox, no init containers: every container",
+			pod:  planPod(true, always, nil, planContainer("app", spec.Regular, nil), planContainer("log", spec.Regular, nil)),
+			want: planSummary{killPod: true, why: killSandboxChanged, createSandbox: "attempt 0",
+				starts: []string{"app (spec, attempt -1, cause )", "log (spec, attempt -1, cause )"}},
+		},
+		{
+			name: "owned, its sandbox died: a new one (attempt+1), every container again, its restart count kept",
+			pod: planPod(true, always, sandboxes(notReady), planContainer("app", spec.Regular, nil,
+				inst("app-0", "sb0", cri.StateExited, 137, 100, "io.kubernetes.container.restartCount", "4"))),
+			want: planSummary{killPod: true, why: killSandboxChanged, createSandbox: "attempt 1", starts: []string{"app (spec, attempt 5, cause exit)"}},
+		},
+		{
+			name: "owned Never pod whose sandbox died after it ran: no new sandbox",
+			pod:  planPod(true, never, sandboxes(notReady), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 1, 100))),
+			want: planSummary{},
+		},
+		{
+			name: "owned OnFailure pod whose containers succeeded: no new sandbox",
+			pod:  planPod(true, onFailure, sandboxes(notReady), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 0, 100))),
+			want: planSummary{},
+		},
+		{
+			name: "owned, two ready sandboxes: killed and made anew",
+			pod:  planPod(true, always, sandboxes(ready, ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb1", cri.StateRunning, 0, 0))),
+			want: planSummary{killPod: true, why: killSandboxChanged, createSandbox: "attempt 2", starts: []string{"app (spec, attempt 1, cause exit)"}},
+		},
+		{
+			name: "owned, an instance created before the agent was stopped: started, never doubled",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateCreated, 0, 0))),
+			want: planSummary{starts: []string{"app (resume app-0, attempt 0, cause exit)"}},
+		},
+		{
+			name: "owned, the next init container after one completed",
+			pod: planPod(true, always, sandboxes(ready), planContainer("a", spec.Init, nil, inst("a-0", "sb0", cri.StateExited, 0, 1)),
+				planContainer("b", spec.Init, nil), planContainer("app", spec.Regular, nil)),
+			want: planSummary{starts: []string{"b (spec, attempt -1, cause )"}},
+		},
+		{
+			name: "owned, a sidecar started but not past its startup probe: nothing after it starts",
+			pod: planPod(true, always, sandboxes(ready), planContainer("proxy", spec.Sidecar, &spec.Container{Startup: &corev1.Probe{}},
+				inst("proxy-0", "sb0", cri.StateRunning, 0, 0)), planContainer("app", spec.Regular, nil)),
+			results: fakeResults{{ContainerID: "proxy-0", Type: results.Startup}: results.Failure + 1}, // neither: unknown
+			want:    planSummary{},
+		},
+		{
+			name: "owned, the sidecar started: the app container",
+			pod: planPod(true, always, sandboxes(ready), planContainer("proxy", spec.Sidecar, &spec.Container{Startup: &corev1.Probe{}},
+				inst("proxy-0", "sb0", cri.StateRunning, 0, 0)), planContainer("app", spec.Regular, nil)),
+			results: fakeResults{{ContainerID: "proxy-0", Type: results.Startup}: results.Success},
+			want:    planSummary{starts: []string{"app (spec, attempt -1, cause )"}},
+		},
+		{
+			name: "owned, a RestartAllContainers exit: every instance removed, sources last",
+			pod: planPod(true, never, sandboxes(ready), planContainer("setup", spec.Init, nil, inst("setup-0", "sb0", cri.StateExited, 0, 50)),
+				planContainer("app", spec.Regular, restartAll, inst("app-0", "sb0", cri.StateExited, 42, 1)),
+				planContainer("log", spec.Regular, nil, inst("log-0", "sb0", cri.StateRunning, 0, 0))),
+			want: planSummary{reset: []string{"log-0", "setup-0", "app-0"}},
+		},
+		{
+			name: "a pod someone else made: RestartAllContainers restarts the container alone",
+			pod: planPod(false, never, sandboxes(ready), planContainer("app", spec.Regular, restartAll, inst("app-0", "sb0", cri.StateExited, 42, 1)),
+				planContainer("log", spec.Regular, nil, inst("log-0", "sb0", cri.StateRunning, 0, 0))),
+			want: planSummary{starts: []string{"app (from app-0, attempt 1, cause exit)"}},
+		},
+		{
+			name: "an orphan (its manifest removed): killed and torn down",
+			pod: func() *pods.Pod {
+				p := planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateRunning, 0, 0)))
+				p.Orphaned = true
+				return p
+			}(),
+			want: planSummary{killPod: true, why: killRemoved, teardown: true},
+		},
+		{
+			name: "past its active deadline: killed, nothing restarted",
+			pod: func() *pods.Pod {
+				p := planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 1, 100)))
+				p.Reason, p.Phase = pods.ReasonDeadlineExceeded, corev1.PodFailed
+				return p
+			}(),
+			want: planSummary{killPod: true, why: killDeadline},
+		},
+		{
+			name: "owned and completed, stopped already: nothing",
+			pod: func() *pods.Pod {
+				p := planPod(true, never, sandboxes(notReady), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 0, 100)))
+				p.Phase = corev1.PodSucceeded
+				return p
+			}(),
+			want: planSummary{why: killCompleted},
+		},
+		{
+			name: "someone else's pod, a container never created: left to its creator",
+			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil)),
+			want: planSummary{},
+		},
+		{
+			name: "someone else's pod, a container its creator created: left to it",
+			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-1", "sb0", cri.StateCreated, 0, 0))),
+			want: planSummary{},
+		},
+		{
+			name: "someone else's pod, a replacement the agent created while the old instance runs again: removed",
+			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil,
+				inst("app-1", "sb0", cri.StateCreated, 0, 0, cri.AnnotationRestartOf, "app-0"), inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			want: planSummary{abandon: []string{"app-1"}},
+		},
+		{
+			name: "someone else's pod, a replacement the agent created before it was stopped: started",
+			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil,
+				inst("app-1", "sb0", cri.StateCreated, 0, 0, cri.AnnotationRestartOf, "app-0", cri.AnnotationRestartCause, "liveness"),
+				inst("app-0", "sb0", cri.StateExited, 137, 5))),
+			want: planSummary{starts: []string{"app (resume app-1, attempt 1, cause liveness)"}},
+		},
+		{
+			name: "someone else's pod, an exit seen at once: waits for a listing after the settle time",
+			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 1, 0))),
+			want: planSummary{retry: exitSettle, needView: exitSettle, waiting: nil},
+		},
+		{
+			name: "an exit the agent caused (its kill): no settle time",
+			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 0))),
+			state: func(s *podState) {
+				s.killed["app-0"] = true
+			},
+			want: planSummary{starts: []string{"app (from app-0, attempt 1, cause exit)"}},
+		},
+		{
+			name: "a liveness failure: killed and restarted at once, the older dead instance removed",
+			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}},
+				inst("app-2", "sb0", cri.StateRunning, 0, 0), inst("app-1", "sb0", cri.StateExited, 1, 300), inst("app-0", "sb0", cri.StateExited, 1, 400))),
+			results: fakeResults{{ContainerID: "app-2", Type: results.Liveness}: results.Failure},
+			want: planSummary{kill: []string{"app-2: liveness"}, starts: []string{"app (from app-2, attempt 3, cause liveness)"},
+				remove: []string{"app-0"}},
+		},
+		{
+			name: "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 10))),
+			backoff: func(b *Backoff) {
+				b.Next(containerKey{"uid", "app"}, planNow.Add(-200*time.Second), planNow.Add(-200*time.Second)) // 10 s
+				for range 4 {
+					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second)) // … 160 s
+				}
+			},
+			want: planSummary{waiting: []string{"app: CrashLoopBackOff"}, backoffEvents: []string{"app"}, retry: time.Minute},
+		},
+		{
+			name: "in CrashLoopBackOff, already reported: no second event",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
+			backoff: func(b *Backoff) {
+				b.Next(containerKey{"uid", "app"}, planNow.Add(-20*time.Second), planNow.Add(-20*time.Second))
+			},
+			state: func(s *podState) { s.reported["app-3"] = true },
+			want:  planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 8 * time.Second},
+		},
+		{
+			name: "--restart=stop: kills, starts nothing",
+			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}},
+				inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			mode:    StopOnly,
+			want:    planSummary{kill: []string{"app-0: liveness"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
+			if tt.backoff != nil {
+				tt.backoff(b)
+			}
+			state := newPodState()
+			if tt.state != nil {
+				tt.state(state)
+			}
+			mode := tt.mode
+			if mode == "" {
+				mode = Recreate
+			}
+			res := tt.results
+			if res == nil {
+				res = fakeResults{}
+			}
+			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: state, now: planNow, mode: mode}
+			got := summarizePlan(makePlan(in))
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got, summarizePlan(makePlan(in)), "pure: the same input, the same plan")
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
