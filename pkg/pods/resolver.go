@@ -3,8 +3,8 @@ package pods
 import (
 	"context"
 	"slices"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
