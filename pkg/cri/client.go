@@ -55,13 +55,17 @@ const (
 	reconnectMaxDelay  = 3 * time.Second
 )
 
-// Client is a CRI v1 RuntimeService client with a deadline on every call and
-// errors classified at this boundary (IsNotFound, ErrCommandTimedOut).
+// Client is a CRI v1 RuntimeService and ImageService client with a deadline
+// on every call that has no longer natural one and errors classified at
+// this boundary (IsNotFound, ErrCommandTimedOut). Both services are served
+// on the one connection, as containerd serves them on its socket (kubelet's
+// imageServiceEndpoint defaults to the runtime's).
 type Client struct {
 	endpoint       string
 	socket         string
 	conn           *grpc.ClientConn
 	runtime        runtimeapi.RuntimeServiceClient
+	images         runtimeapi.ImageServiceClient
 	callTimeout    time.Duration
 	requestTimeout time.Duration // added to an exec's timeout
 	maxExecReply   int
@@ -197,6 +201,7 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*Client, error)
 		socket:      socket,
 		conn:        conn,
 		runtime:     runtimeapi.NewRuntimeServiceClient(conn),
+		images:      runtimeapi.NewImageServiceClient(conn),
 		callTimeout: o.callTimeout, requestTimeout: o.requestTimeout,
 		maxExecReply: o.maxExecReply,
 	}

@@ -28,3 +28,20 @@ func IsNotFound(err error) bool {
 func IsUnavailable(err error) bool {
 	return status.Code(err) == codes.Unavailable
 }
+
+// Cause returns the runtime's own error inside err, without the context
+// this client adds to it ("pull image busybox:latest: …"): the error as
+// kubelet's CRI client returns it, whose text kubelet puts in its events
+// and waiting messages (a gRPC status error's "rpc error: code = … desc =
+// …", or for a pull the runtime's message alone). An error this client
+// did not wrap is returned as it is.
+func Cause(err error) error {
+	for err != nil {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+	return nil
+}

@@ -6,24 +6,28 @@ import (
 )
 
 // kubelet's CrashLoopBackOff: 10 s, doubling, at most 300 s, no jitter.
+// Its image pull back-off has the same values (imageBackOffPeriod,
+// MaxImageBackOff in pkg/kubelet/kubelet.go).
 const (
 	DefaultInitialBackoff = 10 * time.Second
 	DefaultMaxBackoff     = 300 * time.Second
 )
 
-// Backoff is kubelet's per-container restart back-off (client-go's
-// flowcontrol.Backoff as kubelet configures it). A key's delay starts at
-// initial and doubles at each restart up to max. The caller passes the
-// times: the exit the delay is measured from and the current time.
+// Backoff is kubelet's per-key back-off (client-go's flowcontrol.Backoff as
+// kubelet configures it, without jitter): per container for restarts
+// (containerKey), per pod and image for pulls (kubelet's backOffKey). A
+// key's delay starts at initial and doubles at each Next up to max. The
+// caller passes the times: the event the delay is measured from and the
+// current time.
 //
-// An entry expires when the exit it is asked about came more than 2×max
+// An entry expires when the event it is asked about came more than 2×max
 // after its last update: a container that ran that long without needing a
 // restart starts over at initial (after 10 minutes with kubelet's values).
-type Backoff struct {
+type Backoff[K comparable] struct {
 	initial, max time.Duration
 
 	mu      sync.Mutex
-	entries map[containerKey]*backoffEntry
+	entries map[K]*backoffEntry
 }
 
 type backoffEntry struct {
@@ -32,17 +36,18 @@ type backoffEntry struct {
 }
 
 // NewBackoff returns a back-off with the given initial and maximum delays.
-func NewBackoff(initial, max time.Duration) *Backoff {
-	return &Backoff{initial: initial, max: max, entries: map[containerKey]*backoffEntry{}}
+func NewBackoff[K comparable](initial, max time.Duration) *Backoff[K] {
+	return &Backoff[K]{initial: initial, max: max, entries: map[K]*backoffEntry{}}
 }
 
-func (b *Backoff) expired(e *backoffEntry, finishedAt time.Time) bool {
-	return finishedAt.Sub(e.lastUpdate) > 2*b.max
+func (b *Backoff[K]) expired(e *backoffEntry, eventTime time.Time) bool {
+	return eventTime.Sub(e.lastUpdate) > 2*b.max
 }
 
 // Wait returns how much longer a restart of key must wait given that its
-// last instance finished at finishedAt; 0 means it may restart now.
-func (b *Backoff) Wait(key containerKey, finishedAt, now time.Time) time.Duration {
+// last instance finished at finishedAt; 0 means it may restart now
+// (flowcontrol's IsInBackOffSince, with the time left).
+func (b *Backoff[K]) Wait(key K, finishedAt, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[key]
@@ -55,9 +60,25 @@ func (b *Backoff) Wait(key containerKey, finishedAt, now time.Time) time.Duratio
 	return 0
 }
 
-// Next records a restart of key: the next one waits twice as long (or
-// initial for a new or expired entry).
-func (b *Backoff) Next(key containerKey, finishedAt, now time.Time) {
+// WaitSinceUpdate returns how much longer key must wait counted from its
+// last Next; 0 means it may go on now (flowcontrol's
+// IsInBackOffSinceUpdate, with the time left: kubelet's image pulls).
+func (b *Backoff[K]) WaitSinceUpdate(key K, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[key]
+	if !ok || b.expired(e, now) {
+		return 0
+	}
+	if left := e.delay - now.Sub(e.lastUpdate); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// Next records a restart of key, or a failed pull: the next one waits
+// twice as long (or initial for a new or expired entry).
+func (b *Backoff[K]) Next(key K, finishedAt, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[key]
@@ -70,7 +91,7 @@ func (b *Backoff) Next(key containerKey, finishedAt, now time.Time) {
 }
 
 // Delay returns key's current delay (0 if none).
-func (b *Backoff) Delay(key containerKey) time.Duration {
+func (b *Backoff[K]) Delay(key K) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e, ok := b.entries[key]; ok {
@@ -79,12 +100,24 @@ func (b *Backoff) Delay(key containerKey) time.Duration {
 	return 0
 }
 
-// ForgetPod drops the history of every container of a pod (it is gone).
-func (b *Backoff) ForgetPod(pod string) {
+// Forget drops the history of every key matched (a pod that is gone).
+func (b *Backoff[K]) Forget(match func(K) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k := range b.entries {
-		if k.pod == pod {
+		if match(k) {
+			delete(b.entries, k)
+		}
+	}
+}
+
+// GC drops the entries that expired by now (flowcontrol's GC, which
+// kubelet runs after each successful pull).
+func (b *Backoff[K]) GC(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, e := range b.entries {
+		if b.expired(e, now) {
 			delete(b.entries, k)
 		}
 	}

@@ -23,7 +23,7 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 // A container that crashes at once every time: restarts after 0, 10, 20,
 // 40, 80, 160, 300, 300 s, each measured from the previous exit.
 func TestBackoffCrashLoop(t *testing.T) {
-	b := NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
+	b := NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
 	now := t0
 	var waits []time.Duration
 	for range 8 {
@@ -51,7 +51,7 @@ func seconds(ds []time.Duration) []time.Duration {
 // 40 s, kill 6 80 s.
 func TestBackoffLivenessKills(t *testing.T) {
 	const cycle = 12.0 // seconds from a container's start to its kill
-	b := NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
+	b := NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
 	var prevExit *time.Time // newest exited instance before this kill
 	now := at(0)
 	var waits []float64
@@ -81,7 +81,7 @@ func TestBackoffLivenessKills(t *testing.T) {
 // A container that ran 10 minutes (2× the maximum) since the last decision
 // starts over at 10 s.
 func TestBackoffResetsAfterTenMinutes(t *testing.T) {
-	b := NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
+	b := NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
 	for _, s := range []float64{0, 10, 30, 70} {
 		b.Next(kKey, at(s), at(s))
 	}
@@ -90,7 +90,7 @@ func TestBackoffResetsAfterTenMinutes(t *testing.T) {
 	assert.Zero(t, b.Wait(kKey, at(70+601), at(70+601)), "over ten minutes: expired")
 	b.Next(kKey, at(70+601), at(70+601))
 	assert.Equal(t, 10*time.Second, b.Delay(kKey))
-	b.ForgetPod("pod")
+	b.Forget(func(k containerKey) bool { return k.pod == "pod" })
 	assert.Zero(t, b.Delay(kKey))
 }
 
@@ -118,4 +118,32 @@ func TestGracePeriod(t *testing.T) {
 	hugePod := &pods.Pod{Policy: spec.PodPolicy{TerminationGracePeriodSeconds: huge}}
 	assert.Equal(t, int64(maxGracePeriod), gracePeriod(hugePod, plain, CausePodKill))
 	assert.Positive(t, time.Duration(gracePeriod(hugePod, plain, CausePodKill))*time.Second, "no overflow")
+}
+
+// Kubelet's pull back-off (flowcontrol's IsInBackOffSinceUpdate): the wait
+// is counted from the last failed pull, not from an exit, and an entry
+// untouched for 2×max is gone.
+func TestBackoffWaitSinceUpdate(t *testing.T) {
+	b := NewBackoff[string](DefaultInitialBackoff, DefaultMaxBackoff)
+	assert.Zero(t, b.WaitSinceUpdate("u1_app", at(0)), "no failure yet")
+	b.Next("u1_app", at(0), at(0))
+	assert.Equal(t, 10*time.Second, b.WaitSinceUpdate("u1_app", at(0)))
+	assert.Equal(t, 4*time.Second, b.WaitSinceUpdate("u1_app", at(6)))
+	assert.Zero(t, b.WaitSinceUpdate("u1_app", at(10)), "over at exactly 10 s")
+	b.Next("u1_app", at(10), at(10))
+	assert.Equal(t, 20*time.Second, b.WaitSinceUpdate("u1_app", at(10)))
+	assert.Zero(t, b.WaitSinceUpdate("u2_app", at(10)), "per key")
+
+	b.Next("u2_app", at(10), at(10))
+	b.GC(at(10 + 600))
+	assert.Equal(t, 20*time.Second, b.Delay("u1_app"), "2×max exactly: kept")
+	b.GC(at(10 + 600.001))
+	assert.Zero(t, b.Delay("u1_app"), "over 2×max: collected")
+	assert.Zero(t, b.Delay("u2_app"))
+
+	b.Next("u1_app", at(1000), at(1000))
+	b.Next("u1_app", at(1010), at(1010))
+	assert.Equal(t, 20*time.Second, b.Delay("u1_app"))
+	b.Next("u1_app", at(1010+601), at(1010+601))
+	assert.Equal(t, 10*time.Second, b.Delay("u1_app"), "a failure after 2×max starts over")
 }

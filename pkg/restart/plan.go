@@ -81,7 +81,7 @@ type planInput struct {
 	// viewTime is when the relist the pod comes from started.
 	viewTime time.Time
 	results  resultReader
-	backoff  *Backoff
+	backoff  *Backoff[containerKey]
 	state    *podState
 	now      time.Time
 	mode     Mode

@@ -146,7 +146,7 @@ type Restarter struct {
 	recorder  Recorder
 	clock     clock.WithTicker
 	mode      Mode
-	backoff   *Backoff
+	backoff   *Backoff[containerKey]
 	jitter    func() float64
 	metrics   *metrics
 	ledger    *Ledger // nil: none kept
@@ -208,7 +208,7 @@ func WithBackoff(initial, max time.Duration) Option {
 		if initial <= 0 || max < initial {
 			return fmt.Errorf("back-off: want 0 < initial <= max, got %s and %s", initial, max)
 		}
-		r.backoff = NewBackoff(initial, max)
+		r.backoff = NewBackoff[containerKey](initial, max)
 		return nil
 	}
 }
@@ -260,7 +260,7 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		r.clock = clock.RealClock{}
 	}
 	if r.backoff == nil {
-		r.backoff = NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
+		r.backoff = NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
 	}
 	if r.metrics == nil {
 		r.metrics = newMetrics(nil)
@@ -361,7 +361,7 @@ func (r *Restarter) forget(key string) {
 		w.cancel()
 		delete(r.workers, key)
 	}
-	r.backoff.ForgetPod(key)
+	r.backoff.Forget(func(k containerKey) bool { return k.pod == key })
 	r.metrics.forget(key)
 	r.statusMu.Lock()
 	delete(r.waiting, key)

@@ -1,7 +1,8 @@
-// Package fakeruntime is an in-process CRI RuntimeService served over a unix
-// socket, for unit tests and benchmarks of code that talks CRI. Tests script
-// its sandboxes and containers directly or through CRI calls, inject errors,
-// and read how many calls each method received.
+// Package fakeruntime is an in-process CRI RuntimeService and ImageService
+// served over a unix socket, for unit tests and benchmarks of code that
+// talks CRI. Tests script its sandboxes, containers and images directly or
+// through CRI calls, inject errors, and read how many calls each method
+// received.
 //
 // It is a test double, not a runtime: nothing runs, exec results come from a
 // handler the test sets, and sandboxes get 127.0.0.1 unless told otherwise so
@@ -45,9 +46,13 @@ type Runtime struct {
 	containers map[string]*container
 	calls      map[string]int
 	errs       map[string]error
-	stops      map[string]int64 // container ID → the timeout of its last StopContainer
+	stops      map[string]int64  // container ID → the timeout of its last StopContainer
+	images     map[string]*image // by ID
+	local      map[string]string // image reference on the node → image ID
+	registry   map[string]string // image reference the registry serves → image ID
 	onStop     func(id string)
 	exec       ExecHandler
+	onPull     PullHandler
 	hung       chan struct{} // non-nil while Hang is in effect; closed to release
 
 	// version counts changes to sandboxes and containers; with
@@ -94,6 +99,9 @@ func New() *Runtime {
 		calls:      map[string]int{},
 		errs:       map[string]error{},
 		stops:      map[string]int64{},
+		images:     map[string]*image{},
+		local:      map[string]string{},
+		registry:   map[string]string{},
 	}
 }
 
@@ -127,6 +135,7 @@ func (r *Runtime) Start(socketPath string) error {
 	r.server = grpc.NewServer(grpc.UnaryInterceptor(r.intercept),
 		grpc.ForceServerCodecV2(listingCodec{r: r, CodecV2: encoding.GetCodecV2("proto")}))
 	runtimeapi.RegisterRuntimeServiceServer(r.server, r)
+	runtimeapi.RegisterImageServiceServer(r.server, imageService{r: r})
 	r.socket = socketPath
 	go r.server.Serve(lis) //nolint:errcheck // Serve returns when Stop is called.
 	return nil
