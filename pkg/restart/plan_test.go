@@ -347,5 +347,3 @@ func TestMakePlan(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
