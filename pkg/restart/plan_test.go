@@ -146,7 +146,7 @@ func TestMakePlan(t *testing.T) {
 		name    string
 		pod     *pods.Pod
 		results fakeResults
-		backoff func(*Backoff)
+		backoff func(*Backoff[containerKey])
 		state   func(*podState)
 		mode    Mode
 		want    planSummary
@@ -296,7 +296,7 @@ func TestMakePlan(t *testing.T) {
 		{
 			name: "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
 			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 10))),
-			backoff: func(b *Backoff) {
+			backoff: func(b *Backoff[containerKey]) {
 				b.Next(containerKey{"uid", "app"}, planNow.Add(-200*time.Second), planNow.Add(-200*time.Second)) // 10 s
 				for range 4 {
 					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second)) // … 160 s
@@ -307,7 +307,7 @@ func TestMakePlan(t *testing.T) {
 		{
 			name: "in CrashLoopBackOff, already reported: no second event",
 			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
-			backoff: func(b *Backoff) {
+			backoff: func(b *Backoff[containerKey]) {
 				b.Next(containerKey{"uid", "app"}, planNow.Add(-20*time.Second), planNow.Add(-20*time.Second))
 			},
 			state: func(s *podState) { s.reported["app-3"] = true },
@@ -324,7 +324,7 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := NewBackoff(DefaultInitialBackoff, DefaultMaxBackoff)
+			b := NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
 			if tt.backoff != nil {
 				tt.backoff(b)
 			}
