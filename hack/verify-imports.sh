@@ -3,7 +3,9 @@
 # commands down to the CRI boundary:
 #   cmd -> agent -> api, hooks -> prober, restart -> lifecycle, pods
 #       -> spec, exec, results -> cri, events
-# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only.
+# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
+# pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
+# which states kubelet's rules and paths once for both, and pkg/spec.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent) and pkg/statefile (the state directory's files, safe from
@@ -26,6 +28,7 @@ allowed() {
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
+    pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
     pkg/pods*) echo "pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/prober/netprobe*) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
