@@ -4,7 +4,9 @@
 #   cmd -> agent -> api, hooks -> prober, restart -> lifecycle, pods
 #       -> spec, exec, results -> cri, events
 # pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
-# pkg/restart uses it (the image a container runs, podconfig.ImageInfo).
+# pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
+# which states kubelet's rules and paths once for both, and pkg/spec;
+# pkg/restart, the pod sync, uses both to make the agent's own pods.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent) and pkg/statefile (the state directory's files, safe from
@@ -27,11 +29,12 @@ allowed() {
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
+    pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
     pkg/pods*) echo "pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/prober/netprobe*) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
     pkg/prober*) echo "pkg/prober pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
-    pkg/restart*) echo "pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/spec pkg/results pkg/cri pkg/events" ;;
+    pkg/restart*) echo "pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/agent*) echo "pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;

@@ -34,17 +34,19 @@ type ContainerInput struct {
 	// SubPaths are the host paths prepared for volumeMounts with a subPath
 	// (or subPathExpr), by index in Container.VolumeMounts: kubelet
 	// bind-mounts <volume>/<subPath> to Layout.SubPathBindTarget and mounts
-	// that. A mount without an entry gets <volume>/<subPath>.
+	// that (SubPathMounts lists them; pkg/podfs PrepareContainer prepares
+	// them and fills this in). A mount without an entry gets
+	// <volume>/<subPath>, unchecked: not kubelet's way.
 	SubPaths map[int]string
 	// TerminationMessageHostPath is the file the host side made for this
 	// start under Layout.ContainerDir (kubelet: an empty file, mode 0666,
 	// named with 8 random hex digits); "" when the container's
-	// terminationMessagePath is empty.
+	// terminationMessagePath is empty or the file could not be made.
 	TerminationMessageHostPath string
 	// ReadEnvFile reads an env file of a fileKeyRef: path inside the
 	// volume whose host path is volumeDir, joined without leaving it
-	// (kubelet's securejoin). Nil: fileKeyRef variables fail as an
-	// unreadable file does.
+	// (kubelet's securejoin); pkg/podfs ReadEnvFile. Nil: fileKeyRef
+	// variables fail as an unreadable file does.
 	ReadEnvFile func(volumeDir, path string) ([]byte, error)
 }
 

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	netutils "k8s.io/utils/net"
 )
 
 // EnvVar is one variable of a container's environment.
@@ -213,8 +214,8 @@ func EnvFileValue(data []byte, key string) (string, error) {
 // metadata.name, namespace, uid, labels, annotations (whole, as sorted
 // k="v" lines, or one key), spec.nodeName, spec.serviceAccountName,
 // status.hostIP(s) from the node, status.podIP(s) from podIPs (one per
-// family, the node's family first). A downwardAPI volume file (which may
-// only read metadata) gets the same values.
+// family, the node's family first). A downwardAPI volume file is not
+// resolved this way: see ExtractFieldPath.
 func FieldValue(fs *corev1.ObjectFieldSelector, pod *corev1.Pod, podIP string, podIPs []string, node Node) (string, error) {
 	path, err := convertFieldLabel(fs.APIVersion, fs.FieldPath)
 	if err != nil {
@@ -243,7 +244,7 @@ func FieldValue(fs *corev1.ObjectFieldSelector, pod *corev1.Pod, podIP string, p
 	case "status.podIPs":
 		return strings.Join(podIPs, ","), nil
 	}
-	return extractFieldPath(pod, path)
+	return ExtractFieldPath(pod, path)
 }
 
 // convertFieldLabel is pkg/apis/core/pods' ConvertDownwardAPIFieldLabel.
@@ -282,8 +283,13 @@ func splitSubscript(fieldPath string) (string, string, bool) {
 	return parts[0], parts[1], true
 }
 
-// extractFieldPath is pkg/fieldpath's ExtractFieldPathAsString on a pod.
-func extractFieldPath(pod *corev1.Pod, fieldPath string) (string, error) {
+// ExtractFieldPath is pkg/fieldpath's ExtractFieldPathAsString on a pod:
+// the value of a downwardAPI volume file's fieldRef (downwardapi's
+// CollectData calls it with the fieldPath as written, without the env
+// var's version conversion or its spec and status fields): metadata.name,
+// namespace, uid, labels and annotations (whole, as sorted k="v" lines, or
+// one key); anything else is an error.
+func ExtractFieldPath(pod *corev1.Pod, fieldPath string) (string, error) {
 	if path, sub, ok := splitSubscript(fieldPath); ok {
 		switch path {
 		case "metadata.annotations":
@@ -348,7 +354,7 @@ func sortPodIPs(podIPs, nodeIPs []string) []string {
 	}
 	pick := func(v6 bool) (string, bool) {
 		for _, s := range podIPs {
-			ip := parseIPSloppy(s)
+			ip := netutils.ParseIPSloppy(s)
 			if ip == nil {
 				continue
 			}
@@ -368,32 +374,12 @@ func sortPodIPs(podIPs, nodeIPs []string) []string {
 	return out
 }
 
-// parseIPSloppy is k8s.io/utils/net's ParseIPSloppy: leading zeros in IPv4
-// octets are decimal.
-func parseIPSloppy(s string) net.IP {
-	if ip := net.ParseIP(s); ip != nil {
-		return ip
-	}
-	parts := strings.Split(s, ".")
-	if len(parts) != 4 {
-		return nil
-	}
-	for i, p := range parts {
-		t := strings.TrimLeft(p, "0")
-		if t == "" && p != "" {
-			t = "0"
-		}
-		parts[i] = t
-	}
-	return net.ParseIP(strings.Join(parts, "."))
-}
-
 // hostIPs is pkg/util/node's GetNodeHostIPs over the node's addresses:
 // the first, and the first of the other family.
 func hostIPs(addrs []string) ([]string, error) {
 	var all []net.IP
 	for _, a := range addrs {
-		if ip := parseIPSloppy(a); ip != nil {
+		if ip := netutils.ParseIPSloppy(a); ip != nil {
 			all = append(all, ip)
 		}
 	}
@@ -438,8 +424,9 @@ func envResourceValue(fs *corev1.ResourceFieldSelector, pod *corev1.Pod, c *core
 }
 
 // ResourceValue is the value of a downwardAPI volume file's
-// resourceFieldRef (ExtractResourceValueByContainerNameAndNodeAllocatable):
-// the named container's resource, its unset limits read from the node's
+// resourceFieldRef (ExtractResourceValueByContainerNameAndNodeAllocatable,
+// which downwardapi's CollectData calls with the node's allocatable): the
+// named container's resource, its unset limits read from the node's
 // allocatable.
 func ResourceValue(fs *corev1.ResourceFieldSelector, pod *corev1.Pod, allocatable corev1.ResourceList) (string, error) {
 	var c *corev1.Container

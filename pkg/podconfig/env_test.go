@@ -357,3 +357,42 @@ func TestSortPodIPs(t *testing.T) {
 		}
 	}
 }
+
+// Rows of pkg/fieldpath's TestExtractFieldPathAsString: a downwardAPI
+// volume file's values, the pod's metadata only.
+func TestExtractFieldPath(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "web", Namespace: "ns", UID: "u-1",
+		Labels:      map[string]string{"app": "web", "tier": "front"},
+		Annotations: map[string]string{"a.example/b": "c"},
+	}, Spec: corev1.PodSpec{NodeName: "node-a"}}
+	for _, tc := range []struct {
+		name, path, want, wantErr string
+	}{
+		{name: "name", path: "metadata.name", want: "web"},
+		{name: "namespace", path: "metadata.namespace", want: "ns"},
+		{name: "uid", path: "metadata.uid", want: "u-1"},
+		{name: "labels", path: "metadata.labels", want: "app=\"web\"\ntier=\"front\""},
+		{name: "one label", path: "metadata.labels['tier']", want: "front"},
+		{name: "one annotation", path: "metadata.annotations['a.example/b']", want: "c"},
+		{name: "missing label", path: "metadata.labels['none']", want: ""},
+		{name: "invalid subscript", path: "metadata.labels['a b']", wantErr: "invalid key subscript in metadata.labels['a b']"},
+		{name: "subscript of a name", path: "metadata.name['x']", wantErr: `fieldPath "metadata.name['x']" does not support subscript`},
+		// The env var's spec and status fields are not a volume file's.
+		{name: "node name", path: "spec.nodeName", wantErr: "unsupported fieldPath: spec.nodeName"},
+		{name: "pod IP", path: "status.podIP", wantErr: "unsupported fieldPath: status.podIP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ExtractFieldPath(pod, tc.path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q %v, want %q", got, err, tc.want)
+			}
+		})
+	}
+}

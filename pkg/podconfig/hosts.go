@@ -69,9 +69,25 @@ func HostAliasEntries(aliases []corev1.HostAlias) []byte {
 // ShouldMountHostsFile is kubelet's shouldMountHostsFile (Linux): a pod on
 // the host network always gets the managed /etc/hosts, a pod on the pod
 // network once it has an IP. A container mounting a volume on /etc/hosts
-// itself does not get it.
+// itself does not get it (MountsHostsFile).
 func ShouldMountHostsFile(pod *corev1.Pod, podIPs []string) bool {
 	return len(podIPs) > 0 || pod.Spec.HostNetwork
+}
+
+// MountsHostsFile reports whether the container gets the managed
+// /etc/hosts (makeMounts' mountEtcHostsFile): ShouldMountHostsFile, and no
+// volumeMount of its own on /etc/hosts. Kubelet writes the file
+// (ensureHostsFile) at each start of such a container, and only then.
+func MountsHostsFile(pod *corev1.Pod, c *corev1.Container, podIPs []string) bool {
+	if !ShouldMountHostsFile(pod, podIPs) {
+		return false
+	}
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath == EtcHostsPath {
+			return false
+		}
+	}
+	return true
 }
 
 // HostnameAndDomain is kubelet's GeneratePodHostNameAndDomain: the

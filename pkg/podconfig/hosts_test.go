@@ -56,6 +56,29 @@ func TestShouldMountHostsFile(t *testing.T) {
 
 // Rows of kubelet's TestGeneratePodHostNameAndDomain and
 // TestTruncatePodHostname.
+func TestMountsHostsFile(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		hostNet bool
+		podIPs  []string
+		mounts  []corev1.VolumeMount
+		want    bool
+	}{
+		{name: "pod network with an IP", podIPs: []string{"10.0.0.1"}, want: true},
+		{name: "pod network without an IP"},
+		{name: "host network", hostNet: true, want: true},
+		{name: "own /etc/hosts", podIPs: []string{"10.0.0.1"}, mounts: []corev1.VolumeMount{{Name: "v", MountPath: "/data"}, {Name: "v", MountPath: "/etc/hosts"}}},
+		{name: "another path", podIPs: []string{"10.0.0.1"}, mounts: []corev1.VolumeMount{{Name: "v", MountPath: "/etc/hosts.d"}}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: tc.hostNet}}
+			if got := MountsHostsFile(pod, &corev1.Container{VolumeMounts: tc.mounts}, tc.podIPs); got != tc.want {
+				t.Errorf("MountsHostsFile = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestHostnameAndDomain(t *testing.T) {
 	node := Node{ClusterDomain: "cluster.local"}
 	pod := func(name, hostname, subdomain string, override *string) *corev1.Pod {

@@ -1,6 +1,7 @@
 package podconfig
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -17,27 +18,10 @@ import (
 func mounts(in ContainerInput, node Node, env []EnvVar) ([]*runtimeapi.Mount, error) {
 	pod, c := in.Pod, in.Container
 	out := []*runtimeapi.Mount{}
-	mountHosts := ShouldMountHostsFile(pod, in.PodIPs)
 	for i, vm := range c.VolumeMounts {
-		mountHosts = mountHosts && vm.MountPath != EtcHostsPath
-		vol, ok := in.Volumes[vm.Name]
-		if !ok || (vol.HostPath == "" && vol.Image == nil) {
-			return nil, configErrorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
-		}
-		subPath := vm.SubPath
-		if vm.SubPathExpr != "" {
-			var err error
-			if subPath, err = expandSubPath(vm.SubPathExpr, env); err != nil {
-				return nil, &ConfigError{Message: err.Error()}
-			}
-		}
-		if subPath != "" {
-			if filepath.IsAbs(subPath) {
-				return nil, configErrorf("error SubPath `%s` must not be an absolute path", subPath)
-			}
-			if err := noBacksteps(subPath); err != nil {
-				return nil, configErrorf("unable to provision SubPath `%s`: %v", subPath, err)
-			}
+		vol, subPath, err := mountSource(in, env, i)
+		if err != nil {
+			return nil, err
 		}
 		m := &runtimeapi.Mount{ContainerPath: vm.MountPath}
 		if vol.Image != nil {
@@ -47,7 +31,8 @@ func mounts(in ContainerInput, node Node, env []EnvVar) ([]*runtimeapi.Mount, er
 			m.HostPath = vol.HostPath
 			if subPath != "" {
 				// Kubelet bind-mounts the subPath to SubPathBindTarget and
-				// hands that over; the host side says where it put it.
+				// hands that over; the host side says where it put it
+				// (pkg/podfs PrepareContainer).
 				if p, ok := in.SubPaths[i]; ok {
 					m.HostPath = p
 				} else {
@@ -58,18 +43,14 @@ func mounts(in ContainerInput, node Node, env []EnvVar) ([]*runtimeapi.Mount, er
 		if !filepath.IsAbs(m.ContainerPath) {
 			m.ContainerPath = makeAbsolute(m.ContainerPath)
 		}
-		var err error
-		if m.Propagation, err = propagation(vm.MountPropagation); err != nil {
-			return nil, &ConfigError{Message: err.Error()}
-		}
-		if m.RecursiveReadOnly, err = recursiveReadOnly(vm, node.RuntimeSupportsRRO); err != nil {
-			return nil, configErrorf("failed to resolve recursive read-only mode: %v", err)
+		if m.Propagation, m.RecursiveReadOnly, err = mountOptions(vm, node); err != nil {
+			return nil, err
 		}
 		m.Readonly = vm.ReadOnly || vol.ReadOnly
 		m.SelinuxRelabel = vol.SELinuxRelabel && node.SELinuxEnabled
 		out = append(out, m)
 	}
-	if mountHosts {
+	if MountsHostsFile(pod, c, in.PodIPs) {
 		out = append(out, &runtimeapi.Mount{
 			HostPath:       node.Layout().EtcHosts(pod.UID),
 			ContainerPath:  EtcHostsPath,
@@ -83,6 +64,101 @@ func mounts(in ContainerInput, node Node, env []EnvVar) ([]*runtimeapi.Mount, er
 			ContainerPath:  makeAbsolute(c.TerminationMessagePath),
 			SelinuxRelabel: node.SELinuxEnabled,
 		})
+	}
+	return out, nil
+}
+
+// mountSource is the first half of makeMounts' loop body for the
+// container's volumeMount i, what kubelet checks before it prepares a
+// subPath on the host: the volume must exist, subPathExpr is expanded, and
+// the subPath must be relative and without "..". subPath is "" without
+// one.
+func mountSource(in ContainerInput, env []EnvVar, i int) (vol Volume, subPath string, err error) {
+	c := in.Container
+	vm := c.VolumeMounts[i]
+	vol, ok := in.Volumes[vm.Name]
+	if !ok || (vol.HostPath == "" && vol.Image == nil) {
+		return Volume{}, "", configErrorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
+	}
+	subPath = vm.SubPath
+	if vm.SubPathExpr != "" {
+		if subPath, err = expandSubPath(vm.SubPathExpr, env); err != nil {
+			return Volume{}, "", &ConfigError{Message: err.Error()}
+		}
+	}
+	if subPath != "" {
+		if filepath.IsAbs(subPath) {
+			return Volume{}, "", configErrorf("error SubPath `%s` must not be an absolute path", subPath)
+		}
+		if err := ValidatePathNoBacksteps(subPath); err != nil {
+			return Volume{}, "", configErrorf("unable to provision SubPath `%s`: %v", subPath, err)
+		}
+	}
+	return vol, subPath, nil
+}
+
+// mountOptions is the second half of makeMounts' loop body, after the
+// subPath is prepared: the propagation and the recursive read-only mode.
+func mountOptions(vm corev1.VolumeMount, node Node) (runtimeapi.MountPropagation, bool, error) {
+	prop, err := propagation(vm.MountPropagation)
+	if err != nil {
+		return 0, false, &ConfigError{Message: err.Error()}
+	}
+	rro, err := recursiveReadOnly(vm, node.RuntimeSupportsRRO)
+	if err != nil {
+		return 0, false, configErrorf("failed to resolve recursive read-only mode: %v", err)
+	}
+	return prop, rro, nil
+}
+
+// SubPathMount is a volumeMount with a subPath (or subPathExpr) on a
+// volume of the host's: kubelet makes a missing subPath a directory
+// (SafeMakeDir), bind-mounts <VolumeHostPath>/<SubPath> onto
+// Layout.SubPathBindTarget(pod UID, Volume, container, Index)
+// (PrepareSafeSubpath) and hands the runtime that path.
+type SubPathMount struct {
+	// Index is the mount's position in the container's volumeMounts.
+	Index int
+	// Volume is the volume's name, VolumeHostPath its path on the host.
+	Volume         string
+	VolumeHostPath string
+	// SubPath is expanded and checked: relative, without "..".
+	SubPath string
+}
+
+// SubPathMounts is what kubelet decides about a container's subPaths
+// before it prepares them on the host (GenerateRunContainerOptions up to
+// makeMounts' PrepareSafeSubpath): the hostname and the environment first,
+// as kubelet makes them first, then each volumeMount in order. An image
+// volume's subPath is the runtime's (Mount.ImageSubPath) and is not
+// listed. Errors are *ConfigError; with one, the subPaths returned are
+// those kubelet had prepared on the host before it failed: a host side
+// that prepares them in order and reports their failure first fails as
+// kubelet does. in.SubPaths and in.TerminationMessageHostPath are not
+// read.
+func SubPathMounts(in ContainerInput, node Node) ([]SubPathMount, error) {
+	if in.Pod == nil || in.Container == nil {
+		return nil, errors.New("container subPaths: no pod or no container")
+	}
+	if _, _, err := HostnameAndDomain(in.Pod, node); err != nil {
+		return nil, &ConfigError{Message: err.Error()}
+	}
+	env, err := environment(in, node)
+	if err != nil {
+		return nil, err
+	}
+	var out []SubPathMount
+	for i, vm := range in.Container.VolumeMounts {
+		vol, subPath, err := mountSource(in, env, i)
+		if err != nil {
+			return out, err
+		}
+		if subPath != "" && vol.Image == nil {
+			out = append(out, SubPathMount{Index: i, Volume: vm.Name, VolumeHostPath: vol.HostPath, SubPath: subPath})
+		}
+		if _, _, err := mountOptions(vm, node); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
@@ -118,8 +194,9 @@ func expandSubPath(expr string, env []EnvVar) (string, error) {
 	return out, nil
 }
 
-// noBacksteps is pkg/volume/validation's ValidatePathNoBacksteps.
-func noBacksteps(p string) error {
+// ValidatePathNoBacksteps is pkg/volume/validation's: no ".." element in
+// p. A subPath and a hostPath volume's path are checked with it.
+func ValidatePathNoBacksteps(p string) error {
 	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
 		if part == ".." {
 			return fmt.Errorf("must not contain '..'")

@@ -2,6 +2,8 @@ package podconfig
 
 import (
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -144,5 +146,71 @@ func TestVolumeFor(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("VolumeFor(%+v) = %+v %v, want %+v %v", tc.src, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// SubPathMounts is makeMounts up to PrepareSafeSubpath: the subPaths the
+// host side prepares, and kubelet's first error with the subPaths kubelet
+// prepared before it.
+func TestSubPathMounts(t *testing.T) {
+	vols := map[string]Volume{
+		"disk": {HostPath: "/mnt/disk"},
+		"img":  {Image: &runtimeapi.ImageSpec{Image: "image1"}},
+	}
+	for _, tc := range []struct {
+		name     string
+		mounts   []corev1.VolumeMount
+		env      []corev1.EnvVar
+		hostname string
+		node     Node
+		want     []SubPathMount
+		err      string
+	}{
+		{name: "none", mounts: []corev1.VolumeMount{{Name: "disk", MountPath: "/d"}}},
+		{name: "subPath and subPathExpr", env: []corev1.EnvVar{{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}},
+			mounts: []corev1.VolumeMount{{Name: "disk", MountPath: "/d"}, {Name: "disk", MountPath: "/a", SubPath: "a/b"}, {Name: "disk", MountPath: "/l", SubPathExpr: "logs/$(POD)"}},
+			want:   []SubPathMount{{Index: 1, Volume: "disk", VolumeHostPath: "/mnt/disk", SubPath: "a/b"}, {Index: 2, Volume: "disk", VolumeHostPath: "/mnt/disk", SubPath: "logs/web"}}},
+		{name: "image volume's subPath is the runtime's", mounts: []corev1.VolumeMount{{Name: "img", MountPath: "/i", SubPath: "bin"}}},
+		{name: "refused after one to prepare", mounts: []corev1.VolumeMount{{Name: "disk", MountPath: "/a", SubPath: "a"}, {Name: "disk", MountPath: "/b", SubPath: "../b"}},
+			want: []SubPathMount{{Index: 0, Volume: "disk", VolumeHostPath: "/mnt/disk", SubPath: "a"}},
+			err:  "unable to provision SubPath `../b`: must not contain '..'"},
+		// Kubelet prepares a subPath before it resolves the mount's
+		// propagation: the mount that fails there is listed.
+		{name: "propagation fails after the subPath", mounts: []corev1.VolumeMount{{Name: "disk", MountPath: "/a", SubPath: "a", MountPropagation: ptr(corev1.MountPropagationMode("bad"))}},
+			want: []SubPathMount{{Index: 0, Volume: "disk", VolumeHostPath: "/mnt/disk", SubPath: "a"}},
+			err:  `invalid MountPropagation mode: "bad"`},
+		{name: "missing volume", mounts: []corev1.VolumeMount{{Name: "nope", MountPath: "/a", SubPath: "a"}},
+			err: `cannot find volume "nope" to mount into container "c"`},
+		{name: "environment first", env: []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}},
+			mounts: []corev1.VolumeMount{{Name: "nope", MountPath: "/a"}},
+			err:    "couldn't get secret ns/s, no kubeClient defined"},
+		{name: "hostname before all", hostname: "Not_A_Label", mounts: []corev1.VolumeMount{{Name: "nope", MountPath: "/a"}},
+			err: `pod Hostname "Not_A_Label" is not a valid DNS label`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u"},
+				Spec: corev1.PodSpec{Hostname: tc.hostname, EnableServiceLinks: ptr(true)}}
+			c := &corev1.Container{Name: "c", VolumeMounts: tc.mounts, Env: tc.env}
+			got, err := SubPathMounts(ContainerInput{Pod: pod, Container: c, Volumes: vols}, tc.node)
+			if tc.err != "" {
+				var ce *ConfigError
+				if !errors.As(err, &ce) || !strings.HasPrefix(ce.Message, tc.err) {
+					t.Errorf("error %v\nwant ConfigError %s", err, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigErrorUnwrap(t *testing.T) {
+	detail := errors.New("detail")
+	err := error(&ConfigError{Message: "kubelet's text", Err: detail})
+	if err.Error() != "kubelet's text" || !errors.Is(err, detail) {
+		t.Errorf("%v: the message only, the detail unwrapped", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 )
 
 // Kubelet's defaults for the directories Node leaves empty.
@@ -118,11 +119,18 @@ func (n Node) Layout() Layout {
 }
 
 // Layout is where kubelet keeps a pod's files (pkg/kubelet's
-// kubelet_getters.go and kuberuntime's log paths).
+// kubelet_getters.go and kuberuntime's log paths), kept identical so that
+// tools written for kubelet's nodes find what they expect. It is the one
+// statement of these paths: pkg/podfs makes and removes what they name.
 type Layout struct {
 	RootDir    string // kubelet's --root-dir
 	PodLogsDir string // kubelet's podLogsDir
 }
+
+// OwnerFileName is the agent's ownership record in a pod directory
+// (Layout.OwnerFile). Kubelet has no such file: it knows its pods from its
+// sources; the agent, after a restart, knows its own from this.
+const OwnerFileName = "cri-prober.json"
 
 // Volume plugin directory names under a pod's volumes directory
 // (kubernetes.io/<plugin> escaped as kubernetes.io~<plugin>).
@@ -134,15 +142,51 @@ const (
 	PluginSecret      = "kubernetes.io~secret"
 )
 
+// PodsDir is <root>/pods (getPodsDir).
+func (l Layout) PodsDir() string {
+	return filepath.Join(l.RootDir, "pods")
+}
+
 // PodDir is <root>/pods/<uid> (getPodDir).
 func (l Layout) PodDir(uid types.UID) string {
-	return filepath.Join(l.RootDir, "pods", string(uid))
+	return filepath.Join(l.PodsDir(), string(uid))
+}
+
+// VolumesDir is <root>/pods/<uid>/volumes (getPodVolumesDir).
+func (l Layout) VolumesDir(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), "volumes")
 }
 
 // VolumeDir is <root>/pods/<uid>/volumes/<plugin>/<name> (getPodVolumeDir),
 // e.g. plugin PluginEmptyDir.
 func (l Layout) VolumeDir(uid types.UID, plugin, name string) string {
-	return filepath.Join(l.PodDir(uid), "volumes", plugin, name)
+	return filepath.Join(l.VolumesDir(uid), plugin, name)
+}
+
+// PluginsDir is <root>/pods/<uid>/plugins (getPodPluginsDir).
+func (l Layout) PluginsDir(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), "plugins")
+}
+
+// ReadyDir is the directory of an emptyDir volume's "ready" marker,
+// <root>/pods/<uid>/plugins/kubernetes.io~empty-dir/<name> (emptyDir's
+// getMetaDir, under getPodPluginDir). A downwardAPI or projected volume is
+// an emptyDir named "wrapped_<name>" underneath
+// (kubeletVolumeHost.NewWrapperMounter): its marker is under that name.
+func (l Layout) ReadyDir(uid types.UID, name string) string {
+	return filepath.Join(l.PluginsDir(uid), PluginEmptyDir, name)
+}
+
+// VolumeSubpathsDir is <root>/pods/<uid>/volume-subpaths
+// (getPodVolumeSubpathsDir), where SubPathBindTarget's mounts live.
+func (l Layout) VolumeSubpathsDir(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), "volume-subpaths")
+}
+
+// OwnerFile is <root>/pods/<uid>/cri-prober.json, the agent's record that
+// the pod directory is its own (pkg/podfs RecordOwner).
+func (l Layout) OwnerFile(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), OwnerFileName)
 }
 
 // ContainerDir is <root>/pods/<uid>/containers/<name>
@@ -162,7 +206,7 @@ func (l Layout) EtcHosts(uid types.UID) string {
 // it to the runtime (subpath_linux.go getSubpathBindTarget):
 // <root>/pods/<uid>/volume-subpaths/<volume>/<container>/<mount index>.
 func (l Layout) SubPathBindTarget(uid types.UID, volume, container string, mountIndex int) string {
-	return filepath.Join(l.PodDir(uid), "volume-subpaths", volume, container, fmt.Sprint(mountIndex))
+	return filepath.Join(l.VolumeSubpathsDir(uid), volume, container, fmt.Sprint(mountIndex))
 }
 
 // SeccompDir is <root>/seccomp, where Localhost seccomp profiles live.
@@ -208,7 +252,7 @@ func ParseResolvConf(data []byte) (ResolvConf, error) {
 		return ResolvConf{}, errors.New("the read limit is reached")
 	}
 	rc := ResolvConf{Nameservers: []string{}, Searches: []string{}, Options: []string{}}
-	var errs []string
+	var errs []error
 	for _, line := range strings.Split(string(data), "\n") {
 		trimmed := strings.TrimSpace(line)
 		if strings.HasPrefix(trimmed, "#") {
@@ -223,7 +267,7 @@ func ParseResolvConf(data []byte) (ResolvConf, error) {
 			if len(fields) >= 2 {
 				rc.Nameservers = append(rc.Nameservers, fields[1])
 			} else {
-				errs = append(errs, "nameserver list is empty ")
+				errs = append(errs, errors.New("nameserver list is empty "))
 			}
 		case "search":
 			rc.Searches = []string{}
@@ -236,18 +280,9 @@ func ParseResolvConf(data []byte) (ResolvConf, error) {
 			rc.Options = appendOptions(rc.Options, fields[1:]...)
 		}
 	}
-	if len(errs) > 0 {
-		return rc, aggregateError(errs)
-	}
-	return rc, nil
-}
-
-// aggregateError formats like apimachinery's utilerrors.NewAggregate.
-func aggregateError(msgs []string) error {
-	if len(msgs) == 1 {
-		return errors.New(msgs[0])
-	}
-	return errors.New("[" + strings.Join(msgs, ", ") + "]")
+	// Kubelet's utilerrors.NewAggregate: one message once, several as
+	// "[a, b]", the same text only once.
+	return rc, utilerrors.NewAggregate(errs)
 }
 
 // appendOptions is kubelet's appendOptions: an option replaces the one of

@@ -74,8 +74,9 @@ func TestParseResolvConf(t *testing.T) {
 	if _, err := ParseResolvConf([]byte(strings.Repeat("#", 10<<20+1))); err == nil {
 		t.Error("a resolv.conf over 10 MiB parsed")
 	}
+	// utilerrors.NewAggregate: the same message twice is said once.
 	_, err := ParseResolvConf([]byte("nameserver\nnameserver"))
-	if err == nil || err.Error() != "[nameserver list is empty , nameserver list is empty ]" {
+	if err == nil || err.Error() != "nameserver list is empty " {
 		t.Errorf("aggregate error %v", err)
 	}
 }
@@ -84,7 +85,15 @@ func TestLayout(t *testing.T) {
 	l := Node{}.Layout()
 	uid := "u-1"
 	for _, tc := range []struct{ got, want string }{
+		{l.PodsDir(), "/var/lib/kubelet/pods"},
 		{l.PodDir("u-1"), "/var/lib/kubelet/pods/u-1"},
+		{l.VolumesDir("u-1"), "/var/lib/kubelet/pods/u-1/volumes"},
+		{l.VolumeDir("u-1", PluginProjected, "all"), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~projected/all"},
+		{l.PluginsDir("u-1"), "/var/lib/kubelet/pods/u-1/plugins"},
+		{l.ReadyDir("u-1", "cache"), "/var/lib/kubelet/pods/u-1/plugins/kubernetes.io~empty-dir/cache"},
+		{l.ReadyDir("u-1", "wrapped_info"), "/var/lib/kubelet/pods/u-1/plugins/kubernetes.io~empty-dir/wrapped_info"},
+		{l.VolumeSubpathsDir("u-1"), "/var/lib/kubelet/pods/u-1/volume-subpaths"},
+		{l.OwnerFile("u-1"), "/var/lib/kubelet/pods/u-1/cri-prober.json"},
 		{l.VolumeDir("u-1", PluginEmptyDir, "cache"), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/cache"},
 		{l.VolumeDir("u-1", PluginDownwardAPI, "info"), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~downward-api/info"},
 		{l.ContainerDir("u-1", "app"), "/var/lib/kubelet/pods/u-1/containers/app"},

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -100,6 +101,13 @@ func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
 // in the systemd driver's slice form when the node uses it. "" when the
 // node has no CgroupRoot.
 func CgroupParent(pod *corev1.Pod, node Node) string {
+	return PodCgroupName(pod.UID, QOSClass(pod), node)
+}
+
+// PodCgroupName is CgroupParent for a pod known by its UID and QoS class:
+// the cgroup a pod of that class had, for its cleanup once the pod is gone
+// (kubelet's podContainerManager.Destroy of GetPodContainerName's name).
+func PodCgroupName(uid types.UID, qos corev1.PodQOSClass, node Node) string {
 	if node.CgroupRoot == "" {
 		return ""
 	}
@@ -109,13 +117,13 @@ func CgroupParent(pod *corev1.Pod, node Node) string {
 			parts = append(parts, p)
 		}
 	}
-	switch QOSClass(pod) {
+	switch qos {
 	case corev1.PodQOSBurstable:
 		parts = append(parts, "burstable")
 	case corev1.PodQOSBestEffort:
 		parts = append(parts, "besteffort")
 	}
-	parts = append(parts, "pod"+string(pod.UID))
+	parts = append(parts, "pod"+string(uid))
 	if node.CgroupDriver != "systemd" {
 		return "/" + path.Join(parts...)
 	}
@@ -437,6 +445,58 @@ func podLimits(pod *corev1.Pod) corev1.ResourceList {
 		}
 	}
 	return lims
+}
+
+// PodMemoryLimit is the memory limit in bytes kubelet sets on the pod's
+// cgroup (cm.ResourceConfigForPod's Memory), 0 for none: a BestEffort pod
+// has none, a Burstable pod one only when every container (each init
+// container counted with the sidecars before it) has a memory limit or the
+// pod has a pod-level one, a Guaranteed pod always; the limit is
+// component-helpers' PodLimits, with the pod's overhead added. A
+// memory-backed emptyDir is no larger (calculateEmptyDirMemorySize).
+func PodMemoryLimit(pod *corev1.Pod) int64 {
+	qos := QOSClass(pod)
+	if qos == corev1.PodQOSBestEffort {
+		return 0
+	}
+	// ResourceConfigForPod's ContainerFn over AggregateContainerLimits:
+	// each regular container's limits, each init container's with the
+	// restartable ones before it added.
+	declared := true
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Resources.Limits.Memory().IsZero() {
+			declared = false
+		}
+	}
+	sidecars := resource.Quantity{}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		lim := c.Resources.Limits.Memory().DeepCopy()
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars.Add(lim)
+			lim = sidecars.DeepCopy()
+		} else {
+			lim.Add(sidecars)
+		}
+		if lim.IsZero() {
+			declared = false
+		}
+	}
+	if podLevelResourcesSet(pod) && !pod.Spec.Resources.Limits.Memory().IsZero() {
+		declared = true
+	}
+	if qos == corev1.PodQOSBurstable && !declared {
+		return 0
+	}
+	limit, ok := podLimits(pod)[corev1.ResourceMemory]
+	if !ok {
+		return 0
+	}
+	// PodLimits adds the overhead to a non-zero limit.
+	if o, ok := pod.Spec.Overhead[corev1.ResourceMemory]; ok && !limit.IsZero() {
+		limit.Add(o)
+	}
+	return limit.Value()
 }
 
 // sandboxResources is calculateSandboxResources (applySandboxResources):

@@ -1,6 +1,8 @@
 package podconfig
 
 import (
+	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
@@ -275,5 +277,98 @@ func TestSandboxResources(t *testing.T) {
 	}
 	if o := sandboxOverhead(resourcesPod(nil, nil), Node{}); !proto.Equal(o, &runtimeapi.LinuxContainerResources{}) {
 		t.Errorf("no overhead: %v", o)
+	}
+}
+
+// podMemoryLimitCases are pods and the memory limit kubelet v1.36.3's
+// cm.ResourceConfigForPod gives their cgroup (recorded from it: set
+// PODCONFIG_MEMLIMIT_DUMP=file to write the pods as JSON for such a run).
+func podMemoryLimitCases() []struct {
+	name string
+	pod  *corev1.Pod
+	want int64
+} {
+	mem := corev1.ResourceMemory
+	lim := func(m string) corev1.ResourceRequirements {
+		return res(map[corev1.ResourceName]string{mem: m}, nil)
+	}
+	guaranteed := func(m string) corev1.ResourceRequirements {
+		return res(map[corev1.ResourceName]string{mem: m, "cpu": "1"}, map[corev1.ResourceName]string{mem: m, "cpu": "1"})
+	}
+	sidecar := func(name, m string) corev1.Container {
+		return corev1.Container{Name: name, RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways), Resources: lim(m)}
+	}
+	withOverhead := resourcesPod([]corev1.Container{{Name: "a", Resources: guaranteed("1Gi")}}, nil)
+	withOverhead.Spec.Overhead = corev1.ResourceList{mem: resource.MustParse("128Mi"), "cpu": resource.MustParse("250m")}
+	overheadNoLimit := resourcesPod([]corev1.Container{{Name: "a", Resources: res(nil, map[corev1.ResourceName]string{mem: "1Gi"})}}, nil)
+	overheadNoLimit.Spec.Overhead = corev1.ResourceList{mem: resource.MustParse("128Mi")}
+	podLevel := resourcesPod([]corev1.Container{{Name: "a"}, {Name: "b", Resources: lim("1Gi")}}, nil)
+	podLevel.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{mem: resource.MustParse("3Gi")}}
+	podLevelCPU := resourcesPod([]corev1.Container{{Name: "a"}, {Name: "b", Resources: lim("1Gi")}}, nil)
+	podLevelCPU.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": resource.MustParse("2")}}
+	return []struct {
+		name string
+		pod  *corev1.Pod
+		want int64
+	}{
+		{"best effort", resourcesPod([]corev1.Container{{Name: "a"}}, nil), 0},
+		{"guaranteed", resourcesPod([]corev1.Container{{Name: "a", Resources: guaranteed("1Gi")}, {Name: "b", Resources: guaranteed("512Mi")}}, nil), 1536 << 20},
+		{"burstable, every container limited", resourcesPod([]corev1.Container{{Name: "a", Resources: lim("1Gi")}, {Name: "b", Resources: lim("256Mi")}}, nil), 1280 << 20},
+		{"burstable, a container unlimited", resourcesPod([]corev1.Container{{Name: "a", Resources: lim("1Gi")}, {Name: "b", Resources: res(nil, map[corev1.ResourceName]string{mem: "1Mi"})}}, nil), 0},
+		{"burstable, an init container unlimited", resourcesPod([]corev1.Container{{Name: "a", Resources: lim("1Gi")}}, []corev1.Container{{Name: "i", Resources: res(nil, map[corev1.ResourceName]string{"cpu": "1"})}}), 0},
+		{"init container larger than the containers", resourcesPod([]corev1.Container{{Name: "a", Resources: lim("1Gi")}}, []corev1.Container{{Name: "i", Resources: lim("3Gi")}}), 3 << 30},
+		{"sidecar counted with the containers", resourcesPod([]corev1.Container{{Name: "a", Resources: lim("1Gi")}}, []corev1.Container{sidecar("s", "512Mi")}), 1536 << 20},
+		// An init container without a limit after a sidecar has the
+		// sidecar's: declared.
+		{"init container after a sidecar", resourcesPod([]corev1.Container{{Name: "a", Resources: lim("1Gi")}}, []corev1.Container{sidecar("s", "512Mi"), {Name: "i", Resources: res(nil, map[corev1.ResourceName]string{"cpu": "1"})}}), 1536 << 20},
+		{"overhead added", withOverhead, 1152 << 20},
+		{"overhead, no limit", overheadNoLimit, 0},
+		{"pod-level limit", podLevel, 3 << 30},
+		{"pod-level cpu limit only", podLevelCPU, 0},
+	}
+}
+
+func TestPodMemoryLimit(t *testing.T) {
+	cases := podMemoryLimitCases()
+	if path := os.Getenv("PODCONFIG_MEMLIMIT_DUMP"); path != "" {
+		pods := map[string]*corev1.Pod{}
+		for _, tc := range cases {
+			pods[tc.name] = tc.pod
+		}
+		data, err := json.MarshalIndent(pods, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PodMemoryLimit(tc.pod); got != tc.want {
+				t.Errorf("PodMemoryLimit = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodCgroupName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		qos  corev1.PodQOSClass
+		node Node
+		want string
+	}{
+		{"no cgroup root", corev1.PodQOSBurstable, Node{}, ""},
+		{"guaranteed", corev1.PodQOSGuaranteed, Node{CgroupRoot: "/kubepods"}, "/kubepods/poda-b"},
+		{"burstable", corev1.PodQOSBurstable, Node{CgroupRoot: "/kubepods"}, "/kubepods/burstable/poda-b"},
+		{"besteffort", corev1.PodQOSBestEffort, Node{CgroupRoot: "/kubepods"}, "/kubepods/besteffort/poda-b"},
+		{"systemd", corev1.PodQOSBurstable, Node{CgroupRoot: "/kubepods", CgroupDriver: "systemd"}, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-poda_b.slice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PodCgroupName("a-b", tc.qos, tc.node); got != tc.want {
+				t.Errorf("PodCgroupName = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -9,7 +9,11 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
 // unmountRounds bounds TearDown's passes over the mount table: each pass
@@ -31,10 +35,14 @@ const unmountRounds = 8
 // removeOrphanedPodVolumeDirs). The ownership record goes last, so that a
 // TearDown cut short is finished by the next one.
 //
+// The subPath bind mounts go first, as kubelet's CleanSubPaths runs before
+// each volume's TearDown: each <pod>/volume-subpaths/<volume>/<container>/
+// <index> unmounted, then the tree removed.
+//
 // The caller stops the pod's containers first: a busy mount fails the
-// unmount and TearDown returns its error having removed nothing. A missing
-// directory is no error; one without the agent's record is refused
-// (ErrNotOwned) unless it is empty.
+// unmount and TearDown returns its error having removed nothing of the
+// volumes. A missing directory is no error; one without the agent's record
+// is refused (ErrNotOwned) unless it is empty.
 func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	if err := checkElem("pod UID", uid); err != nil {
 		return err
@@ -42,7 +50,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("podUID", uid)
-	podDir := m.layout.PodDir(uid)
+	podDir := m.layout.PodDir(types.UID(uid))
 
 	pods, err := m.openPods()
 	if errors.Is(err, fs.ErrNotExist) {
@@ -66,7 +74,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 		return m.podDirError(uid, err)
 	}
 	defer unix.Close(dfd)
-	if _, err := readOwnerAt(dfd, m.layout.OwnerFile(uid), uid); err != nil {
+	if _, err := readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid); err != nil {
 		if !errors.Is(err, ErrNotOwned) || !dirEmpty(dfd) {
 			return fmt.Errorf("tearing down pod %s: %w", uid, err)
 		}
@@ -77,6 +85,9 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 		return nil
 	}
 
+	if err := m.cleanSubPaths(ctx, dfd, types.UID(uid)); err != nil {
+		return fmt.Errorf("tearing down pod %s: %w", uid, err)
+	}
 	if err := m.unmountAll(ctx, podDir); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", uid, err)
 	}
@@ -85,7 +96,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	}
 
 	// Volumes first, each by what its plugin's TearDown does.
-	if err := m.removeVolumes(logger, dfd, podDir); err != nil {
+	if err := m.removeVolumes(logger, dfd, types.UID(uid)); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", uid, err)
 	}
 	// Then everything else but the record (cleanupOrphanedPodDirs).
@@ -95,7 +106,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	}
 	var errs []error
 	for _, name := range names {
-		if name == OwnerFileName {
+		if name == podconfig.OwnerFileName {
 			continue
 		}
 		if err := removeAllAt(dfd, name, podDir); err != nil {
@@ -105,8 +116,8 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", uid, err)
 	}
-	if err := unix.Unlinkat(dfd, OwnerFileName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "remove", Path: m.layout.OwnerFile(uid), Err: err})
+	if err := unix.Unlinkat(dfd, podconfig.OwnerFileName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "remove", Path: m.layout.OwnerFile(types.UID(uid)), Err: err})
 	}
 	if err := unix.Unlinkat(pfd, uid, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "rmdir", Path: podDir, Err: err})
@@ -114,6 +125,17 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	_ = fsyncRetry(pfd)
 	logger.V(2).Info("Removed the pod directory", "path", podDir)
 	return nil
+}
+
+// cleanSubPaths is kubelet's CleanSubPaths for every volume of the pod:
+// the mounts under <pod>/volume-subpaths unmounted, deepest first, then
+// the directory removed, never through a link or into a mount left.
+func (m *Manager) cleanSubPaths(ctx context.Context, dfd int, uid types.UID) error {
+	dir := m.layout.VolumeSubpathsDir(uid)
+	if err := m.unmountAll(ctx, dir); err != nil {
+		return err
+	}
+	return removeAllAt(dfd, relElem(dir), filepath.Dir(dir))
 }
 
 // unmountAll unmounts everything mounted at or under dir, deepest first,
@@ -148,12 +170,12 @@ func (m *Manager) unmountAll(ctx context.Context, dir string) error {
 // removeVolumes removes <pod>/volumes: the contents of the agent's own
 // volume kinds (their plugins' TearDown: os.RemoveAll after the unmount),
 // only empty directories of any other (removeOrphanedPodVolumeDirs).
-func (m *Manager) removeVolumes(logger klog.Logger, dfd int, podDir string) error {
-	vfd, err := openDirAt(dfd, volumesDirName)
+func (m *Manager) removeVolumes(logger klog.Logger, dfd int, uid types.UID) error {
+	volumesDir := m.layout.VolumesDir(uid)
+	vfd, err := openDirAt(dfd, relElem(volumesDir))
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
-	volumesDir := filepath.Join(podDir, volumesDirName)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: volumesDir, Err: err}
 	}
@@ -164,7 +186,7 @@ func (m *Manager) removeVolumes(logger klog.Logger, dfd int, podDir string) erro
 	}
 	var errs []error
 	for _, plugin := range plugins {
-		dirsOnly := plugin != EmptyDirPlugin && plugin != DownwardAPIPlugin && plugin != ProjectedPlugin
+		dirsOnly := plugin != podconfig.PluginEmptyDir && plugin != podconfig.PluginDownwardAPI && plugin != podconfig.PluginProjected
 		if dirsOnly {
 			logger.Info("Unknown volume plugin directory in the pod directory: removing only its empty directories", "path", filepath.Join(volumesDir, plugin))
 		}
@@ -175,71 +197,80 @@ func (m *Manager) removeVolumes(logger klog.Logger, dfd int, podDir string) erro
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if err := unix.Unlinkat(dfd, volumesDirName, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := unix.Unlinkat(dfd, relElem(volumesDir), unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &fs.PathError{Op: "rmdir", Path: volumesDir, Err: err}
 	}
 	return nil
 }
 
 // RemoveLogs removes kubelet's log directory of a pod,
-// <podLogsDir>/<namespace>_<name>_<uid> (kubelet's containerGC
-// evictPodLogsDirectories, once the pod's content may be removed), without
-// following links in it. A missing directory is no error.
-func (m *Manager) RemoveLogs(podLogsDir, namespace, name, uid string) error {
+// Layout.PodLogsDirectory (<podLogsDir>/<namespace>_<name>_<uid>), as
+// kubelet's containerGC evictPodLogsDirectories does once the pod's
+// content may be removed, without following links in it. A missing
+// directory is no error.
+func (m *Manager) RemoveLogs(namespace, name, uid string) error {
 	for _, e := range [][2]string{{"namespace", namespace}, {"pod name", name}, {"pod UID", uid}} {
 		if err := checkElem(e[0], e[1]); err != nil {
 			return err
 		}
 	}
-	dir := PodLogsDir(podLogsDir, namespace, name, uid)
+	dir := m.layout.PodLogsDirectory(namespace, name, types.UID(uid))
+	parent := filepath.Dir(dir)
 	fd, err := openRetry(func() (int, error) {
-		return unix.Open(podLogsDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: podLogsDir, Err: err}
+		return &fs.PathError{Op: "open", Path: parent, Err: err}
 	}
 	defer unix.Close(fd)
-	return removeAllAt(fd, filepath.Base(dir), podLogsDir)
+	return removeAllAt(fd, relElem(dir), parent)
 }
 
 // RemovePodCgroups removes the pod's cgroup directories once they are
 // empty, as kubelet's podContainerManager.Destroy does for a pod that is
-// gone: <cgroup root>/<controller>/kubepods[/burstable|/besteffort]/pod<uid>
-// in each cgroup v1 hierarchy, and the same under the unified (v2) root,
-// with the empty cgroups of containers left inside, deepest first (a
-// cgroup directory is removed by rmdir, its control files with it). The
-// cgroupfs driver's names: with the systemd driver the runtime's slices
-// are systemd's to remove. A cgroup that still has processes fails with
-// EBUSY: the caller stops the pod first; kubelet would kill them, the
-// agent leaves that to the runtime. Missing directories are no error.
+// gone: the pod's cgroup as podconfig names it (PodCgroupName: under the
+// node's CgroupRoot, /kubepods[/burstable|/besteffort]/pod<uid> with
+// kubelet's defaults, for each QoS class since the pod may be gone) in
+// each cgroup v1 hierarchy, or under the unified (v2) root, with the empty
+// cgroups of containers left inside, deepest first (a cgroup directory is
+// removed by rmdir, its control files with it). The runtime makes these
+// directories with the cgroupfs driver; with the systemd driver they are
+// systemd's slices, which it removes, and nothing is done here; nor
+// without a CgroupRoot (the runtime's default parent). A cgroup that still
+// has processes fails with EBUSY: the caller stops the pod first; kubelet
+// would kill them, the agent leaves that to the runtime. Missing
+// directories are no error.
 func (m *Manager) RemovePodCgroups(uid string) error {
 	if err := checkElem("pod UID", uid); err != nil {
 		return err
 	}
+	if m.node.CgroupRoot == "" || m.node.CgroupDriver == "systemd" {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	bases := []string{m.cgroupRoot} // cgroup v2: the root is the hierarchy
-	if _, err := os.Stat(filepath.Join(m.cgroupRoot, "cgroup.controllers")); err != nil {
+	bases := []string{m.cgroupFS} // cgroup v2: the root is the hierarchy
+	if _, err := os.Stat(filepath.Join(m.cgroupFS, "cgroup.controllers")); err != nil {
 		// cgroup v1 (or hybrid): a hierarchy per directory, "unified"
 		// among them; "cpu" -> "cpu,cpuacct" links name one twice.
-		entries, err := os.ReadDir(m.cgroupRoot)
+		entries, err := os.ReadDir(m.cgroupFS)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		for _, e := range entries {
 			if e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
-				bases = append(bases, filepath.Join(m.cgroupRoot, e.Name()))
+				bases = append(bases, filepath.Join(m.cgroupFS, e.Name()))
 			}
 		}
 	}
 	var errs []error
 	for _, base := range bases {
-		for _, qos := range []string{"", "burstable", "besteffort"} {
-			parent := filepath.Join(base, "kubepods", qos)
-			if err := rmdirTree(filepath.Join(parent, "pod"+uid)); err != nil {
+		for _, qos := range []corev1.PodQOSClass{corev1.PodQOSGuaranteed, corev1.PodQOSBurstable, corev1.PodQOSBestEffort} {
+			name := podconfig.PodCgroupName(types.UID(uid), qos, m.node)
+			if err := rmdirTree(filepath.Join(base, filepath.FromSlash(name))); err != nil {
 				errs = append(errs, err)
 			}
 		}

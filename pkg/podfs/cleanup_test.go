@@ -3,14 +3,18 @@ package podfs
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
 // fullPod has a volume of each kind the agent makes.
@@ -29,8 +33,7 @@ func TestTearDownTmpfs(t *testing.T) {
 	m := newRealTestManager(t)
 	owned(t, m, "u1")
 	ctx := context.Background()
-	vals := fields(map[string]string{"metadata.name": "web"})
-	vols, err := m.SetUp(ctx, fullPod("u1"), vals)
+	vols, err := m.SetUp(ctx, fullPod("u1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func TestTearDownTmpfs(t *testing.T) {
 	}
 	// SetUp again: nothing mounted twice, the data kept.
 	writeFile(t, filepath.Join(vols["mem"].HostPath, "keep"), "x")
-	if _, err := m.SetUp(ctx, fullPod("u1"), vals); err != nil {
+	if _, err := m.SetUp(ctx, fullPod("u1")); err != nil {
 		t.Fatal(err)
 	}
 	if n := countMounts(t, vols["mem"].HostPath); n != 1 {
@@ -70,7 +73,7 @@ func TestTearDownTmpfs(t *testing.T) {
 	if err := m.TearDown(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := (sysMounter{}).mounts(m.Layout().Root); len(mps) != 0 {
+	if mps, _ := (sysMounter{}).mounts(m.Layout().RootDir); len(mps) != 0 {
 		t.Errorf("mounts left: %v", mps)
 	}
 	if exists(m.Layout().PodDir("u1")) {
@@ -101,7 +104,7 @@ func TestTearDownStackedMounts(t *testing.T) {
 	requireMount(t)
 	m := newRealTestManager(t)
 	owned(t, m, "u1")
-	dir := m.Layout().EmptyDir("u1", "x")
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "x")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -125,27 +128,27 @@ func TestTearDownHalfMade(t *testing.T) {
 	// Killed in SetUp: some volumes made, a downwardAPI write cut short,
 	// a tmpfs mounted, a termination file, a subPath target.
 	l := m.Layout()
-	if err := os.MkdirAll(l.EmptyDir("u1", "disk"), 0o777); err != nil {
+	if err := os.MkdirAll(l.VolumeDir("u1", podconfig.PluginEmptyDir, "disk"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(l.EmptyDir("u1", "disk"), "deep/er/file"), "x")
-	api := l.DownwardAPIDir("u1", "info")
+	writeFile(t, filepath.Join(l.VolumeDir("u1", podconfig.PluginEmptyDir, "disk"), "deep/er/file"), "x")
+	api := l.VolumeDir("u1", podconfig.PluginDownwardAPI, "info")
 	writeFile(t, filepath.Join(api, "..2026_01_01_00_00_00.1", "name"), "x")
 	if err := os.Symlink("..2026_01_01_00_00_00.1", filepath.Join(api, "..data_tmp")); err != nil {
 		t.Fatal(err)
 	}
 	fm.table[api] = "tmpfs"
 	writeFile(t, filepath.Join(l.ContainerDir("u1", "app"), "0badcafe"), "")
-	writeFile(t, l.SubPathTarget("u1", "disk", "app", 0), "")
+	writeFile(t, l.SubPathBindTarget("u1", "disk", "app", 0), "")
 	// A container made a link out of its emptyDir: not followed.
 	victim := t.TempDir()
 	writeFile(t, filepath.Join(victim, "precious"), "keep")
-	if err := os.Symlink(victim, filepath.Join(l.EmptyDir("u1", "disk"), "escape")); err != nil {
+	if err := os.Symlink(victim, filepath.Join(l.VolumeDir("u1", podconfig.PluginEmptyDir, "disk"), "escape")); err != nil {
 		t.Fatal(err)
 	}
 
 	// SetUp finishes it.
-	vols, err := m.SetUp(ctx, fullPod("u1"), fields(map[string]string{"metadata.name": "web"}))
+	vols, err := m.SetUp(ctx, fullPod("u1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +174,42 @@ func TestTearDownHalfMade(t *testing.T) {
 	}
 }
 
+// Kubelet's CleanSubPaths runs before each volume's TearDown: the subPath
+// bind mounts go first, then the volume, then the files.
+func TestTearDownCleansSubPathsFirst(t *testing.T) {
+	m, fm := newTestManager(t)
+	owned(t, m, "u1")
+	ctx := context.Background()
+	pod := testPod("u1", corev1.Volume{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "mem", MountPath: "/a", SubPath: "a"}, {Name: "mem", MountPath: "/b", SubPath: "b"}}
+	vols, err := m.SetUp(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PrepareContainer(ctx, containerInput(pod, nil, vols)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.TearDown(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layout()
+	want := []string{
+		l.SubPathBindTarget("u1", "mem", "c", 0),
+		l.SubPathBindTarget("u1", "mem", "c", 1),
+		l.VolumeDir("u1", podconfig.PluginEmptyDir, "mem"),
+	}
+	// The two subPaths in either order, then the volume.
+	if len(fm.unmounted) == 3 {
+		sort.Strings(fm.unmounted[:2])
+	}
+	if strings.Join(fm.unmounted, "\n") != strings.Join(want, "\n") {
+		t.Errorf("unmounted\n%s\nwant\n%s", strings.Join(fm.unmounted, "\n"), strings.Join(want, "\n"))
+	}
+	if exists(l.PodDir("u1")) {
+		t.Error("pod dir left")
+	}
+}
+
 func TestTearDownCutShort(t *testing.T) {
 	m, _ := newTestManager(t)
 	ctx := context.Background()
@@ -187,7 +226,7 @@ func TestTearDownCutShort(t *testing.T) {
 		t.Fatalf("empty dir: %v", err)
 	}
 	// A RecordOwner cut short.
-	writeFile(t, filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3", OwnerFileName), "{}")
+	writeFile(t, filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3", podconfig.OwnerFileName), "{}")
 	if err := m.TearDown(ctx, "u3"); err != nil || exists(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3")) {
 		t.Fatalf("new pod dir: %v", err)
 	}
@@ -206,7 +245,7 @@ func TestTearDownRefuses(t *testing.T) {
 	}
 	// A busy mount: nothing removed.
 	owned(t, m, "u1")
-	dir := m.Layout().EmptyDir("u1", "mem")
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "mem")
 	writeFile(t, filepath.Join(dir, "data"), "x")
 	fm.table[dir] = "tmpfs"
 	fm.unmountErr = errors.New("umount " + dir + ": device or resource busy")
@@ -219,14 +258,14 @@ func TestTearDownRefuses(t *testing.T) {
 	// A pods dir that is a link.
 	m2, _ := newTestManager(t)
 	elsewhere := t.TempDir()
-	writeFile(t, filepath.Join(elsewhere, "u1", OwnerFileName), `{"uid":"u1"}`)
+	writeFile(t, filepath.Join(elsewhere, "u1", podconfig.OwnerFileName), `{"uid":"u1"}`)
 	if err := os.Symlink(elsewhere, m2.Layout().PodsDir()); err != nil {
 		t.Fatal(err)
 	}
 	if err := m2.TearDown(ctx, "u1"); err == nil {
 		t.Error("TearDown followed a pods dir that is a link")
 	}
-	if !exists(filepath.Join(elsewhere, "u1", OwnerFileName)) {
+	if !exists(filepath.Join(elsewhere, "u1", podconfig.OwnerFileName)) {
 		t.Error("removed through a link")
 	}
 }
@@ -281,50 +320,82 @@ func TestRemoveAllAtRefusesMountPoint(t *testing.T) {
 	}
 }
 
-func TestRemoveLogs(t *testing.T) {
+func TestMakeAndRemoveLogs(t *testing.T) {
 	m, _ := newTestManager(t)
-	logs := t.TempDir()
-	dir := PodLogsDir(logs, "ns", "web", "u1")
+	l := m.Layout()
+	dir := l.PodLogsDirectory("ns", "web", "u1")
+	made, err := m.MakeLogsDir("ns", "web", "u1")
+	if err != nil || made != dir {
+		t.Fatalf("MakeLogsDir = %s %v, want %s", made, err, dir)
+	}
+	if got := mode(t, dir); got != fs.ModeDir|0o755&^umask(t) {
+		t.Errorf("logs dir mode %v (createPodSandbox: 0755)", got)
+	}
+	if _, err := m.MakeLogsDir("ns", "web", "u1"); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	if _, err := m.MakeLogsDir("ns", "a/b", "u1"); err == nil {
+		t.Error("a name with a slash was accepted")
+	}
 	writeFile(t, filepath.Join(dir, "app", "0.log"), "log")
 	victim := t.TempDir()
 	writeFile(t, filepath.Join(victim, "keep"), "x")
 	if err := os.Symlink(victim, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	other := PodLogsDir(logs, "ns", "web", "u2")
+	other := l.PodLogsDirectory("ns", "web", "u2")
 	writeFile(t, filepath.Join(other, "app", "0.log"), "log")
-	if err := m.RemoveLogs(logs, "ns", "web", "u1"); err != nil {
+	if err := m.RemoveLogs("ns", "web", "u1"); err != nil {
 		t.Fatal(err)
 	}
 	if exists(dir) || !exists(other) || !exists(filepath.Join(victim, "keep")) {
 		t.Error("removed the wrong things")
 	}
-	if err := m.RemoveLogs(logs, "ns", "web", "u1"); err != nil {
+	if err := m.RemoveLogs("ns", "web", "u1"); err != nil {
 		t.Errorf("again: %v", err)
 	}
-	if err := m.RemoveLogs(filepath.Join(logs, "none"), "ns", "web", "u1"); err != nil {
-		t.Errorf("no logs dir: %v", err)
-	}
-	if err := m.RemoveLogs(logs, "ns", "../x", "u1"); err == nil {
+	if err := m.RemoveLogs("ns", "../x", "u1"); err == nil {
 		t.Error("a name with a slash was accepted")
+	}
+	// No pod logs directory at all.
+	node := testNode(t)
+	node.PodLogsDir = filepath.Join(t.TempDir(), "none")
+	if err := newNodeTestManager(t, node).RemoveLogs("ns", "web", "u1"); err != nil {
+		t.Errorf("no logs dir: %v", err)
 	}
 }
 
 func TestRemovePodCgroups(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		v2    bool
-		paths []string // pod cgroups, with container cgroups inside
+		name       string
+		v2         bool
+		cgroupRoot string // the node's; "" below is testNode's /kubepods
+		driver     string
+		paths      []string // pod cgroups, with container cgroups inside
+		kept       bool     // left alone
 	}{
-		{"v1", false, []string{
+		{name: "v1", paths: []string{
 			"memory/kubepods/podu1/ctr1", "memory/kubepods/burstable/podu1/ctr2",
 			"cpu,cpuacct/kubepods/besteffort/podu1", "pids/kubepods/podu1",
 		}},
-		{"v2", true, []string{"kubepods/burstable/podu1/ctr1", "kubepods/podu1"}},
+		{name: "v2", v2: true, paths: []string{"kubepods/burstable/podu1/ctr1", "kubepods/podu1"}},
+		{name: "another cgroup root", v2: true, cgroupRoot: "/agent/pods", paths: []string{"agent/pods/besteffort/podu1/ctr1"}},
+		{name: "systemd driver: systemd's slices", v2: true, driver: "systemd",
+			paths: []string{"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu1.slice"}, kept: true},
+		{name: "no cgroup root: the runtime's cgroups", v2: true, cgroupRoot: "-", paths: []string{"kubepods/podu1"}, kept: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, _ := newTestManager(t)
-			root := m.cgroupRoot
+			node := testNode(t)
+			switch tc.cgroupRoot {
+			case "":
+			case "-":
+				node.CgroupRoot = ""
+			default:
+				node.CgroupRoot = tc.cgroupRoot
+			}
+			node.CgroupDriver = tc.driver
+			m := newNodeTestManager(t, node)
+			root := m.cgroupFS
 			if tc.v2 {
 				writeFile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory")
 			}
@@ -346,8 +417,8 @@ func TestRemovePodCgroups(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range tc.paths {
-				if exists(filepath.Join(root, p)) {
-					t.Errorf("%s left", p)
+				if exists(filepath.Join(root, p)) != tc.kept {
+					t.Errorf("%s: exists %v, want %v", p, !tc.kept, tc.kept)
 				}
 			}
 			if !exists(filepath.Join(root, "memory/kubepods/podu2")) {
@@ -360,7 +431,7 @@ func TestRemovePodCgroups(t *testing.T) {
 	}
 	// A cgroup that is not empty (a file stands for a process here).
 	m, _ := newTestManager(t)
-	writeFile(t, filepath.Join(m.cgroupRoot, "memory/kubepods/podu1/cgroup.procs"), "42")
+	writeFile(t, filepath.Join(m.cgroupFS, "memory/kubepods/podu1/cgroup.procs"), "42")
 	if err := m.RemovePodCgroups("u1"); err == nil {
 		t.Error("a cgroup that could not be removed gave no error")
 	}

@@ -12,9 +12,13 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
 var testTime = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -25,6 +29,7 @@ type fakeMounter struct {
 	mu         sync.Mutex
 	table      map[string]string // path -> fs type
 	options    map[string][]string
+	unmounted  []string // in order
 	unmountErr error
 }
 
@@ -53,6 +58,9 @@ func (f *fakeMounter) unmount(target string) error {
 	if f.unmountErr != nil {
 		return f.unmountErr
 	}
+	if _, ok := f.table[target]; ok {
+		f.unmounted = append(f.unmounted, target)
+	}
 	delete(f.table, target)
 	return nil
 }
@@ -80,21 +88,47 @@ func newTestManager(t *testing.T) (*Manager, *fakeMounter) {
 	return m, fm
 }
 
+// testNode is the node of the tests: 2 CPUs and 1Gi of memory allocatable,
+// kubelet's default cgroup root, its directories under a new temporary
+// directory.
+func testNode(t *testing.T) podconfig.Node {
+	t.Helper()
+	return podconfig.Node{
+		Name:       "node1",
+		IPs:        []string{"192.168.1.5"},
+		RootDir:    filepath.Join(t.TempDir(), "kubelet"),
+		PodLogsDir: filepath.Join(t.TempDir(), "pods"),
+		Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("2"),
+			corev1.ResourceMemory: resource.MustParse("1Gi"),
+		},
+		CgroupRoot:    "/kubepods",
+		ClusterDomain: "cluster.local",
+	}
+}
+
 // newRealTestManager is a Manager on a new root directory that mounts for
-// real; its mounts are undone when the test ends.
+// real; its mounts are undone when the test ends. The node's hosts file is
+// a test file.
 func newRealTestManager(t *testing.T) *Manager {
 	t.Helper()
-	root := t.TempDir()
-	cg := t.TempDir()
+	return newNodeTestManager(t, testNode(t))
+}
+
+func newNodeTestManager(t *testing.T, node podconfig.Node) *Manager {
+	t.Helper()
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	writeFile(t, hosts, "127.0.0.1 localhost\n192.168.1.5 node1\n")
 	m, err := New(Config{
-		RootDir:               filepath.Join(root, "kubelet"),
-		CgroupRoot:            cg,
-		NodeAllocatableMemory: 1 << 30,
-		Clock:                 clocktesting.NewFakePassiveClock(testTime),
+		Node:          node,
+		CgroupFS:      t.TempDir(),
+		NodeHostsFile: hosts,
+		Clock:         clocktesting.NewFakePassiveClock(testTime),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	root := m.Layout().RootDir
 	t.Cleanup(func() {
 		// Leave no mount behind, whatever the test did.
 		mps, _ := sysMounter{}.mounts(root)
@@ -126,8 +160,9 @@ func testPod(uid string, vols ...corev1.Volume) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID(uid)},
 		Spec: corev1.PodSpec{
-			Volumes:    vols,
-			Containers: []corev1.Container{{Name: "c"}},
+			Volumes:            vols,
+			Containers:         []corev1.Container{{Name: "c"}},
+			EnableServiceLinks: ptr.To(true), // defaulted, as podconfig wants it
 		},
 	}
 	for _, v := range vols {

@@ -1,16 +1,19 @@
 // Package podfs keeps the host side of the pods the agent runs itself, as
 // kubelet keeps it for static pods: the pod directory under kubelet's
-// --root-dir layout, its volumes (emptyDir, hostPath, downwardAPI and
-// projected downwardAPI), the small files kubelet writes for a pod
-// (etc-hosts, termination message files), safe subPaths, the agent's
-// record that a pod directory is its own, and the cleanup of all that,
-// of the pod's log directory and of its cgroups.
+// --root-dir layout (podconfig.Layout), its volumes (emptyDir, hostPath,
+// downwardAPI and projected downwardAPI), what a container's start needs
+// from the host (subPath bind mounts, the etc-hosts file, termination
+// message files, env files), the agent's record that a pod directory is
+// its own, and the cleanup of all that, of the pod's log directory and of
+// its cgroups. It also learns the node as kubelet does (DiscoverNode).
 //
 // It follows kubelet v1.36.3: the volume manager and the volume plugins
-// (pkg/volume/...), makePodDataDirs, ensureHostsFile and the orphaned pod
-// cleanup (kubelet_volumes.go); each function names what it follows. It
-// decides nothing about what a Pod means (field values, resources, CRI
-// configs): those come from the caller.
+// (pkg/volume/...), makePodDataDirs, GenerateRunContainerOptions'
+// makeMounts and ensureHostsFile, the subpather and the orphaned pod
+// cleanup (kubelet_volumes.go); each function names what it follows. What
+// a Pod means (field values, resources, paths, CRI configs) it takes from
+// pkg/podconfig, so that the host side and the configs state each of
+// kubelet's rules once.
 //
 // Every operation can be repeated: a pod directory left half made or half
 // removed (the agent killed mid-way) is finished by calling the same
@@ -24,23 +27,30 @@ import (
 	"path/filepath"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
+
+// DefaultNodeHostsFile is the node's hosts file, the base of a host-network
+// pod's /etc/hosts (kubelet's etcHostsPath).
+const DefaultNodeHostsFile = "/etc/hosts"
 
 // Config is what a Manager needs to know of the node.
 type Config struct {
-	// RootDir is kubelet's --root-dir (/var/lib/kubelet by default): pod
-	// directories are made under <RootDir>/pods. Created 0750 when missing
-	// (kubelet's setupDataDirs).
-	RootDir string
-	// CgroupRoot is where the cgroup filesystems are mounted, for
+	// Node is the node as kubelet knows it (DiscoverNode): its Layout()
+	// places the pod directories (RootDir is created 0750 when missing,
+	// kubelet's setupDataDirs), the pods' logs and the bind targets of
+	// subPaths; its Allocatable memory bounds a memory-backed volume; its
+	// Allocatable feeds downwardAPI resourceFieldRefs; its CgroupRoot and
+	// CgroupDriver name the pod cgroups RemovePodCgroups removes.
+	Node podconfig.Node
+	// CgroupFS is where the cgroup file systems are mounted, for
 	// RemovePodCgroups; "" is /sys/fs/cgroup.
-	CgroupRoot string
-	// NodeAllocatableMemory is the node's allocatable memory in bytes:
-	// kubelet's default size of a memory-backed volume (a tmpfs); 0 leaves
-	// a tmpfs at the kernel's default (half the RAM) unless the pod or the
-	// volume gives a limit.
-	NodeAllocatableMemory int64
+	CgroupFS string
+	// NodeHostsFile is the node's hosts file; "" is /etc/hosts.
+	NodeHostsFile string
 	// Clock stamps ownership records and the atomic writer's directories;
 	// nil is the real clock.
 	Clock clock.PassiveClock
@@ -50,11 +60,12 @@ type Config struct {
 // root directory. Its methods are safe for concurrent use: they run one at
 // a time.
 type Manager struct {
-	layout      Layout
-	cgroupRoot  string
-	allocatable int64
-	clock       clock.PassiveClock
-	mnt         mounter
+	node      podconfig.Node
+	layout    podconfig.Layout
+	cgroupFS  string
+	hostsFile string
+	clock     clock.PassiveClock
+	mnt       mounter
 
 	mu sync.Mutex
 }
@@ -62,17 +73,14 @@ type Manager struct {
 // New returns a Manager for cfg, creating the root directory when missing.
 // The root's path is resolved once (symbolic links in it are the
 // operator's choice), so that the paths the Manager gives out are the ones
-// the kernel lists as mount points.
+// the kernel lists as mount points: Node returns cfg.Node with that root,
+// the node to make the pods' configs with (podconfig.Sandbox and
+// Container), so that the configs name the Manager's paths.
 func New(cfg Config) (*Manager, error) {
-	if cfg.RootDir == "" {
-		return nil, errors.New("podfs: no root directory given")
-	}
-	if cfg.NodeAllocatableMemory < 0 {
-		return nil, fmt.Errorf("podfs: node allocatable memory %d is negative", cfg.NodeAllocatableMemory)
-	}
-	root, err := filepath.Abs(cfg.RootDir)
+	node := cfg.Node
+	root, err := filepath.Abs(node.Layout().RootDir)
 	if err != nil {
-		return nil, fmt.Errorf("podfs: root directory %s: %w", cfg.RootDir, err)
+		return nil, fmt.Errorf("podfs: root directory %s: %w", node.RootDir, err)
 	}
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, fmt.Errorf("podfs: root directory: %w", err)
@@ -85,22 +93,35 @@ func New(cfg Config) (*Manager, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("podfs: root directory %s is not a directory", root)
 	}
-	cg := cfg.CgroupRoot
+	node.RootDir = root
+	if mem, ok := node.Allocatable[corev1.ResourceMemory]; ok && mem.Sign() < 0 {
+		return nil, errors.New("podfs: the node's allocatable memory is negative")
+	}
+	cg := cfg.CgroupFS
 	if cg == "" {
 		cg = "/sys/fs/cgroup"
+	}
+	hosts := cfg.NodeHostsFile
+	if hosts == "" {
+		hosts = DefaultNodeHostsFile
 	}
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	return &Manager{
-		layout:      Layout{Root: root},
-		cgroupRoot:  cg,
-		allocatable: cfg.NodeAllocatableMemory,
-		clock:       clk,
-		mnt:         sysMounter{},
+		node:      node,
+		layout:    node.Layout(),
+		cgroupFS:  cg,
+		hostsFile: hosts,
+		clock:     clk,
+		mnt:       sysMounter{},
 	}, nil
 }
 
-// Layout returns the Manager's paths.
-func (m *Manager) Layout() Layout { return m.layout }
+// Node returns the node the Manager works with: its Config's, with the
+// root directory resolved. Give it to podconfig.
+func (m *Manager) Node() podconfig.Node { return m.node }
+
+// Layout returns the Manager's paths, Node().Layout().
+func (m *Manager) Layout() podconfig.Layout { return m.layout }

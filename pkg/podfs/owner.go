@@ -14,22 +14,33 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
 // ErrNotOwned is wrapped by the errors about a pod directory that has no
 // ownership record of the agent's: one the agent did not make (a kubelet's
 // pod on the same root directory), which it never changes or removes.
-var ErrNotOwned = errors.New("not a pod directory of cri-prober's (no " + OwnerFileName + ")")
+var ErrNotOwned = errors.New("not a pod directory of cri-prober's (no " + podconfig.OwnerFileName + ")")
 
 // Owner is the agent's record in a pod directory that the pod is its own,
-// kept in <pod dir>/cri-prober.json.
+// kept in <pod dir>/cri-prober.json (podconfig.Layout.OwnerFile): what the
+// agent needs after a restart to know the pods it had made, to find each
+// one's manifest again and to tear down one whose manifest is gone (its
+// log directory is named by namespace, name and UID).
 type Owner struct {
+	// Namespace, Name and UID are the pod's as it runs (a static pod's
+	// name has the node name suffix): its sandbox's metadata and its log
+	// directory's name (RemoveLogs).
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
 	// Source is where the pod came from: a manifest's path, or
 	// "play:<file>".
-	Source  string    `json:"source"`
+	Source string `json:"source"`
+	// Created is when the agent first recorded the pod: a rewrite of the
+	// record keeps it.
 	Created time.Time `json:"created"`
 }
 
@@ -103,7 +114,7 @@ func (m *Manager) RecordOwner(o Owner) error {
 		return fmt.Errorf("recording the owner of pod %s: removing a leftover %s: %w", o.UID, tmp, err)
 	}
 	if err := unix.Mkdirat(pfd, tmp, 0o750); err != nil {
-		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, &fs.PathError{Op: "mkdir", Path: m.layout.PodDir(tmp), Err: err})
+		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, &fs.PathError{Op: "mkdir", Path: m.layout.PodDir(types.UID(tmp)), Err: err})
 	}
 	if err := m.recordIn(pfd, tmp, data); err != nil {
 		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
@@ -111,7 +122,7 @@ func (m *Manager) RecordOwner(o Owner) error {
 	if err := unix.Renameat2(pfd, tmp, pfd, o.UID, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) { // made meanwhile by another agent? never by this one: m.mu
 			_ = removeAllAt(pfd, tmp, m.layout.PodsDir())
-			return fmt.Errorf("recording the owner of pod %s: %s appeared meanwhile", o.UID, m.layout.PodDir(o.UID))
+			return fmt.Errorf("recording the owner of pod %s: %s appeared meanwhile", o.UID, m.layout.PodDir(types.UID(o.UID)))
 		}
 		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
 	}
@@ -134,7 +145,7 @@ func (m *Manager) recordIn(pfd int, name string, data []byte) error {
 	if err := unix.Fchmod(dfd, 0o750); err != nil {
 		return err
 	}
-	return writeFileAt(dfd, OwnerFileName, data, 0o600)
+	return writeFileAt(dfd, podconfig.OwnerFileName, data, 0o600)
 }
 
 // ReadOwner returns the ownership record of the pod directory of uid. Its
@@ -160,12 +171,12 @@ func (m *Manager) readOwner(uid string) (Owner, error) {
 		return Owner{}, m.podDirError(uid, err)
 	}
 	defer unix.Close(dfd)
-	return readOwnerAt(dfd, m.layout.OwnerFile(uid), uid)
+	return readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid)
 }
 
 func readOwnerAt(dfd int, path, uid string) (Owner, error) {
 	fd, err := openRetry(func() (int, error) {
-		return unix.Openat(dfd, OwnerFileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return unix.Openat(dfd, podconfig.OwnerFileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	})
 	if errors.Is(err, unix.ENOENT) {
 		return Owner{}, fmt.Errorf("%s: %w", path, ErrNotOwned)
@@ -228,11 +239,11 @@ func (m *Manager) Pods() ([]PodDir, error) {
 		}
 		pd := PodDir{UID: uid}
 		if err != nil {
-			pd.Err = &fs.PathError{Op: "open", Path: m.layout.PodDir(uid), Err: err}
+			pd.Err = &fs.PathError{Op: "open", Path: m.layout.PodDir(types.UID(uid)), Err: err}
 			out = append(out, pd)
 			continue
 		}
-		o, err := readOwnerAt(dfd, m.layout.OwnerFile(uid), uid)
+		o, err := readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid)
 		unix.Close(dfd)
 		switch {
 		case err == nil:
@@ -261,7 +272,7 @@ func (m *Manager) openPods() (*os.File, error) {
 
 // podDirError says why the pod directory name could not be opened.
 func (m *Manager) podDirError(name string, err error) error {
-	path := m.layout.PodDir(name)
+	path := m.layout.PodDir(types.UID(name))
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 		return fmt.Errorf("%s is not a directory (a symbolic link?): refused", path)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
 func TestRecordOwnerNewPodDir(t *testing.T) {
@@ -109,7 +111,7 @@ func TestReadOwnerErrors(t *testing.T) {
 	}
 	// A pod dir that is a link: refused, not followed.
 	target := t.TempDir()
-	writeFile(t, filepath.Join(target, OwnerFileName), `{"uid":"link"}`)
+	writeFile(t, filepath.Join(target, podconfig.OwnerFileName), `{"uid":"link"}`)
 	if err := os.Symlink(target, m.Layout().PodDir("link")); err != nil {
 		t.Fatal(err)
 	}

@@ -7,20 +7,24 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
-// SubPathError is the failure to make or check a subPath inside its
-// volume. Its text is the detail, for the agent's log; kubelet tells the
-// pod's owner only Message's text, which does not describe the host's
-// files.
+// SubPathError is the failure to make, check or bind-mount a subPath
+// inside its volume. Its text is the detail, for the agent's log; kubelet
+// tells the pod's owner only Message's text, which does not describe the
+// host's files: PrepareContainer returns a *podconfig.ConfigError of that
+// text wrapping the SubPathError.
 type SubPathError struct {
 	// Create: making the missing directory failed (SafeMakeDir); else
-	// the path was refused or could not be opened (PrepareSafeSubpath).
+	// the path was refused, could not be opened or mounted
+	// (PrepareSafeSubpath).
 	Create bool
 	Err    error
 }
@@ -37,49 +41,24 @@ func (e *SubPathError) Message(volumeMount, container string) string {
 	return fmt.Sprintf("failed to prepare subPath for volumeMount %q of container %q", volumeMount, container)
 }
 
-// SubPath returns the host path of subPath inside the volume at
-// volumeHostPath, as kubelet's makeMounts prepares a volumeMount's
-// subPath (after subPathExpr's expansion, which is the caller's): an
-// absolute subPath or one with ".." is refused with kubelet's texts; a
-// missing one is made a directory with the volume's mode, one component
-// at a time without following a link (subpath.SafeMakeDir); and the path,
-// links resolved, must stay in the volume and be opened without meeting a
-// link (subpath's safeOpenSubPath): a link out of the volume (to /etc) is
-// refused with a *SubPathError. Links inside the volume are allowed, as by
-// kubelet. The path returned has its links resolved.
-//
-// The check is made once: a container that can write in the volume could
-// swap a directory of the path for a link before the runtime mounts it.
-// BindSubPath closes that gap as kubelet does; use it for a volume a
-// container can write to.
-func SubPath(volumeHostPath, subPath string) (string, error) {
-	if subPath == "" {
-		return volumeHostPath, nil
-	}
-	if filepath.IsAbs(subPath) {
-		return "", fmt.Errorf("error SubPath `%s` must not be an absolute path", subPath)
-	}
-	if slices.Contains(strings.Split(subPath, "/"), "..") {
-		return "", fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", subPath)
-	}
+// prepareSubPath is kubelet's makeMounts for a subPath (checked already:
+// podconfig's SubPathMounts) before the bind mount: a missing subPath is
+// made a directory with the volume's mode, one component at a time
+// without following a link (subpath.SafeMakeDir), so that the runtime
+// does not make it 0755 root's, not writable by the pod's user; a
+// *SubPathError with Create when that fails.
+func prepareSubPath(volumeHostPath, subPath string) error {
 	path := filepath.Join(volumeHostPath, subPath)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		// Made now with the volume's mode: if the runtime made it, it
-		// would be 0755 root's, not writable by the pod's user.
 		fi, err := os.Stat(volumeHostPath)
 		if err != nil {
-			return "", err
+			return &SubPathError{Err: err}
 		}
 		if err := safeMakeDir(subPath, volumeHostPath, fi.Mode()); err != nil {
-			return "", &SubPathError{Create: true, Err: err}
+			return &SubPathError{Create: true, Err: err}
 		}
 	}
-	resolved, fd, err := openSubPath(path, volumeHostPath)
-	if err != nil {
-		return "", &SubPathError{Err: err}
-	}
-	unix.Close(fd)
-	return resolved, nil
+	return nil
 }
 
 // openSubPath is the first half of kubelet's doBindSubPath: both paths'
@@ -104,43 +83,29 @@ func openSubPath(path, volumePath string) (string, int, error) {
 	return realPath, fd, nil
 }
 
-// BindSubPath is SubPath made safe against a container that can write in
-// the volume, as kubelet's PrepareSafeSubpath: the path opened without
-// following a link is bind-mounted, through the agent's descriptor of it
-// (/proc/<pid>/fd/<n>), onto
-// <pod>/volume-subpaths/<volume>/<container>/<index>, which is what the
-// runtime mounts: whatever the container does to the path afterwards, the
-// mount is of what was checked. index is the volumeMount's position in the
-// container's volumeMounts. A mount already there of the same file is
-// kept (a restarted container); one of another file is replaced. TearDown
-// unmounts them. Errors are SubPath's.
-func (m *Manager) BindSubPath(ctx context.Context, uid, volume, container string, index int, volumeHostPath, subPath string) (string, error) {
-	for _, e := range [][2]string{{"pod UID", uid}, {"volume name", volume}, {"container name", container}} {
-		if err := checkElem(e[0], e[1]); err != nil {
-			return "", err
-		}
-	}
-	if index < 0 {
-		return "", fmt.Errorf("volumeMount index %d is negative", index)
-	}
-	path, err := SubPath(volumeHostPath, subPath)
-	if err != nil {
-		return "", err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, err := m.readOwner(uid); err != nil {
-		return "", err
-	}
+// bindSubPath is kubelet's subpather.PrepareSafeSubpath (doBindSubPath)
+// for the subPath sp of container in the pod uid, with m.mu held: the
+// path, its links resolved, must be in the volume and is opened without
+// meeting a link (a link out of the volume, to /etc, is refused), and
+// what was opened is bind-mounted, through the agent's descriptor of it
+// (/proc/<pid>/fd/<n>), onto Layout.SubPathBindTarget, which is what the
+// runtime mounts: whatever a container that can write in the volume does
+// to the path afterwards, the mount is of what was checked. A mount
+// already there of the same file is kept (a restarted container); one of
+// another file is replaced. TearDown unmounts them (CleanSubPaths).
+// Errors are *SubPathError.
+func (m *Manager) bindSubPath(ctx context.Context, uid types.UID, container string, sp podconfig.SubPathMount) (string, error) {
 	logger := klog.FromContext(ctx)
-
-	resolved, fd, err := openSubPath(path, volumeHostPath)
+	if err := prepareSubPath(sp.VolumeHostPath, sp.SubPath); err != nil {
+		return "", err
+	}
+	resolved, fd, err := openSubPath(filepath.Join(sp.VolumeHostPath, sp.SubPath), sp.VolumeHostPath)
 	if err != nil {
 		return "", &SubPathError{Err: err}
 	}
 	defer unix.Close(fd)
 
-	target := m.layout.SubPathTarget(uid, volume, container, index)
+	target := m.layout.SubPathBindTarget(uid, sp.Volume, container, sp.Index)
 	mps, err := m.mnt.mounts(target)
 	if err != nil {
 		return "", &SubPathError{Err: err}

@@ -13,44 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
-
-// Volume is what a container's mount of a pod volume needs from the host:
-// kubelet's volume.Mounter's GetPath and GetAttributes, as makeMounts uses
-// them for the CRI Mount.
-type Volume struct {
-	// HostPath is the volume's path on the host.
-	HostPath string
-	// ReadOnly: every mount of the volume is read-only, whatever the
-	// volumeMount says (downwardAPI and projected volumes).
-	ReadOnly bool
-	// SELinuxRelabel: the runtime relabels the volume for the container
-	// (the volumes kubelet manages: emptyDir, downwardAPI, projected; not
-	// hostPath).
-	SELinuxRelabel bool
-}
-
-// FieldValuer returns the value of a downwardAPI fieldRef's fieldPath for
-// the pod (kubelet: fieldpath.ExtractFieldPathAsString).
-type FieldValuer func(fieldPath string) (string, error)
-
-// ResourceValuer returns the value of a downwardAPI resourceFieldRef
-// (kubelet: resource.ExtractResourceValueByContainerNameAndNodeAllocatable,
-// with its container name and divisor).
-type ResourceValuer func(ref corev1.ResourceFieldSelector) (string, error)
-
-// PodValues is what SetUp takes from the one who knows the Pod's rules
-// (the agent's pod config): the downwardAPI values, and the pod's memory
-// limit.
-type PodValues struct {
-	Field    FieldValuer
-	Resource ResourceValuer
-	// MemoryLimit is the pod's memory limit in bytes, as kubelet sets it
-	// on the pod's cgroup (cm.ResourceConfigForPod), 0 when it has none.
-	// A memory-backed volume is no larger (calculateEmptyDirMemorySize).
-	MemoryLimit int64
-}
 
 // FailedMountReason is the reason of the event kubelet records for a
 // MountError.
@@ -96,22 +63,27 @@ func (e *SetUpError) Unwrap() []error {
 const tmpfsNoswap = "noswap" // swap.TmpfsNoswapOption
 
 // SetUp makes the pod's volumes on the host and returns each by name, as
-// kubelet's volume manager does before the pod's containers start (each
-// volume plugin's SetUp; makePodDataDirs before). It may be called again
-// at any time: what is made is kept (an emptyDir's files, a mounted
-// tmpfs), what is missing is made, downwardAPI files are brought up to
-// date. Each volume is set up on its own: the ones that failed are in the
-// *SetUpError returned with the others.
+// podconfig.ContainerInput takes them, as kubelet's volume manager does
+// before the pod's containers start (each volume plugin's SetUp;
+// makePodDataDirs before). It may be called again at any time: what is
+// made is kept (an emptyDir's files, a mounted tmpfs), what is missing is
+// made, downwardAPI files are brought up to date. Each volume is set up on
+// its own: the ones that failed are in the *SetUpError returned with the
+// others.
+//
+// pod is the pod as podconfig gets it (defaulted, its static identity
+// applied): downwardAPI files read its metadata (podconfig's
+// ExtractFieldPath) and resources (ResourceValue, over the node's
+// allocatable), and a memory-backed volume is bounded by its memory limit
+// (podconfig's PodMemoryLimit), as kubelet's plugins do.
 //
 // The pod directory must have the agent's record (RecordOwner first).
 // Volume kinds: emptyDir (medium "" or Memory), hostPath, downwardAPI,
 // projected with downwardAPI sources only (what a static pod may use
 // without an API server). An image volume is the runtime's (a CRI Mount
-// with an image) and is left out of the result. Any other kind fails.
-//
-// vals' functions are called with the Manager's lock held: they must not
-// call the Manager.
-func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod, vals PodValues) (map[string]Volume, error) {
+// with an image: the caller adds podconfig.Volume{Image: ...}) and is left
+// out of the result. Any other kind fails.
+func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (map[string]podconfig.Volume, error) {
 	if pod == nil {
 		return nil, errors.New("podfs: SetUp of a nil pod")
 	}
@@ -127,18 +99,18 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod, vals PodValues) (m
 		return nil, fmt.Errorf("setting up the volumes of pod %s: %w", uid, err)
 	}
 	// makePodDataDirs
-	for _, dir := range []string{m.layout.VolumesDir(uid), m.layout.PluginsDir(uid)} {
+	for _, dir := range []string{m.layout.VolumesDir(pod.UID), m.layout.PluginsDir(pod.UID)} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("setting up the volumes of pod %s: %w", uid, err)
 		}
 	}
-	mps, err := m.mnt.mounts(m.layout.PodDir(uid))
+	mps, err := m.mnt.mounts(m.layout.PodDir(pod.UID))
 	if err != nil {
 		return nil, fmt.Errorf("setting up the volumes of pod %s: %w", uid, err)
 	}
 
-	s := setup{m: m, logger: logger, pod: pod, uid: uid, vals: vals, mounts: mps, own: podOwnership(pod)}
-	out := make(map[string]Volume, len(pod.Spec.Volumes))
+	s := setup{m: m, logger: logger, pod: pod, mounts: mps, own: podOwnership(pod)}
+	out := make(map[string]podconfig.Volume, len(pod.Spec.Volumes))
 	var failed []*MountError
 	for i := range pod.Spec.Volumes {
 		if err := ctx.Err(); err != nil {
@@ -168,47 +140,42 @@ type setup struct {
 	m      *Manager
 	logger klog.Logger
 	pod    *corev1.Pod
-	uid    string
-	vals   PodValues
 	mounts []mountPoint
 	own    ownership
 }
 
-func (s *setup) volume(v *corev1.Volume) (Volume, error) {
+// volume sets up v where podconfig's VolumeFor places it, with the
+// attributes it gives (kubelet's plugins' GetPath and GetAttributes).
+func (s *setup) volume(v *corev1.Volume) (podconfig.Volume, error) {
 	if err := checkElem("volume name", v.Name); err != nil {
-		return Volume{}, err
+		return podconfig.Volume{}, err
 	}
+	vol, _ := podconfig.VolumeFor(s.pod, v, s.m.node)
 	switch {
 	case v.HostPath != nil:
-		path, err := setUpHostPath(v.HostPath)
-		// hostPathMounter.GetAttributes: not managed, no relabel.
-		return Volume{HostPath: path}, err
+		return vol, setUpHostPath(v.HostPath)
 	case v.EmptyDir != nil:
-		dir := s.m.layout.EmptyDir(s.uid, v.Name)
-		err := s.emptyDir(v.Name, dir, v.EmptyDir.Medium, v.EmptyDir.SizeLimit)
-		return Volume{HostPath: dir, SELinuxRelabel: true}, err
+		return vol, s.emptyDir(v.Name, vol.HostPath, v.EmptyDir.Medium, v.EmptyDir.SizeLimit)
 	case v.DownwardAPI != nil:
 		payload, err := s.downwardAPIData(v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, corev1.DownwardAPIVolumeSourceDefaultMode)
 		if err != nil {
-			return Volume{}, err
+			return podconfig.Volume{}, err
 		}
-		dir := s.m.layout.DownwardAPIDir(s.uid, v.Name)
-		return Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}, s.apiVolume(v.Name, dir, payload)
+		return vol, s.apiVolume(v.Name, vol.HostPath, payload)
 	case v.Projected != nil:
 		payload, err := s.projectedData(v.Projected)
 		if err != nil {
-			return Volume{}, err
+			return podconfig.Volume{}, err
 		}
-		dir := s.m.layout.ProjectedDir(s.uid, v.Name)
-		return Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}, s.apiVolume(v.Name, dir, payload)
+		return vol, s.apiVolume(v.Name, vol.HostPath, payload)
 	default:
-		return Volume{}, fmt.Errorf("%s volumes are not supported in a pod cri-prober runs: a static pod may use emptyDir, hostPath, downwardAPI, projected (downwardAPI sources) and image volumes", volumeKind(v))
+		return podconfig.Volume{}, fmt.Errorf("%s volumes are not supported in a pod cri-prober runs: a static pod may use emptyDir, hostPath, downwardAPI, projected (downwardAPI sources) and image volumes", volumeKind(v))
 	}
 }
 
 // emptyDir is emptyDir.SetUpAt for the volume name at dir.
 func (s *setup) emptyDir(name, dir string, medium corev1.StorageMedium, sizeLimit *resource.Quantity) error {
-	readyDir := s.m.layout.ReadyDir(s.uid, name)
+	readyDir := s.m.layout.ReadyDir(s.pod.UID, name)
 	if isReady(readyDir) {
 		switch medium {
 		case corev1.StorageMediumMemory:
@@ -237,7 +204,7 @@ func (s *setup) emptyDir(name, dir string, medium corev1.StorageMedium, sizeLimi
 	case medium == corev1.StorageMediumMemory:
 		// Memory: the tmpfs' size enforces the limit (writes fail with
 		// ENOSPC), as under kubelet.
-		err = s.setupTmpfs(dir, s.m.memorySize(sizeLimit, s.vals.MemoryLimit))
+		err = s.setupTmpfs(dir, s.m.memorySize(sizeLimit, podconfig.PodMemoryLimit(s.pod)))
 	case medium == corev1.StorageMediumHugePages || strings.HasPrefix(string(medium), string(corev1.StorageMediumHugePagesPrefix)):
 		err = fmt.Errorf("emptyDir medium %q: hugepages volumes are not supported by cri-prober", medium)
 	default:
@@ -277,20 +244,20 @@ func (s *setup) setupTmpfs(dir string, size int64) error {
 }
 
 // memorySize is calculateEmptyDirMemorySize: the node's allocatable
-// memory, or the pod's memory limit when smaller, or the volume's
-// sizeLimit when smaller still. An unknown allocatable (0) bounds nothing
-// (kubelet always knows it).
+// memory, or the pod's memory limit (podconfig's PodMemoryLimit, kubelet's
+// pod cgroup limit) when positive and no larger, or the volume's sizeLimit
+// when positive and no larger still. Kubelet always knows its node's
+// allocatable memory; a Node without one (0) makes the size 0 as it would
+// in kubelet: no size option, the kernel's default of half the RAM.
 func (m *Manager) memorySize(sizeLimit *resource.Quantity, podLimit int64) int64 {
-	size := m.allocatable
-	if podLimit > 0 && (size == 0 || podLimit <= size) {
-		size = podLimit
+	size := m.node.Allocatable.Memory().DeepCopy()
+	if pl := resource.NewQuantity(podLimit, resource.BinarySI); pl.Sign() > 0 && pl.Cmp(size) <= 0 {
+		size = *pl
 	}
-	if sizeLimit != nil {
-		if v := sizeLimit.Value(); v > 0 && (size == 0 || v <= size) {
-			size = v
-		}
+	if sizeLimit != nil && sizeLimit.Sign() > 0 && sizeLimit.Cmp(size) <= 0 {
+		size = sizeLimit.DeepCopy()
 	}
-	return size
+	return size.Value()
 }
 
 // setupDir is emptyDir.setupDir: the directory, 0777 whatever the umask.
@@ -309,11 +276,14 @@ func setupDir(dir string) error {
 	return nil
 }
 
+// readyFile is volume/util's readyFileName.
+const readyFile = "ready"
+
 // isReady and setReady are volume/util's IsReady and SetReady: the
 // "ready" file kubelet leaves in a volume's plugin directory once it is
 // set up.
 func isReady(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, readyFileName))
+	fi, err := os.Stat(filepath.Join(dir, readyFile))
 	return err == nil && fi.Mode().IsRegular()
 }
 
@@ -321,7 +291,7 @@ func setReady(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, readyFileName))
+	f, err := os.Create(filepath.Join(dir, readyFile))
 	if err != nil {
 		return err
 	}
@@ -360,7 +330,7 @@ func (s *setup) apiVolume(name, dir string, payload map[string]fileProjection) (
 // tearDownWrapped is emptyDir.TearDownAt of a wrapped volume: its ready
 // file, the tmpfs, the directory.
 func (s *setup) tearDownWrapped(wrapped, dir string) error {
-	if err := os.RemoveAll(s.m.layout.ReadyDir(s.uid, wrapped)); err != nil {
+	if err := os.RemoveAll(s.m.layout.ReadyDir(s.pod.UID, wrapped)); err != nil {
 		return err
 	}
 	if err := s.m.mnt.unmount(dir); err != nil {
@@ -370,9 +340,11 @@ func (s *setup) tearDownWrapped(wrapped, dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// downwardAPIData is downwardapi.CollectData, with the values from the
-// caller. A nil defaultMode is the API's default (the manifest was not
-// defaulted: kubelet's would have been).
+// downwardAPIData is downwardapi.CollectData: a fieldRef's value is
+// podconfig's ExtractFieldPath of the pod, a resourceFieldRef's its
+// ResourceValue over the node's allocatable, and the errors of all items
+// are aggregated. A nil defaultMode is the API's default (the manifest was
+// not defaulted: kubelet's would have been).
 func (s *setup) downwardAPIData(items []corev1.DownwardAPIVolumeFile, defaultMode *int32, apiDefault int32) (map[string]fileProjection, error) {
 	mode := apiDefault
 	if defaultMode != nil {
@@ -387,17 +359,13 @@ func (s *setup) downwardAPIData(items []corev1.DownwardAPIVolumeFile, defaultMod
 		}
 		switch {
 		case item.FieldRef != nil:
-			if s.vals.Field == nil {
-				errs = append(errs, fmt.Errorf("no value for field %s: no field valuer given", item.FieldRef.FieldPath))
-			} else if v, err := s.vals.Field(item.FieldRef.FieldPath); err != nil {
+			if v, err := podconfig.ExtractFieldPath(s.pod, item.FieldRef.FieldPath); err != nil {
 				errs = append(errs, err)
 			} else {
 				fp.data = []byte(v)
 			}
 		case item.ResourceFieldRef != nil:
-			if s.vals.Resource == nil {
-				errs = append(errs, fmt.Errorf("no value for resource %s: no resource valuer given", item.ResourceFieldRef.Resource))
-			} else if v, err := s.vals.Resource(*item.ResourceFieldRef); err != nil {
+			if v, err := podconfig.ResourceValue(item.ResourceFieldRef, s.pod, s.m.node.Allocatable); err != nil {
 				errs = append(errs, err)
 			} else {
 				fp.data = []byte(v)
@@ -405,7 +373,7 @@ func (s *setup) downwardAPIData(items []corev1.DownwardAPIVolumeFile, defaultMod
 		}
 		data[filepath.Clean(item.Path)] = fp
 	}
-	return data, aggregate(errs)
+	return data, utilerrors.NewAggregate(errs)
 }
 
 // projectedData is projectedVolumeMounter.collectData for the sources a
@@ -428,39 +396,23 @@ func (s *setup) projectedData(src *corev1.ProjectedVolumeSource) (map[string]fil
 			payload[k] = v
 		}
 	}
-	return payload, aggregate(errs)
-}
-
-// aggregate reads like apimachinery's utilerrors.NewAggregate: one error
-// alone, several as [a, b].
-func aggregate(errs []error) error {
-	switch len(errs) {
-	case 0:
-		return nil
-	case 1:
-		return errs[0]
-	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	return fmt.Errorf("[%s]", strings.Join(msgs, ", "))
+	return payload, utilerrors.NewAggregate(errs)
 }
 
 // setUpHostPath is hostPathMounter.SetUp: no ".." in the path, then the
-// type check; it returns the path.
-func setUpHostPath(src *corev1.HostPathVolumeSource) (string, error) {
-	if slices.Contains(strings.Split(src.Path, "/"), "..") {
-		return "", fmt.Errorf("invalid HostPath `%s`: must not contain '..'", src.Path)
+// type check.
+func setUpHostPath(src *corev1.HostPathVolumeSource) error {
+	if err := podconfig.ValidatePathNoBacksteps(src.Path); err != nil {
+		return fmt.Errorf("invalid HostPath `%s`: %v", src.Path, err)
 	}
 	t := corev1.HostPathUnset
 	if src.Type != nil {
 		t = *src.Type
 	}
 	if t == corev1.HostPathUnset {
-		return src.Path, nil
+		return nil
 	}
-	return src.Path, checkHostPathType(src.Path, t)
+	return checkHostPathType(src.Path, t)
 }
 
 // checkHostPathType is host_path.go's checkTypeInternal with its texts.

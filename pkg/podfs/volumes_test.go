@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
 func hostPathVol(name, path string, t corev1.HostPathType) corev1.Volume {
@@ -71,12 +73,12 @@ func TestHostPathTypes(t *testing.T) {
 			}
 			m, _ := newTestManager(t)
 			owned(t, m, "u1")
-			vols, err := m.SetUp(context.Background(), testPod("u1", hostPathVol("h", tc.path, tc.typ)), PodValues{})
+			vols, err := m.SetUp(context.Background(), testPod("u1", hostPathVol("h", tc.path, tc.typ)))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := vols["h"]; got != (Volume{HostPath: tc.path}) {
+				if got := vols["h"]; got != (podconfig.Volume{HostPath: tc.path}) {
 					t.Errorf("volume %+v, want the path, read-write, no relabel", got)
 				}
 				return
@@ -105,7 +107,7 @@ func TestHostPathCreateModes(t *testing.T) {
 	pod := testPod("u1",
 		hostPathVol("d", newDir, corev1.HostPathDirectoryOrCreate),
 		hostPathVol("f", newFile, corev1.HostPathFileOrCreate))
-	if _, err := m.SetUp(context.Background(), pod, PodValues{}); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	um := umask(t)
@@ -119,7 +121,7 @@ func TestHostPathCreateModes(t *testing.T) {
 	}
 	// Again: existing ones pass, nothing changes.
 	writeFile(t, newFile, "kept")
-	if _, err := m.SetUp(context.Background(), pod, PodValues{}); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(newFile); string(data) != "kept" {
@@ -131,12 +133,12 @@ func TestEmptyDirIdempotent(t *testing.T) {
 	m, fm := newTestManager(t)
 	owned(t, m, "u1")
 	pod := testPod("u1", corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	vols, err := m.SetUp(context.Background(), pod, PodValues{})
+	vols, err := m.SetUp(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := m.Layout().EmptyDir("u1", "cache")
-	if got := vols["cache"]; got != (Volume{HostPath: dir, SELinuxRelabel: true}) {
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "cache")
+	if got := vols["cache"]; got != (podconfig.Volume{HostPath: dir, SELinuxRelabel: true}) {
 		t.Errorf("volume %+v", got)
 	}
 	if got := mode(t, dir); got != fs.ModeDir|0o777 {
@@ -151,7 +153,7 @@ func TestEmptyDirIdempotent(t *testing.T) {
 		t.Error("no ready file")
 	}
 	writeFile(t, filepath.Join(dir, "data"), "kept")
-	vols2, err := m.SetUp(context.Background(), pod, PodValues{})
+	vols2, err := m.SetUp(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestEmptyDirIdempotent(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.SetUp(context.Background(), pod, PodValues{}); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	if got := mode(t, dir); got != fs.ModeDir|0o777 {
@@ -176,33 +178,63 @@ func TestEmptyDirIdempotent(t *testing.T) {
 	}
 }
 
+// Rows of kubelet's TestCalculateEmptyDirMemorySize, and the pod limits
+// of cm.ResourceConfigForPod that bound a memory-backed volume.
 func TestEmptyDirMemorySize(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	limits := func(mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	requests := func(mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
 	for _, tc := range []struct {
 		name        string
-		allocatable int64
-		podLimit    int64
+		allocatable *resource.Quantity
+		resources   []corev1.ResourceRequirements // one per container
 		sizeLimit   *resource.Quantity
 		want        []string
 	}{
-		{"allocatable", 1 << 30, 0, nil, []string{"size=1073741824", "noswap"}},
-		{"pod limit", 1 << 30, 256 << 20, nil, []string{"size=268435456", "noswap"}},
-		{"pod limit over allocatable", 1 << 30, 2 << 30, nil, []string{"size=1073741824", "noswap"}},
-		{"sizeLimit", 1 << 30, 256 << 20, q("64Mi"), []string{"size=67108864", "noswap"}},
-		{"sizeLimit over pod limit", 1 << 30, 256 << 20, q("512Mi"), []string{"size=268435456", "noswap"}},
-		{"zero sizeLimit", 1 << 30, 0, q("0"), []string{"size=1073741824", "noswap"}},
-		{"unknown allocatable", 0, 0, q("10Mi"), []string{"size=10485760", "noswap"}},
-		{"nothing known", 0, 0, nil, []string{"noswap"}},
+		{name: "EmptyDirLocalLimit", allocatable: q("16Gi"), resources: []corev1.ResourceRequirements{limits("10Gi")}, sizeLimit: q("1Gi"),
+			want: []string{"size=1073741824", "noswap"}},
+		{name: "PodLocalLimit", allocatable: q("16Gi"), resources: []corev1.ResourceRequirements{limits("10Gi")}, sizeLimit: q("0"),
+			want: []string{"size=10737418240", "noswap"}},
+		{name: "NodeAllocatableLimit", allocatable: q("16Gi"), resources: []corev1.ResourceRequirements{requests("10Gi")}, sizeLimit: q("0"),
+			want: []string{"size=17179869184", "noswap"}},
+		{name: "pod limit is the sum of its containers'", allocatable: q("1Gi"), resources: []corev1.ResourceRequirements{limits("256Mi"), limits("128Mi")},
+			want: []string{"size=402653184", "noswap"}},
+		{name: "a container without a limit: no pod limit", allocatable: q("1Gi"), resources: []corev1.ResourceRequirements{limits("256Mi"), {}},
+			want: []string{"size=1073741824", "noswap"}},
+		{name: "pod limit over allocatable", allocatable: q("1Gi"), resources: []corev1.ResourceRequirements{limits("2Gi")},
+			want: []string{"size=1073741824", "noswap"}},
+		{name: "sizeLimit over pod limit", allocatable: q("1Gi"), resources: []corev1.ResourceRequirements{limits("256Mi")}, sizeLimit: q("512Mi"),
+			want: []string{"size=268435456", "noswap"}},
+		{name: "sizeLimit equal to the pod limit", allocatable: q("1Gi"), resources: []corev1.ResourceRequirements{limits("256Mi")}, sizeLimit: q("256Mi"),
+			want: []string{"size=268435456", "noswap"}},
+		// Kubelet always knows its allocatable; without one the size is 0
+		// as in calculateEmptyDirMemorySize: no size option at all.
+		{name: "unknown allocatable", resources: []corev1.ResourceRequirements{limits("256Mi")}, sizeLimit: q("10Mi"),
+			want: []string{"noswap"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, fm := newTestManager(t)
-			m.allocatable = tc.allocatable
+			node := testNode(t)
+			delete(node.Allocatable, corev1.ResourceMemory)
+			if tc.allocatable != nil {
+				node.Allocatable[corev1.ResourceMemory] = *tc.allocatable
+			}
+			m := newNodeTestManager(t, node)
+			fm := newFakeMounter()
+			m.mnt = fm
 			owned(t, m, "u1")
 			pod := testPod("u1", corev1.Volume{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tc.sizeLimit}}})
-			if _, err := m.SetUp(context.Background(), pod, PodValues{MemoryLimit: tc.podLimit}); err != nil {
+			pod.Spec.Containers = nil
+			for i, r := range tc.resources {
+				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Resources: r})
+			}
+			if _, err := m.SetUp(context.Background(), pod); err != nil {
 				t.Fatal(err)
 			}
-			dir := m.Layout().EmptyDir("u1", "shm")
+			dir := m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "shm")
 			if fm.table[dir] != "tmpfs" {
 				t.Fatalf("no tmpfs at %s: %v", dir, fm.table)
 			}
@@ -224,7 +256,7 @@ func TestEmptyDirMediumErrors(t *testing.T) {
 		corev1.Volume{Name: "ok", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		corev1.Volume{Name: "img", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "busybox"}}},
 	)
-	vols, err := m.SetUp(context.Background(), pod, PodValues{})
+	vols, err := m.SetUp(context.Background(), pod)
 	var se *SetUpError
 	if !errors.As(err, &se) {
 		t.Fatalf("error %v, want a *SetUpError", err)
@@ -251,13 +283,13 @@ func TestEmptyDirMediumErrors(t *testing.T) {
 func TestSetUpRefusesUnownedPodDir(t *testing.T) {
 	m, _ := newTestManager(t)
 	pod := testPod("u1", corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	if _, err := m.SetUp(context.Background(), pod, PodValues{}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := m.SetUp(context.Background(), pod); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no pod dir: %v", err)
 	}
 	if err := os.MkdirAll(m.Layout().PodDir("u1"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.SetUp(context.Background(), pod, PodValues{}); !errors.Is(err, ErrNotOwned) {
+	if _, err := m.SetUp(context.Background(), pod); !errors.Is(err, ErrNotOwned) {
 		t.Errorf("someone else's pod dir: %v, want ErrNotOwned", err)
 	}
 	if exists(m.Layout().VolumesDir("u1")) {
@@ -269,20 +301,6 @@ func downwardPod(uid string, mode *int32, items ...corev1.DownwardAPIVolumeFile)
 	return testPod(uid, corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: items, DefaultMode: mode}}})
 }
 
-func fields(values map[string]string) PodValues {
-	return PodValues{
-		Field: func(p string) (string, error) {
-			if v, ok := values[p]; ok {
-				return v, nil
-			}
-			return "", fmt.Errorf("unsupported fieldPath: %s", p)
-		},
-		Resource: func(ref corev1.ResourceFieldSelector) (string, error) {
-			return ref.ContainerName + "/" + ref.Resource, nil
-		},
-	}
-}
-
 func TestDownwardAPIAtomicLayout(t *testing.T) {
 	m, fm := newTestManager(t)
 	owned(t, m, "u1")
@@ -291,13 +309,15 @@ func TestDownwardAPIAtomicLayout(t *testing.T) {
 		corev1.DownwardAPIVolumeFile{Path: "meta/name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}, Mode: ptr.To[int32](0o400)},
 		corev1.DownwardAPIVolumeFile{Path: "cpu", ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "c", Resource: "limits.cpu"}},
 	)
-	vals := map[string]string{"metadata.labels": `app="web"`, "metadata.name": "web"}
-	vols, err := m.SetUp(context.Background(), pod, fields(vals))
+	// The values are podconfig's: the pod's labels and name, the cpu
+	// limit the container lacks read from the node's allocatable.
+	pod.Labels = map[string]string{"app": "web"}
+	vols, err := m.SetUp(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := m.Layout().DownwardAPIDir("u1", "info")
-	if got := vols["info"]; got != (Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}) {
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginDownwardAPI, "info")
+	if got := vols["info"]; got != (podconfig.Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}) {
 		t.Errorf("volume %+v", got)
 	}
 	if fm.table[dir] != "tmpfs" || strings.Join(fm.options[dir], ",") != "size=1073741824,noswap" {
@@ -329,7 +349,7 @@ func TestDownwardAPIAtomicLayout(t *testing.T) {
 	}{
 		"labels":    {`app="web"`, 0o644},
 		"meta/name": {"web", 0o400},
-		"cpu":       {"c/limits.cpu", 0o644},
+		"cpu":       {"2", 0o644},
 	} {
 		full := filepath.Join(dir, path)
 		data, err := os.ReadFile(full)
@@ -343,7 +363,7 @@ func TestDownwardAPIAtomicLayout(t *testing.T) {
 	}
 
 	// The same again: nothing rewritten.
-	if _, err := m.SetUp(context.Background(), pod, fields(vals)); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := os.Readlink(filepath.Join(dir, "..data")); again != target {
@@ -352,9 +372,9 @@ func TestDownwardAPIAtomicLayout(t *testing.T) {
 
 	// A change: a new directory, the old one gone, a dropped item's link
 	// gone.
-	vals["metadata.labels"] = `app="web2"`
+	pod.Labels["app"] = "web2"
 	pod.Spec.Volumes[0].DownwardAPI.Items = pod.Spec.Volumes[0].DownwardAPI.Items[:2]
-	if _, err := m.SetUp(context.Background(), pod, fields(vals)); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	next, _ := os.Readlink(filepath.Join(dir, "..data"))
@@ -377,10 +397,10 @@ func TestDownwardAPIModesAndErrors(t *testing.T) {
 	owned(t, m, "u1")
 	pod := downwardPod("u1", ptr.To[int32](0o440),
 		corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
-	if _, err := m.SetUp(context.Background(), pod, fields(map[string]string{"metadata.name": "web"})); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	if got := mode(t, filepath.Join(m.Layout().DownwardAPIDir("u1", "info"), "..data", "name")); got != 0o440 {
+	if got := mode(t, filepath.Join(m.Layout().VolumeDir("u1", podconfig.PluginDownwardAPI, "info"), "..data", "name")); got != 0o440 {
 		t.Errorf("defaultMode not applied: %v", got)
 	}
 
@@ -389,24 +409,26 @@ func TestDownwardAPIModesAndErrors(t *testing.T) {
 		corev1.DownwardAPIVolumeFile{Path: "a", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}},
 		corev1.DownwardAPIVolumeFile{Path: "b", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}})
 	owned(t, m, "u2")
-	_, err := m.SetUp(context.Background(), bad, fields(nil))
+	// A volume file reads the pod's metadata only (ExtractFieldPath), not
+	// the env var's spec and status fields.
+	_, err := m.SetUp(context.Background(), bad)
 	want := `MountVolume.SetUp failed for volume "info" : [unsupported fieldPath: spec.nodeName, unsupported fieldPath: status.podIP]`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}
-	if exists(m.Layout().DownwardAPIDir("u2", "info")) || fm.table[m.Layout().DownwardAPIDir("u2", "info")] != "" {
+	if exists(m.Layout().VolumeDir("u2", podconfig.PluginDownwardAPI, "info")) || fm.table[m.Layout().VolumeDir("u2", podconfig.PluginDownwardAPI, "info")] != "" {
 		t.Error("a volume whose data failed was made")
 	}
 
 	// An item path the atomic writer refuses: the volume is torn down.
 	evil := downwardPod("u3", nil, corev1.DownwardAPIVolumeFile{Path: "..x/y", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
 	owned(t, m, "u3")
-	_, err = m.SetUp(context.Background(), evil, fields(map[string]string{"metadata.name": "web"}))
+	_, err = m.SetUp(context.Background(), evil)
 	want = `MountVolume.SetUp failed for volume "info" : invalid path: must not start with '..': ..x/y`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}
-	dir := m.Layout().DownwardAPIDir("u3", "info")
+	dir := m.Layout().VolumeDir("u3", podconfig.PluginDownwardAPI, "info")
 	if exists(dir) || fm.table[dir] != "" || exists(m.Layout().ReadyDir("u3", "wrapped_info")) {
 		t.Error("a failed volume was left mounted or made")
 	}
@@ -416,11 +438,10 @@ func TestDownwardAPILeftoversOfACrash(t *testing.T) {
 	m, _ := newTestManager(t)
 	owned(t, m, "u1")
 	pod := downwardPod("u1", nil, corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
-	vals := fields(map[string]string{"metadata.name": "web"})
-	if _, err := m.SetUp(context.Background(), pod, vals); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	dir := m.Layout().DownwardAPIDir("u1", "info")
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginDownwardAPI, "info")
 	current, _ := os.Readlink(filepath.Join(dir, "..data"))
 	// A write cut short: a new timestamped dir and ..data_tmp, not renamed.
 	stale := "..2026_01_01_00_00_00.123"
@@ -428,8 +449,8 @@ func TestDownwardAPILeftoversOfACrash(t *testing.T) {
 	if err := os.Symlink(stale, filepath.Join(dir, "..data_tmp")); err != nil {
 		t.Fatal(err)
 	}
-	vals = fields(map[string]string{"metadata.name": "web2"})
-	if _, err := m.SetUp(context.Background(), pod, vals); err != nil {
+	pod.Name = "web2"
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -453,12 +474,12 @@ func TestProjected(t *testing.T) {
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "ns", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
 		},
 	}}})
-	vols, err := m.SetUp(context.Background(), pod, fields(map[string]string{"metadata.name": "web", "metadata.namespace": "ns"}))
+	vols, err := m.SetUp(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := m.Layout().ProjectedDir("u1", "all")
-	if got := vols["all"]; got != (Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}) {
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginProjected, "all")
+	if got := vols["all"]; got != (podconfig.Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}) {
 		t.Errorf("volume %+v", got)
 	}
 	for name, want := range map[string]string{"name": "web", "ns": "ns"} {
@@ -475,7 +496,7 @@ func TestProjected(t *testing.T) {
 		corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}})
 	pod.UID = "u2"
 	owned(t, m, "u2")
-	_, err = m.SetUp(context.Background(), pod, fields(map[string]string{"metadata.name": "web", "metadata.namespace": "ns"}))
+	_, err = m.SetUp(context.Background(), pod)
 	want := `MountVolume.SetUp failed for volume "all" : projected source 2 is serviceAccountToken: only downwardAPI sources are supported in a pod cri-prober runs (the others need an API server)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
@@ -492,10 +513,10 @@ func TestNestedMountpoints(t *testing.T) {
 		{Name: "cache", MountPath: "/etc/info/cache"},
 		{Name: "cache", MountPath: "/etc/info/cache/deeper"},
 	}
-	if _, err := m.SetUp(context.Background(), pod, fields(map[string]string{"metadata.name": "web"})); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	dir := m.Layout().DownwardAPIDir("u1", "info")
+	dir := m.Layout().VolumeDir("u1", podconfig.PluginDownwardAPI, "info")
 	if got := mode(t, filepath.Join(dir, "cache")); !got.IsDir() {
 		t.Errorf("no nested mount point: %v", got)
 	}
@@ -513,7 +534,7 @@ func TestFSGroup(t *testing.T) {
 	pod := downwardPod("u1", ptr.To[int32](0o400), corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](4242)}
-	if _, err := m.SetUp(context.Background(), pod, fields(map[string]string{"metadata.name": "web"})); err != nil {
+	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	check := func(path string, wantMode fs.FileMode) {
@@ -529,10 +550,10 @@ func TestFSGroup(t *testing.T) {
 			t.Errorf("%s mode %v, want %v", path, fi.Mode(), wantMode)
 		}
 	}
-	api := m.Layout().DownwardAPIDir("u1", "info")
+	api := m.Layout().VolumeDir("u1", podconfig.PluginDownwardAPI, "info")
 	ts, _ := os.Readlink(filepath.Join(api, "..data"))
 	check(filepath.Join(api, ts, "name"), 0o440)                  // read-only volume: g+r
 	check(filepath.Join(api, ts), fs.ModeDir|fs.ModeSetgid|0o755) // dirs: setgid, g+x
 	check(filepath.Join(api, "name"), 0)                          // the link: its group only
-	check(m.Layout().EmptyDir("u1", "cache"), fs.ModeDir|fs.ModeSetgid|0o777)
+	check(m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "cache"), fs.ModeDir|fs.ModeSetgid|0o777)
 }
