@@ -37,7 +37,7 @@ allowed() {
     pkg/restart*) echo "pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
-    pkg/agent*) echo "pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     hack/tools*) echo "pkg/cri" ;;
     test/harness*) echo "pkg" ;;
     cmd/*) echo "pkg" ;;

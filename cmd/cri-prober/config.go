@@ -34,6 +34,10 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
 		}
 		f := fs.Lookup(key)
+		if alias, ok := kubeletConfigNames[key]; ok && f == nil {
+			f = fs.Lookup(alias)
+			key = alias
+		}
 		if f == nil {
 			return fmt.Errorf("config file %s: unknown key %q; the keys are run's flags: %s", path, key, strings.Join(flagNames(fs), ", "))
 		}
@@ -51,6 +55,18 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 	return nil
 }
 
+// kubeletConfigNames are kubelet's configuration file's names of the
+// settings the agent shares with it, accepted beside the flag names: a
+// kubelet user's staticPodPath works as it does there.
+var kubeletConfigNames = map[string]string{
+	"staticPodPath": "static-pod-path",
+	"podLogsDir":    "pod-logs-dir",
+	"clusterDNS":    "cluster-dns",
+	"clusterDomain": "cluster-domain",
+	"resolvConf":    "resolv-conf",
+	"cgroupsPerQOS": "cgroups-per-qos",
+}
+
 // configValue turns a YAML scalar into the text a flag parses.
 func configValue(v any) (string, error) {
 	switch v := v.(type) {
@@ -62,6 +78,16 @@ func configValue(v any) (string, error) {
 		return json.Number(fmt.Sprint(v)).String(), nil
 	case nil:
 		return "", nil
+	case []any: // a list flag (cluster-dns)
+		parts := make([]string, 0, len(v))
+		for _, item := range v {
+			s, err := configValue(item)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
 	default:
 		return "", fmt.Errorf("want a single value, got %T", v)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -62,6 +64,8 @@ const runExample = `  cri-prober run --pod-manifests /etc/cri-prober/pods
 
 type runOptions struct {
 	runtimeFlags
+	node              nodeFlags
+	staticPodPath     string
 	manifests         string
 	manifestInterval  time.Duration
 	relistPeriod      time.Duration
@@ -99,7 +103,11 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	o.register(fs)
-	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from")
+	fs.StringVar(&o.manifests, "pod-manifests", "", "directory of Pod manifests to take probe specs from, for pods made by others (crictl, a CI harness)")
+	fs.StringVar(&o.staticPodPath, "static-pod-path", "", "directory of Pod manifests whose pods the agent makes and keeps, as kubelet makes static pods (kubelet's staticPodPath): named <name>-<node>; an edited manifest is a new pod, a removed one is stopped and removed")
+	fs.StringVar(&o.staticPodPath, "pod-manifest-path", "", "kubelet's old name of --static-pod-path")
+	_ = fs.MarkHidden("pod-manifest-path")
+	o.node.register(fs)
 	fs.StringVar(&o.specSources, "spec-sources", "manifests,annotations", "where probes and restart policies may come from: manifests (--pod-manifests: the operator's files), annotations (cri-prober.io/ annotations on CRI sandboxes and containers: whoever creates the pod; beside kubelet, every Pod creator, since kubelet copies a Pod's annotations onto its sandbox); comma-separated")
 	fs.DurationVar(&o.manifestInterval, "pod-manifests-interval", 2*time.Second, "how often to look for changed manifests")
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "how often to list the runtime")
@@ -122,6 +130,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("pod-manifests")
+	_ = cmd.MarkFlagDirname("static-pod-path")
 	_ = cmd.MarkFlagDirname("state-dir")
 	return cmd
 }
@@ -156,6 +165,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}
 	if o.manifests != "" && !useManifests {
 		return usageErrorf(cmd, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
+	}
+	if o.staticPodPath != "" && mode != restart.Recreate {
+		return usageErrorf(cmd, "--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
 	}
 	setVerbosity(o.verbosity, o.logFormat) // -v and --log-format, from the flags and the config file
 	logger := klog.FromContext(ctx)
@@ -227,6 +239,15 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		cfg.Manifests.Reload() // first read before probing starts
 		cfg.ManifestInterval = o.manifestInterval
 	}
+	if o.staticPodPath != "" {
+		if cfg.Node, err = o.node.node(hostIP); err != nil {
+			return fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
+		}
+		static := spec.NewManifestDir(o.staticPodPath, nil, spec.AsStatic(spec.Static{NodeName: cfg.Node.Name}))
+		static.Reload() // first read before anything is made
+		cfg.Owned, cfg.ManifestInterval, cfg.Owns = static, o.manifestInterval, inDir(o.staticPodPath)
+		logger.Info("Making the pods of the static pod path", "staticPodPath", o.staticPodPath, "node", cfg.Node.Name, "rootDir", cfg.Node.RootDir)
+	}
 	if o.maxExecPerPod < 0 {
 		return usageErrorf(cmd, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive")
 	}
@@ -286,6 +307,16 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
+}
+
+// inDir says which records of pods under the root directory are the
+// agent's: those made from a manifest in dir (play's pods are not).
+func inDir(dir string) func(podfs.Owner) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	return func(o podfs.Owner) bool { return filepath.Dir(o.Source) == abs }
 }
 
 // parseSpecSources reads --spec-sources.

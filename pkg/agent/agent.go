@@ -16,11 +16,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
+	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -39,8 +42,22 @@ type Config struct {
 	EventsAddress string
 	// Manifests is a Pod manifest source (nil: annotations only).
 	Manifests *spec.ManifestDir
-	// ManifestInterval is how often Manifests is re-read (0: it is not).
+	// ManifestInterval is how often Manifests (and a static pod directory
+	// in Owned) is re-read (0: it is not).
 	ManifestInterval time.Duration
+	// Owned are the pods the agent makes, as kubelet makes static pods
+	// (nil: none): a static pod directory (a *spec.ManifestDir read as
+	// static pods, re-read every ManifestInterval) or play's files.
+	Owned pods.OwnedSource
+	// Node is the node as the pods the agent makes see it (podfs.
+	// DiscoverNode): their names, directories, DNS and resources.
+	Node podconfig.Node
+	// OwnedSource names what an owned pod was made from in its record on
+	// disk, and Owns says which records are this agent's (the agent and
+	// play keep theirs apart under one root directory); nil: the pod's
+	// manifest file, and every record.
+	OwnedSource func(*pods.Pod) string
+	Owns        func(podfs.Owner) bool
 	// HostIP is probed for host-network pods; ProbeNetwork is where
 	// network probes are dialled from for pods that do not say.
 	HostIP       string
@@ -118,6 +135,16 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Recorder != nil {
 		ropts = append(ropts, pods.WithRecorder(cfg.Recorder))
 	}
+	var maker *restart.PodMaker
+	if cfg.Owned != nil {
+		if cfg.Restart != restart.Recreate {
+			return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
+		}
+		if maker, err = newMaker(cfg); err != nil {
+			return nil, err
+		}
+		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
+	}
 	a.Resolver = pods.NewResolver(ropts...)
 
 	var eopts []exec.Option
@@ -147,6 +174,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Restart != "" {
 		ropts := []restart.Option{restart.WithMode(cfg.Restart), restart.WithHistories(a.Histories), restart.WithRelister(a.Poller),
 			restart.WithLedger(cfg.Ledger)}
+		if maker != nil {
+			ropts = append(ropts, restart.WithMaker(maker))
+		}
 		if cfg.Recorder != nil {
 			ropts = append(ropts, restart.WithRecorder(cfg.Recorder))
 		}
@@ -177,7 +207,36 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
 	}
+	if dir, ok := cfg.Owned.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
+		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { dir.Run(ctx, cfg.ManifestInterval) })
+	}
 	return a, nil
+}
+
+// newMaker makes the pods of cfg.Owned on the node's directories, with
+// the runtime's image service.
+func newMaker(cfg Config) (*restart.PodMaker, error) {
+	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
+	if err != nil {
+		return nil, fmt.Errorf("the pods' root directory: %w", err)
+	}
+	source := cfg.OwnedSource
+	if source == nil {
+		source = manifestFile
+	}
+	var rec restart.Recorder = events.Log(klog.Background())
+	if cfg.Recorder != nil {
+		rec = cfg.Recorder
+	}
+	return restart.NewMaker(fs, cfg.Client, rec, nil, source, cfg.Owns), nil
+}
+
+// manifestFile is the file a pod's manifest came from.
+func manifestFile(p *pods.Pod) string {
+	if p.Manifest == nil {
+		return ""
+	}
+	return p.Manifest.File
 }
 
 // Run runs the engine until ctx is done, then stops every part and waits

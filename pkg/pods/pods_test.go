@@ -165,7 +165,7 @@ func TestOrphans(t *testing.T) {
 	p := mustPod(t, Resolve(snap, Inputs{}), "hash1")
 	assert.False(t, p.Owned, "without the agent's records it is someone else's pod")
 
-	p = mustPod(t, Resolve(snap, Inputs{OwnedSince: map[string]time.Time{"hash1": t0}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{Made: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}}), "hash1")
 	assert.True(t, p.Owned)
 	assert.True(t, p.Orphaned)
 	assert.True(t, p.Terminating)
@@ -177,7 +177,7 @@ func TestOrphans(t *testing.T) {
 
 	last := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", TerminationGracePeriodSeconds: 3,
 		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
-	p = mustPod(t, Resolve(snap, Inputs{OwnedSince: map[string]time.Time{"hash1": t0}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{Made: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
 	assert.True(t, p.Orphaned)
 	assert.Equal(t, int64(3), p.Policy.TerminationGracePeriodSeconds, "its last manifest")
 	assert.Equal(t, "web.yaml:1 (removed)", p.Source)
@@ -207,7 +207,7 @@ func TestActiveDeadline(t *testing.T) {
 	owned := *m
 	owned.UID = "u"
 	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), sbs, ctrs), Inputs{Owned: []*spec.Pod{&owned},
-		OwnedSince: map[string]time.Time{"u": t0.Add(30 * time.Second)}}), "u")
+		Made: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
 	assert.Equal(t, t0.Add(30*time.Second), p.StartTime, "an owned pod started when the agent first made it")
 	assert.Empty(t, p.Reason)
 }

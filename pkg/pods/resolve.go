@@ -33,12 +33,12 @@ type Inputs struct {
 	// identity applied: spec.StaticPod). Each is in the view whether or
 	// not the runtime has a sandbox of it yet, under its UID.
 	Owned []*spec.Pod
-	// OwnedSince are the pods the agent has made and not yet removed (its
-	// records on disk), by UID, with when each was first made (its start
-	// time): a sandbox of one of them that no manifest in Owned names any
-	// more is an orphan, the agent's to stop and remove, as kubelet
-	// removes a static pod whose file is gone.
-	OwnedSince map[string]time.Time
+	// Made are the pods the agent has made and not yet removed (its
+	// records on disk), by UID: one that no manifest in Owned names any
+	// more is an orphan, the agent's to stop and remove (its sandboxes,
+	// then what it left on the host), as kubelet removes a static pod
+	// whose file is gone.
+	Made map[string]Record
 	// Removed are the last manifests of orphans that the agent saw before
 	// they went (by UID): an orphan is stopped with its spec (preStop,
 	// grace period, termination order). Without one (the agent restarted
@@ -96,11 +96,19 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		key := sb.Key()
 		p := add(key, sb.Namespace, sb.Name, sb.UID)
 		p.Sandboxes = append(p.Sandboxes, sb)
-		if _, made := in.OwnedSince[sb.UID]; owned[sb.UID] == nil && made && sb.UID != "" {
+		if _, made := in.Made[sb.UID]; owned[sb.UID] == nil && made && sb.UID != "" {
 			p.Owned, p.Orphaned = true, true
 		}
 		for _, c := range snap.PodContainers(sb.ID) {
 			instances[key][c.Name] = append(instances[key][c.Name], c)
+		}
+	}
+	// An orphan whose sandboxes are gone still has its directory, logs
+	// and record to remove (an agent stopped in the middle of it).
+	for uid, rec := range in.Made {
+		if _, ok := byKey[uid]; !ok && owned[uid] == nil {
+			p := add(uid, rec.Namespace, rec.Name, uid)
+			p.Owned, p.Orphaned = true, true
 		}
 	}
 	slices.SortFunc(v.pods, func(a, b *Pod) int {
@@ -127,7 +135,7 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		for _, c := range p.Containers {
 			setInstances(c, instances[p.Key][c.Name])
 		}
-		p.StartTime = startTime(p, in.OwnedSince)
+		p.StartTime = startTime(p, in.Made)
 		p.Phase = phase(p, func(c *Container) bool { return c.Running() })
 		if pastActiveDeadline(p, snap.Time) {
 			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
@@ -140,6 +148,13 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	return v
 }
 
+// Record is what the agent's record of a pod it made says.
+type Record struct {
+	Namespace, Name string
+	// Created is when the agent first made the pod (its start time).
+	Created time.Time
+}
+
 // kubelet's status of a pod past its active deadline (active_deadline.go).
 const (
 	ReasonDeadlineExceeded  = "DeadlineExceeded"
@@ -149,9 +164,9 @@ const (
 // startTime is when the pod started on the node, kubelet's
 // status.startTime: when the agent first made it (its record), else its
 // oldest sandbox's creation; zero before it has one.
-func startTime(p *Pod, ownedSince map[string]time.Time) time.Time {
-	if since, ok := ownedSince[p.UID]; ok && p.Owned && !since.IsZero() {
-		return since
+func startTime(p *Pod, made map[string]Record) time.Time {
+	if rec, ok := made[p.UID]; ok && p.Owned && !rec.Created.IsZero() {
+		return rec.Created
 	}
 	var t time.Time
 	for _, sb := range p.Sandboxes {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -62,11 +61,12 @@ type OwnedSource interface {
 }
 
 // OwnerRecords says which pods the agent has made and not yet removed,
-// by UID, with when each was first made (its records on disk survive the
-// agent), so that a pod whose manifest went while the agent was away is
-// still known to be its own.
+// by UID (its records on disk survive the agent), so that a pod whose
+// manifest went while the agent was away is still known to be its own.
 type OwnerRecords interface {
-	Owned() map[string]time.Time
+	Made() map[string]Record
+	// Changed is signalled when a record is made or removed.
+	Changed() <-chan struct{}
 }
 
 type annotationSpec struct {
@@ -133,12 +133,15 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
 	}
-	var manifestsChanged, ownedChanged <-chan struct{}
+	var manifestsChanged, ownedChanged, recordsChanged <-chan struct{}
 	if r.manifests != nil {
 		manifestsChanged = r.manifests.Changed()
 	}
 	if r.owned != nil {
 		ownedChanged = r.owned.Changed()
+	}
+	if r.owners != nil {
+		recordsChanged = r.owners.Changed()
 	}
 	for {
 		select {
@@ -162,6 +165,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 			}
 		case <-manifestsChanged:
 		case <-ownedChanged:
+		case <-recordsChanged:
 		}
 		if r.snapshot != nil {
 			r.publish(ctx, r.resolve())
@@ -182,7 +186,7 @@ func (r *Resolver) resolve() *View {
 		in.Removed = r.removedOwned(in.Owned)
 	}
 	if r.owners != nil {
-		in.OwnedSince = r.owners.Owned()
+		in.Made = r.owners.Made()
 	}
 	for id := range r.annotations {
 		if _, ok := r.snapshot.Container(id); !ok {

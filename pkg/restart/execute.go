@@ -107,8 +107,8 @@ func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl p
 			"Removed container %s (attempt %d) left by an interrupted restart: the instance it was to replace is still running and will be probed again", c.Name, c.Attempt)
 	}
 	switch {
-	case pl.killPod:
-		if !r.killPod(ctx, p, pl) {
+	case pl.killPod || pl.teardown:
+		if pl.killPod && !r.killPod(ctx, p, pl) {
 			return failedActionBackoff
 		}
 		if pl.teardown {

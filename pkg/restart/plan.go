@@ -189,7 +189,7 @@ func makePlan(in planInput) plan {
 	case !p.Managed() && !p.Owned, p.ManifestInvalid:
 		return pl
 	case p.Orphaned:
-		pl.killPod, pl.teardown, pl.why = true, true, killRemoved
+		pl.killPod, pl.teardown, pl.why = anythingRunning(p), true, killRemoved
 		return pl
 	case p.Reason == pods.ReasonDeadlineExceeded:
 		// kubelet's active deadline: the pod is killed and never started

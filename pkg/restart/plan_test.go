@@ -232,6 +232,15 @@ func TestMakePlan(t *testing.T) {
 			want: planSummary{killPod: true, why: killRemoved, teardown: true},
 		},
 		{
+			name: "an orphan whose sandboxes are gone: what it left on the host removed",
+			pod: func() *pods.Pod {
+				p := planPod(true, always, nil)
+				p.Orphaned = true
+				return p
+			}(),
+			want: planSummary{why: killRemoved, teardown: true},
+		},
+		{
 			name: "past its active deadline: killed, nothing restarted",
 			pod: func() *pods.Pod {
 				p := planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 1, 100)))

@@ -170,6 +170,7 @@ type Restarter struct {
 
 	// Owned by Run.
 	workers map[string]*podWorker
+	exited  chan *podWorker // a retiring worker ended
 	wg      sync.WaitGroup
 }
 
@@ -250,6 +251,7 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		held:    map[string]*heldPod{},
 		waiting: map[string]map[string]pods.Waiting{},
 		workers: map[string]*podWorker{},
+		exited:  make(chan *podWorker),
 	}
 	for _, opt := range opts {
 		if err := opt(r); err != nil {
@@ -293,6 +295,10 @@ type podWorker struct {
 	// awaitingListing: the worker waits for a newer listing of the
 	// runtime; Run wakes it at the next one.
 	awaitingListing atomic.Bool
+	// gone is closed when the pod left the view: the worker ends after its
+	// sync in progress (retiring: owned by Run).
+	gone     chan struct{}
+	retiring bool
 }
 
 // Run acts on new views and on probe results until ctx is done; then it
@@ -310,6 +316,13 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 		select {
 		case <-ctx.Done():
 			return
+		case w := <-r.exited:
+			if r.workers[w.key] == w {
+				delete(r.workers, w.key)
+				if _, back := r.latestView().Pod(w.key); back {
+					r.trigger(ctx, w.key) // the pod came back meanwhile
+				}
+			}
 		case <-changes.Ready():
 			b := changes.Next()
 			r.publishStatus(b.View, b.Changed)
@@ -357,9 +370,11 @@ func (r *Restarter) latestView() *pods.View {
 
 // forget stops a gone pod's worker and drops everything kept about it.
 func (r *Restarter) forget(key string) {
-	if w, ok := r.workers[key]; ok {
-		w.cancel()
-		delete(r.workers, key)
+	if w, ok := r.workers[key]; ok && !w.retiring {
+		// Not cancelled: the sync in progress may be the one removing the
+		// pod (its files go after its sandbox); the worker ends after it.
+		w.retiring = true
+		close(w.gone)
 	}
 	r.backoff.Forget(func(k containerKey) bool { return k.pod == key })
 	r.metrics.forget(key)
@@ -389,11 +404,21 @@ func sandboxInView(v *pods.View, id string) bool {
 
 func (r *Restarter) trigger(ctx context.Context, key string) {
 	w, ok := r.workers[key]
+	if ok && w.retiring {
+		return // a new worker follows once it ended (Run, exited)
+	}
 	if !ok {
 		wctx, cancel := context.WithCancel(ctx)
-		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, state: newPodState()}
+		w = &podWorker{key: key, trigger: make(chan struct{}, 1), cancel: cancel, state: newPodState(), gone: make(chan struct{})}
 		r.workers[key] = w
-		r.wg.Go(func() { r.runWorker(wctx, w) })
+		r.wg.Go(func() {
+			defer cancel()
+			r.runWorker(wctx, w)
+			select {
+			case r.exited <- w:
+			case <-ctx.Done():
+			}
+		})
 	}
 	select {
 	case w.trigger <- struct{}{}:
@@ -408,6 +433,8 @@ func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
 		triggered := false
 		select {
 		case <-ctx.Done():
+			return
+		case <-w.gone:
 			return
 		case <-w.trigger:
 			triggered = true
@@ -450,7 +477,12 @@ func (r *Restarter) publishStatus(v *pods.View, changed []string) {
 	defer r.statusMu.Unlock()
 	var out []string
 	for _, key := range changed {
-		if _, ok := r.held[key]; !ok {
+		_, held := r.held[key]
+		if _, ok := v.Pod(key); !ok {
+			delete(r.held, key) // gone: nothing to hold
+			held = false
+		}
+		if !held {
 			out = append(out, key)
 		}
 	}

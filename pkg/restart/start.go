@@ -213,8 +213,9 @@ func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint
 		return nil, ErrNoMaker
 	}
 	cfg, err := r.maker.Sandbox(ctx, p, attempt)
+	var told *StartError
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.As(err, &told) { // a StartError was told by the maker
 			r.eventf(p, "", events.Warning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		}
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -126,7 +127,18 @@ func loadPod(path string, doc document, root *yaml.Node, info *docInfo, static *
 		// written: never used.
 		return nil, append(dups, errs...)
 	}
+	if pod != nil {
+		pod.File = absolute(path)
+	}
 	return pod, errs
+}
+
+// absolute is path made absolute (as it is when that fails).
+func absolute(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // LoadDir reads every manifest file of dir (see listDir). A pod

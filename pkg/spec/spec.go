@@ -25,7 +25,10 @@ const KubeletMinorVersion = "1.36"
 type Pod struct {
 	// Source says where the spec came from, for messages: "pods.yaml:12"
 	// (file and first line of the document) or "annotations".
-	Source        string
+	Source string
+	// File is the manifest's file, absolute ("" for annotations and data
+	// read from standard input): a static pod's identity and record.
+	File          string
 	Namespace     string
 	Name          string
 	UID           string // empty: match any sandbox with this namespace and name

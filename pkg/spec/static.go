@@ -45,10 +45,7 @@ func (s *Static) forFile(path string) *staticFile {
 	if s == nil {
 		return nil
 	}
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	return &staticFile{Static: *s, path: path}
+	return &staticFile{Static: *s, path: absolute(path)}
 }
 
 // apply makes a decoded pod the static pod kubelet makes of it, or says
