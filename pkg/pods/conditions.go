@@ -87,12 +87,9 @@ func startTime(p *Pod) time.Time {
 // network.
 func readyToStartContainers(p *Pod) Condition {
 	c := Condition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}
-	var newest *cri.Pod
+	newest := newestSandbox(p)
 	ready := 0
 	for _, sb := range p.Sandboxes {
-		if newest == nil || currentSandboxByCreation(sb, newest) < 0 {
-			newest = sb
-		}
 		if sb.State == cri.SandboxReady {
 			ready++
 		}
@@ -111,12 +108,6 @@ func readyToStartContainers(p *Pod) Condition {
 	}
 	c.Status, c.LastTransitionTime = corev1.ConditionTrue, newest.CreatedAt
 	return c
-}
-
-// currentSandboxByCreation orders sandboxes newest first (kubelet's
-// SandboxStatuses order), whatever their state.
-func currentSandboxByCreation(a, b *cri.Pod) int {
-	return b.CreatedAt.Compare(a.CreatedAt)
 }
 
 // initializedCondition is GeneratePodInitializedCondition. An init

@@ -153,6 +153,9 @@ func containerReport(c *Container, st apiStatus, store *results.Store) Container
 	running := cur.State == cri.StateRunning
 	switch {
 	case c.Kind == spec.Init:
+		// kubelet's isContainerStarted: running (a regular init
+		// container has no startup probe).
+		cr.Started = running
 	case len(c.Problems) > 0:
 		// Fail closed: what the user asked to be checked is not checked.
 		cr.Started = running

@@ -139,9 +139,9 @@ type initFacts struct {
 	// for init and regular containers alike).
 	hasInit bool
 	// regularInSandbox: some regular container has an instance in the
-	// current sandbox (HasAnyActiveRegularContainerStarted): getPhase's
-	// podHasInitialized, which keeps a pod whose sidecar restarts out of
-	// Pending.
+	// active sandbox, the newest when it is ready
+	// (HasAnyActiveRegularContainerStarted): getPhase's podHasInitialized,
+	// which keeps a pod whose sidecar restarts out of Pending.
 	regularInSandbox bool
 	// regularCreated: some regular container has an instance in any of
 	// the pod's sandboxes (kuberuntime's HasAnyRegularContainerCreated):
@@ -151,6 +151,10 @@ type initFacts struct {
 
 func initFactsOf(p *Pod) initFacts {
 	var in initFacts
+	active := newestSandbox(p)
+	if active != nil && active.State != cri.SandboxReady {
+		active = nil // kubelet's GetPodStatus: no active sandbox
+	}
 	for _, c := range p.Containers {
 		if !inSpec(p, c) {
 			continue
@@ -163,7 +167,7 @@ func initFactsOf(p *Pod) initFacts {
 			if i.State != cri.StateUnknown {
 				in.regularCreated = true
 			}
-			if p.Sandbox != nil && i.SandboxID == p.Sandbox.ID {
+			if active != nil && i.SandboxID == active.ID {
 				in.regularInSandbox = true
 			}
 		}
@@ -290,4 +294,16 @@ func instanceState(i *cri.Container) ContainerState {
 	default:
 		return ContainerState{Waiting: &StateWaiting{}}
 	}
+}
+
+// newestSandbox is the pod's newest sandbox by creation (kubelet's
+// SandboxStatuses[0]), whatever its state; nil for none.
+func newestSandbox(p *Pod) *cri.Pod {
+	var newest *cri.Pod
+	for _, sb := range p.Sandboxes {
+		if newest == nil || sb.CreatedAt.After(newest.CreatedAt) {
+			newest = sb
+		}
+	}
+	return newest
 }
