@@ -517,9 +517,9 @@ type Readiness struct {
 	Containers map[string]bool `json:"containers"`
 }
 
-// ready answers 200 when the pod is ready (kubelet's ContainersReady:
-// every regular container and sidecar ready), else 503: usable as a load
-// balancer's health check for the pod.
+// ready answers 200 when the pod is ready (kubelet's Ready condition:
+// every regular container and sidecar ready, and its readiness gates
+// met), else 503: usable as a load balancer's health check for the pod.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.find(r)
 	if !ok {
