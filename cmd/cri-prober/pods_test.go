@@ -370,10 +370,16 @@ func TestPrintStatusWithInitContainers(t *testing.T) {
 			{Name: "migrate", Kind: "init", State: "Running"},
 			{Name: "app", State: "Waiting", Probes: map[string]api.Probe{}},
 		}},
-		{Namespace: "shop", Name: "job", Phase: "Succeeded", CreatedAt: now, Containers: []api.Container{
-			{Name: "proxy", Kind: "sidecar", State: "Exited", Reason: "Error", ExitCode: 137, Probes: map[string]api.Probe{}},
-			{Name: "main", State: "Exited", Reason: "Completed", Probes: map[string]api.Probe{}},
-		}},
+		// kubelet's status: the sidecar stopped with the pod, which is
+		// initialized (PodCompleted), so the regular containers say.
+		{Namespace: "shop", Name: "job", Phase: "Succeeded", CreatedAt: now,
+			Conditions: []api.Condition{{Type: "Initialized", Status: "True", Reason: "PodCompleted"}, {Type: "Ready", Status: "False", Reason: "PodCompleted"}},
+			Containers: []api.Container{
+				{Name: "proxy", Kind: "sidecar", State: "Exited", Reason: "Error", ExitCode: 137, Probes: map[string]api.Probe{},
+					Status: api.ContainerStatus{State: api.ContainerState{Terminated: &api.StateTerminated{ExitCode: 137, Reason: "Error"}}}},
+				{Name: "main", State: "Exited", Reason: "Completed", Probes: map[string]api.Probe{},
+					Status: api.ContainerStatus{State: api.ContainerState{Terminated: &api.StateTerminated{Reason: "Completed"}}}},
+			}},
 	}
 	var out strings.Builder
 	printStatus(&out, pods, now, false, true)
@@ -383,8 +389,40 @@ shop       starting  0/1    Init:1/2   0         0s
     migrate (init): running, restarts 0
     app: not ready, Waiting, restarts 0 — no probes
 shop       job       0/2    Completed  0         0s
-    proxy (sidecar): not ready, Exited, restarts 0 — no probes
-    main: not ready, Exited, restarts 0 — no probes
+    proxy (sidecar): not ready, Error (exit code 137), restarts 0 — no probes
+    main: not ready, Completed, restarts 0 — no probes
+`
+	assert.Equal(t, want, out.String())
+}
+
+// status -o wide says what kubectl describe does: the pod's conditions
+// and why it failed, why a container waits, how its last instance ended
+// with its termination message's first line; what a workload wrote made
+// safe for the terminal and cut to a line.
+func TestPrintStatusWide(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	finished := now.Add(-2 * time.Minute)
+	hostile := "disk full\x1b[2J\u202e" + strings.Repeat("x", 300) + "\nsecond line"
+	pods := []api.Pod{{Namespace: "shop", Name: "web", Phase: "Running", IP: "10.0.0.5", SandboxID: "0123456789abcdef", Source: "pods.yaml:1", CreatedAt: now.Add(-time.Hour),
+		Conditions: []api.Condition{{Type: "Initialized", Status: "True"}, {Type: "Ready", Status: "False", Reason: "ContainersNotReady", Message: "containers with unready status: [app]"}},
+		Containers: []api.Container{{Name: "app", RestartCount: 4, Probes: map[string]api.Probe{}, WaitingUntil: &finished,
+			Status: api.ContainerStatus{State: api.ContainerState{Waiting: &api.StateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=app pod=web_shop(u)"}},
+				LastState: api.ContainerState{Terminated: &api.StateTerminated{ExitCode: 1, Reason: "Error", Message: hostile, FinishedAt: &finished}}}}}},
+		{Namespace: "shop", Name: "batch", Phase: "Failed", Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline", CreatedAt: now,
+			Containers: []api.Container{{Name: "run", Probes: map[string]api.Probe{},
+				Status: api.ContainerStatus{State: api.ContainerState{Terminated: &api.StateTerminated{ExitCode: 137, Reason: "Error", FinishedAt: &now}}}}}}}
+	var out strings.Builder
+	printStatus(&out, pods, now, true, true)
+	want := `NAMESPACE  POD    READY  STATUS            RESTARTS      AGE   IP        SANDBOX        SPEC
+shop       web    0/1    CrashLoopBackOff  4 (2m0s ago)  1h0m  10.0.0.5  0123456789abc  pods.yaml:1
+    conditions: Initialized=True, Ready=False (ContainersNotReady: containers with unready status: [app])
+    app: not ready, CrashLoopBackOff, restarts 4 — back-off until ` + finished.Local().Format("15:04:05") + `
+      waiting: back-off 40s restarting failed container=app pod=web_shop(u)
+      last state: Error (exit code 1), finished 2m0s ago: disk full\x1b[2J\u202e` + strings.Repeat("x", 144) + `… (156 more bytes cut)
+shop       batch  0/1    Error             0             0s    -                        -
+    reason: DeadlineExceeded: Pod was active on the node longer than the specified deadline
+    run: not ready, Error (exit code 137), restarts 0 — no probes
+      terminated: Error (exit code 137), finished 0s ago
 `
 	assert.Equal(t, want, out.String())
 }

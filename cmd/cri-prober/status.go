@@ -106,8 +106,11 @@ func newStatusCommand() *cobra.Command {
 		Long: `Prints a running agent's pods and containers: readiness, status, restarts
 and age as kubectl get pods shows them, and under each pod one line per
 container with its probes' last results. Pods of every namespace are shown
-unless -n picks one (the node's view, as crictl pods). With -w, prints a
-pod's row again whenever it changes, as kubectl get -w.`,
+unless -n picks one (the node's view, as crictl pods). With -o wide, also
+what kubectl describe says: the pod's conditions, why a container waits
+and how it and its last instance ended (the termination message's first
+line). With -w, prints a pod's row again whenever it changes, as kubectl
+get -w.`,
 		Example: `  cri-prober status
   cri-prober status -n shop
   cri-prober status -o wide
@@ -233,8 +236,11 @@ func watchState(p api.Pod) string {
 	var b strings.Builder
 	ready, total := p.ReadyCount()
 	fmt.Fprintf(&b, "%s %d/%d %d %q %q", p.Status(), ready, total, p.Restarts(), p.IP, p.Problems)
+	for _, c := range p.Conditions {
+		fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+	}
 	for _, c := range p.Containers {
-		fmt.Fprintf(&b, "|%s %s %s %v %v %d %q", c.Name, c.State, c.Reason, c.Ready, c.Started, c.RestartCount, c.Problems)
+		fmt.Fprintf(&b, "|%s %s %s %v %v %d %q", c.Name, c.StateText(), c.Reason, c.Ready, c.Started, c.RestartCount, c.Problems)
 		kinds := make([]string, 0, len(c.Probes))
 		for kind := range c.Probes {
 			kinds = append(kinds, kind)
@@ -248,7 +254,10 @@ func watchState(p api.Pod) string {
 }
 
 // printStatus prints pods as kubectl get pods does (wide: with IP, UID
-// and where the specs came from), each with its containers below.
+// and where the specs came from), each with its containers below; wide
+// adds what kubectl describe says of them: the pod's conditions, why it
+// failed, why a container waits and how its last instance ended (its
+// termination message's first line).
 func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) {
 	// The pod rows are aligned as a table; each pod's container lines go
 	// under its row, outside the alignment (they are long).
@@ -261,12 +270,12 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 	}
 	for _, p := range pods {
 		ready, total := p.ReadyCount()
-		restarts := p.Restarts()
+		restarts := p.RestartsText(now)
 		if wide {
-			safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
+			safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
 			continue
 		}
-		safef(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now))
+		safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now))
 	}
 	tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
@@ -275,6 +284,9 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 	}
 	for i, p := range pods {
 		safeln(w, rows[i+1])
+		if wide {
+			printPodDetail(w, p)
+		}
 		for _, c := range p.Containers {
 			readiness := "ready"
 			if !c.Ready {
@@ -285,19 +297,77 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 				name += " (" + c.Kind + ")"
 			}
 			if c.Kind == "init" { // run to completion: readiness means nothing
-				state := c.State
-				if c.Reason != "" {
-					state = c.Reason
-				}
-				safef(w, "    %s: %s, restarts %d\n", name, strings.ToLower(state), c.RestartCount)
-				continue
+				safef(w, "    %s: %s, restarts %d\n", name, strings.ToLower(c.StateText()), c.RestartCount)
+			} else {
+				safef(w, "    %s: %s, %s, restarts %d — %s\n", name, readiness, c.StateText(), c.RestartCount, probeSummary(c, now))
 			}
-			safef(w, "    %s: %s, %s, restarts %d — %s\n", name, readiness, c.State, c.RestartCount, probeSummary(c, now))
+			if wide {
+				printContainerDetail(w, c, now)
+			}
 		}
 		for _, problem := range p.Problems {
 			safef(w, "    ! %s\n", terminalSafe(problem))
 		}
 	}
+}
+
+// shownDetail bounds what status -o wide prints of a message a workload
+// may control (a termination message), on one line.
+const shownDetail = 200
+
+// printPodDetail prints why a pod failed as a whole and its conditions,
+// as kubectl describe's Status, Reason, Message and Conditions.
+func printPodDetail(w io.Writer, p api.Pod) {
+	if p.Reason != "" {
+		safef(w, "    reason: %s: %s\n", p.Reason, api.Shown(p.Message, shownDetail))
+	}
+	if len(p.Conditions) == 0 {
+		return
+	}
+	parts := make([]string, 0, len(p.Conditions))
+	for _, c := range p.Conditions {
+		s := c.Type + "=" + c.Status
+		if why := strings.TrimSuffix(c.Reason+": "+c.Message, ": "); why != "" {
+			s += " (" + api.Shown(why, shownDetail) + ")"
+		}
+		parts = append(parts, s)
+	}
+	safef(w, "    conditions: %s\n", strings.Join(parts, ", "))
+}
+
+// printContainerDetail prints why a container waits (or how it ended) and
+// how its last instance ended, as kubectl describe's State and Last State.
+func printContainerDetail(w io.Writer, c api.Container, now time.Time) {
+	st := c.Status.State
+	switch {
+	case st.Waiting != nil && st.Waiting.Message != "":
+		safef(w, "      waiting: %s\n", api.Shown(firstLineOf(st.Waiting.Message), shownDetail))
+	case st.Terminated != nil:
+		safef(w, "      terminated: %s\n", termination(st, now))
+	}
+	if c.Status.LastState.Terminated != nil {
+		safef(w, "      last state: %s\n", termination(c.Status.LastState, now))
+	}
+}
+
+// termination is an exit in a line: its reason and code, when it ended,
+// and its message's first line (the termination message).
+func termination(s api.ContainerState, now time.Time) string {
+	t := s.Terminated
+	text := s.Text()
+	if t.FinishedAt != nil {
+		text += ", finished " + api.Age(*t.FinishedAt, now) + " ago"
+	}
+	if msg := firstLineOf(t.Message); msg != "" {
+		text += ": " + msg
+	}
+	return api.Shown(text, shownDetail)
+}
+
+// firstLineOf is the first line of s that says something.
+func firstLineOf(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
 }
 
 // probeSummary is the container's probes in one line, like describe's

@@ -194,19 +194,43 @@ type PodList struct {
 	Pods         []Pod  `json:"pods"`
 }
 
-// Pod is one pod: the runtime's view, its readiness and probes.
+// Pod is one pod: the runtime's view, its readiness and probes, and
+// kubelet's status of it (phase, reason, startTime, conditions).
 type Pod struct {
-	Namespace  string      `json:"namespace"`
-	Name       string      `json:"name"`
-	UID        string      `json:"uid"`
-	SandboxID  string      `json:"sandboxId"`
-	IP         string      `json:"ip"`
-	Phase      string      `json:"phase"`
-	Ready      bool        `json:"ready"`
-	CreatedAt  time.Time   `json:"createdAt"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	SandboxID string `json:"sandboxId"`
+	IP        string `json:"ip"`
+	Phase     string `json:"phase"`
+	// Reason and Message say why the pod failed as a whole (kubelet's
+	// status.reason: DeadlineExceeded).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Ready is kubelet's Ready condition.
+	Ready     bool       `json:"ready"`
+	CreatedAt time.Time  `json:"createdAt"`
+	StartTime *time.Time `json:"startTime,omitempty"`
+	// Terminating: the pod is being torn down (kubelet's deletion
+	// timestamp is set).
+	Terminating bool `json:"terminating,omitempty"`
+	// Conditions are kubelet's, in its order: PodReadyToStartContainers,
+	// Initialized, Ready, ContainersReady, PodScheduled.
+	Conditions []Condition `json:"conditions"`
 	Source     string      `json:"source,omitempty"`
 	Problems   []string    `json:"problems,omitempty"`
 	Containers []Container `json:"containers"`
+}
+
+// Condition is a pod condition as kubectl shows one (v1.PodCondition).
+// lastTransitionTime is when the agent knows it became so (the runtime's
+// time of what it rests on; pods.Condition); null when unknown.
+type Condition struct {
+	Type               string     `json:"type"`
+	Status             string     `json:"status"`
+	Reason             string     `json:"reason,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	LastTransitionTime *time.Time `json:"lastTransitionTime"`
 }
 
 // Container is one container's newest instance.
@@ -221,19 +245,65 @@ type Container struct {
 	// Exited), Waiting before any instance exists, or why it waits
 	// (CrashLoopBackOff); Reason says how an exited one ended: Completed
 	// (exit 0) or Error.
-	State        string           `json:"state"`
-	Reason       string           `json:"reason,omitempty"`
-	ExitCode     int32            `json:"exitCode,omitempty"`
-	StartedAt    *time.Time       `json:"startedAt"`
-	Ready        bool             `json:"ready"`
-	Started      bool             `json:"started"`
-	RestartCount uint32           `json:"restartCount"`
+	State     string     `json:"state"`
+	Reason    string     `json:"reason,omitempty"`
+	ExitCode  int32      `json:"exitCode,omitempty"`
+	StartedAt *time.Time `json:"startedAt"`
+	Ready     bool       `json:"ready"`
+	Started   bool       `json:"started"`
+	// RestartCount is kubelet's: its annotation on the current instance
+	// when kubelet made it, else the attempt.
+	RestartCount int32            `json:"restartCount"`
 	WaitingUntil *time.Time       `json:"waitingUntil,omitempty"`
 	Probes       map[string]Probe `json:"probes"`
 	Problems     []string         `json:"problems,omitempty"`
 	// Warnings say what of the container's spec is inert (a probe naming
 	// an undeclared port errors at every run, as under kubelet).
 	Warnings []string `json:"warnings,omitempty"`
+	// Status is the container's state and last state as kubectl shows
+	// them (an entry of status.containerStatuses, its state and
+	// lastState); State and Reason above are the older summary.
+	Status ContainerStatus `json:"status"`
+}
+
+// ContainerStatus is kubelet's state and last termination state of a
+// container (v1.ContainerStatus's state and lastState).
+type ContainerStatus struct {
+	State     ContainerState `json:"state"`
+	LastState ContainerState `json:"lastState"`
+}
+
+// ContainerState is v1.ContainerState: one of waiting, running and
+// terminated (lastState: none, or one).
+type ContainerState struct {
+	Waiting    *StateWaiting    `json:"waiting,omitempty"`
+	Running    *StateRunning    `json:"running,omitempty"`
+	Terminated *StateTerminated `json:"terminated,omitempty"`
+}
+
+// StateWaiting is why a container is not running: ContainerCreating,
+// PodInitializing, CrashLoopBackOff, ErrImagePull… (no reason: created,
+// not started).
+type StateWaiting struct {
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// StateRunning is a running container's start.
+type StateRunning struct {
+	StartedAt *time.Time `json:"startedAt"`
+}
+
+// StateTerminated is an exit: the runtime's reason (Completed, Error,
+// OOMKilled, ContainerCannotRun…) and kubelet's message (the runtime's,
+// then the container's termination message).
+type StateTerminated struct {
+	ExitCode    int32      `json:"exitCode"`
+	Reason      string     `json:"reason,omitempty"`
+	Message     string     `json:"message,omitempty"`
+	StartedAt   *time.Time `json:"startedAt"`
+	FinishedAt  *time.Time `json:"finishedAt"`
+	ContainerID string     `json:"containerID,omitempty"`
 }
 
 // Probe is a probe's last run and its stable result.
@@ -266,17 +336,46 @@ func (s *Server) pod(r pods.PodReport) Pod { return PodFromReport(r) }
 // it; `cri-prober wait` reads its own engine through it, so that it
 // judges as it judges an agent's answer.
 func PodFromReport(r pods.PodReport) Pod {
-	p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Phase: string(r.Phase), Ready: r.Ready,
-		CreatedAt: r.CreatedAt, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
+	p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Phase: string(r.Phase), Reason: r.Reason,
+		Message: r.Message, Ready: r.Ready, CreatedAt: r.CreatedAt, StartTime: timeOrNil(r.StartTime), Terminating: r.Terminating,
+		Conditions: []Condition{}, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
+	for _, c := range r.Conditions {
+		p.Conditions = append(p.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message,
+			LastTransitionTime: timeOrNil(c.LastTransitionTime)})
+	}
 	for _, c := range r.Containers {
 		p.Containers = append(p.Containers, container(c))
 	}
 	return p
 }
 
+// timeOrNil is t for the JSON, null when zero (unknown).
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func containerState(s pods.ContainerState) ContainerState {
+	var out ContainerState
+	if w := s.Waiting; w != nil {
+		out.Waiting = &StateWaiting{Reason: w.Reason, Message: w.Message}
+	}
+	if r := s.Running; r != nil {
+		out.Running = &StateRunning{StartedAt: timeOrNil(r.StartedAt)}
+	}
+	if t := s.Terminated; t != nil {
+		out.Terminated = &StateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message, StartedAt: timeOrNil(t.StartedAt),
+			FinishedAt: timeOrNil(t.FinishedAt), ContainerID: t.ContainerID}
+	}
+	return out
+}
+
 func container(c pods.ContainerReport) Container {
 	out := Container{Name: c.Name, ID: c.ID, Attempt: c.Attempt, State: string(c.State), ExitCode: c.ExitCode, Ready: c.Ready, Started: c.Started,
-		RestartCount: c.Attempt, Problems: c.Problems, Warnings: c.Warnings, Probes: map[string]Probe{}}
+		RestartCount: c.RestartCount, Problems: c.Problems, Warnings: c.Warnings, Probes: map[string]Probe{},
+		Status: ContainerStatus{State: containerState(c.Status.State), LastState: containerState(c.Status.LastState)}}
 	if c.Kind != spec.Regular {
 		out.Kind = c.Kind.String()
 	}
@@ -418,9 +517,9 @@ type Readiness struct {
 	Containers map[string]bool `json:"containers"`
 }
 
-// ready answers 200 when the pod is ready (kubelet's ContainersReady:
-// every regular container and sidecar ready), else 503: usable as a load
-// balancer's health check for the pod.
+// ready answers 200 when the pod is ready (kubelet's Ready condition:
+// every regular container and sidecar ready, and its readiness gates
+// met), else 503: usable as a load balancer's health check for the pod.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.find(r)
 	if !ok {

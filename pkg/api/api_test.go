@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -43,18 +44,41 @@ var (
 	healthy = func() error { return nil }
 )
 
+// condition is a pod condition of the reports.
+func condition(t corev1.PodConditionType, status corev1.ConditionStatus, reason, message string) pods.Condition {
+	return pods.Condition{Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: t0}
+}
+
 func testPods() fakePods {
+	notReady := "containers with unready status: [app worker]"
 	return fakePods{
-		{Key: "uid-web", Namespace: "shop", Name: "web", UID: "uid-web", SandboxID: "sb1", IP: "10.0.0.5", CreatedAt: t0, Ready: false,
-			Source: "pods.yaml:1", Containers: []pods.ContainerReport{
-				{Name: "app", ID: "c1", Attempt: 2, State: cri.StateRunning, StartedAt: t0.Add(time.Minute), Probed: true, Started: true, Ready: false,
+		{Key: "uid-web", Namespace: "shop", Name: "web", UID: "uid-web", SandboxID: "sb1", IP: "10.0.0.5", CreatedAt: t0, StartTime: t0, Ready: false,
+			Phase: corev1.PodRunning, Source: "pods.yaml:1", Conditions: []pods.Condition{
+				condition(corev1.PodReadyToStartContainers, corev1.ConditionTrue, "", ""),
+				condition(corev1.PodInitialized, corev1.ConditionTrue, "", ""),
+				condition(corev1.PodReady, corev1.ConditionFalse, pods.ReasonContainersNotReady, notReady),
+				condition(corev1.ContainersReady, corev1.ConditionFalse, pods.ReasonContainersNotReady, notReady),
+				condition(corev1.PodScheduled, corev1.ConditionTrue, "", ""),
+			}, Containers: []pods.ContainerReport{
+				{Name: "app", ID: "c1", Attempt: 2, RestartCount: 2, State: cri.StateRunning, StartedAt: t0.Add(time.Minute), Probed: true, Started: true, Ready: false,
+					Status: pods.ContainerStatus{State: pods.ContainerState{Running: &pods.StateRunning{StartedAt: t0.Add(time.Minute)}},
+						LastState: pods.ContainerState{Terminated: &pods.StateTerminated{ExitCode: 137, Reason: "Error", StartedAt: t0, FinishedAt: t0.Add(50 * time.Second), ContainerID: "c0"}}},
 					Probes: []pods.ProbeReport{
 						{Type: results.Liveness, Result: results.Success, Last: &results.Observation{Time: t0.Add(2 * time.Minute), Outcome: results.OutcomeSuccess, Output: "ok", Consecutive: 4, Threshold: 1}},
 						{Type: results.Readiness, Result: results.Failure},
 					}},
-				{Name: "worker", ID: "c2", State: cri.StateExited, Waiting: &pods.Waiting{Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)}},
+				{Name: "worker", ID: "c2", RestartCount: 3, State: cri.StateExited, Waiting: &pods.Waiting{Reason: "CrashLoopBackOff", Until: t0.Add(time.Hour)},
+					Status: pods.ContainerStatus{State: pods.ContainerState{Waiting: &pods.StateWaiting{Reason: "CrashLoopBackOff",
+						Message: "back-off 40s restarting failed container=worker pod=web_shop(uid-web)"}},
+						LastState: pods.ContainerState{Terminated: &pods.StateTerminated{ExitCode: 1, Reason: "Error", Message: "cannot open /data: permission denied\nbye",
+							StartedAt: t0.Add(3 * time.Minute), FinishedAt: t0.Add(4 * time.Minute), ContainerID: "c2"}}}},
 			}},
-		{Key: "uid-db", Namespace: "shop", Name: "db", Ready: true, Containers: []pods.ContainerReport{{Name: "db", ID: "c3", State: cri.StateRunning, Started: true, Ready: true}}},
+		{Key: "uid-db", Namespace: "shop", Name: "db", Ready: true, Phase: corev1.PodRunning, Conditions: []pods.Condition{
+			condition(corev1.PodReadyToStartContainers, corev1.ConditionTrue, "", ""), condition(corev1.PodInitialized, corev1.ConditionTrue, "", ""),
+			condition(corev1.PodReady, corev1.ConditionTrue, "", ""), condition(corev1.ContainersReady, corev1.ConditionTrue, "", ""),
+			condition(corev1.PodScheduled, corev1.ConditionTrue, "", "")},
+			Containers: []pods.ContainerReport{{Name: "db", ID: "c3", State: cri.StateRunning, Started: true, Ready: true,
+				Status: pods.ContainerStatus{State: pods.ContainerState{Running: &pods.StateRunning{StartedAt: t0}}}}}},
 	}
 }
 
@@ -137,6 +161,43 @@ func TestPodsJSONHasTheDocumentedFields(t *testing.T) {
 	worker := web["containers"].([]any)[1].(map[string]any)
 	assert.Equal(t, "CrashLoopBackOff", worker["state"])
 	assert.Equal(t, "2026-11-21T10:00:00Z", worker["waitingUntil"])
+
+	// kubelet's status, kubectl-shaped, beside the older fields.
+	assert.Equal(t, "2026-11-21T09:00:00Z", web["startTime"])
+	conditions := web["conditions"].([]any)
+	require.Len(t, conditions, 5)
+	assert.Equal(t, map[string]any{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+		"message": "containers with unready status: [app worker]", "lastTransitionTime": "2026-11-21T09:00:00Z"}, conditions[2])
+	assert.Equal(t, map[string]any{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-21T09:00:00Z"}, conditions[4])
+	assert.JSONEq(t, `{"state":{"running":{"startedAt":"2026-11-21T09:01:00Z"}},
+		"lastState":{"terminated":{"exitCode":137,"reason":"Error","startedAt":"2026-11-21T09:00:00Z","finishedAt":"2026-11-21T09:00:50Z","containerID":"c0"}}}`,
+		mustJSON(t, app["status"]))
+	assert.JSONEq(t, `{"state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container=worker pod=web_shop(uid-web)"}},
+		"lastState":{"terminated":{"exitCode":1,"reason":"Error","message":"cannot open /data: permission denied\nbye",
+		"startedAt":"2026-11-21T09:03:00Z","finishedAt":"2026-11-21T09:04:00Z","containerID":"c2"}}}`, mustJSON(t, worker["status"]))
+	assert.Equal(t, 3.0, worker["restartCount"], "kubelet's restart count")
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// What kubelet's status does not know is null or left out, never a zero
+// time: a pod not started, a condition with no known transition.
+func TestPodJSONOmitsWhatIsUnknown(t *testing.T) {
+	p := PodFromReport(pods.PodReport{Namespace: "ns", Name: "p", Conditions: []pods.Condition{{Type: "PodReadyToStartContainers", Status: "False"}},
+		Containers: []pods.ContainerReport{{Name: "app", Status: pods.ContainerStatus{State: pods.ContainerState{Waiting: &pods.StateWaiting{Reason: "ContainerCreating"}}}}}})
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(b, &raw))
+	assert.NotContains(t, raw, "startTime")
+	assert.NotContains(t, raw, "reason")
+	assert.Equal(t, map[string]any{"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": nil}, raw["conditions"].([]any)[0])
+	assert.JSONEq(t, `{"state":{"waiting":{"reason":"ContainerCreating"}},"lastState":{}}`, mustJSON(t, raw["containers"].([]any)[0].(map[string]any)["status"]))
 }
 
 func TestReadyEndpoint(t *testing.T) {

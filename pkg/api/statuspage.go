@@ -176,7 +176,7 @@ type pageData struct {
 
 type summaryView struct {
 	Pods, Ready, Containers int
-	Restarts                uint32
+	Restarts                int
 }
 
 // pagerView says which pods the page shows, of how many.
@@ -194,25 +194,46 @@ type podView struct {
 	Status    string
 	Ready     bool
 	ReadyText string // 1/2
-	Restarts  uint32
+	Restarts  string // kubectl's: 3 (5m2s ago)
 	Age       string
 	Created   string
 	IP        string
 	Source    string
 	Problems  []string
+	// Why is the pod's reason and message when it failed as a whole
+	// (DeadlineExceeded).
+	Why        string
+	Conditions []conditionView
 
 	Containers []containerView
+}
+
+// conditionView is a pod condition: its type and status, and for one
+// that is not True its reason and message.
+type conditionView struct {
+	Type   string
+	OK     bool
+	Text   string // "True", or "False (Reason: message)"
+	Detail string // since when, as a tooltip
 }
 
 type containerView struct {
 	Name     string
 	Kind     string
-	State    string
+	State    string // kubelet's state in a few words (Running, CrashLoopBackOff, Error (exit code 1))
 	Ready    bool
-	Restarts uint32
+	Restarts int32
 	Waiting  string // back-off until …
-	Problems []string
-	Probes   []probeView
+	// StateMessage is its state's message in a line, StateTooltip more of
+	// it: why it waits, as kubelet says (an image pull's error, a
+	// back-off), or how it ended (its termination message).
+	StateMessage, StateTooltip string
+	// Last is its last termination (kubelet's lastState), in a line:
+	// LastMessage is the message (its termination message) cut to a
+	// line, LastTooltip more of it.
+	Last, LastFinished, LastMessage, LastTooltip string
+	Problems                                     []string
+	Probes                                       []probeView
 }
 
 type probeView struct {
@@ -286,7 +307,7 @@ func (s *Server) pageData(namespace string, page int) (pageData, error) {
 		}
 		d.Summary.Containers += len(r.Containers)
 		for _, c := range r.Containers {
-			d.Summary.Restarts += c.Attempt // Pod.Restarts: a container's restarts are its attempt
+			d.Summary.Restarts += int(c.RestartCount) // kubelet's restart count, as Pod.Restarts adds them
 		}
 	}
 
@@ -337,10 +358,23 @@ func (s *Server) podView(p Pod, key string, now time.Time) (podView, error) {
 	ready, total := p.ReadyCount()
 	v := podView{Part: clip(podPart(p), 3*shownName), Anchor: "pod-" + clip(p.Namespace+"/"+p.Name, 2*shownName),
 		Namespace: clip(p.Namespace, shownName), Name: clip(p.Name, shownName), Status: p.Status(),
-		Ready: p.Ready, ReadyText: fmt.Sprintf("%d/%d", ready, total), Restarts: p.Restarts(), Age: Age(p.CreatedAt, now),
+		Ready: p.Ready, ReadyText: fmt.Sprintf("%d/%d", ready, total), Restarts: p.RestartsText(now), Age: Age(p.CreatedAt, now),
 		Created: rfc3339(p.CreatedAt), IP: clip(p.IP, shownName), Source: clip(p.Source, shownLine), Problems: clipAll(p.Problems)}
 	if v.Phase = p.Phase; v.Phase == v.Status {
 		v.Phase = ""
+	}
+	if p.Reason != "" {
+		v.Why = clip(strings.TrimSuffix(p.Reason+": "+p.Message, ": "), shownLine)
+	}
+	for _, c := range p.Conditions {
+		cv := conditionView{Type: clip(c.Type, shownName), OK: c.Status == "True", Text: clip(c.Status, shownName)}
+		if c.LastTransitionTime != nil {
+			cv.Detail = "since " + rfc3339(*c.LastTransitionTime)
+		}
+		if why := strings.TrimSuffix(c.Reason+": "+c.Message, ": "); why != "" {
+			cv.Text += " (" + clip(why, shownLine) + ")"
+		}
+		v.Conditions = append(v.Conditions, cv)
 	}
 	histories := map[string]results.ProbeHistory{}
 	if s.history != nil && key != "" {
@@ -349,13 +383,23 @@ func (s *Server) podView(p Pod, key string, now time.Time) (podView, error) {
 		}
 	}
 	for _, c := range p.Containers {
-		cv := containerView{Name: clip(c.Name, shownName), Kind: c.Kind, State: c.State, Ready: c.Ready, Restarts: c.RestartCount,
+		cv := containerView{Name: clip(c.Name, shownName), Kind: c.Kind, State: clip(c.StateText(), shownName), Ready: c.Ready, Restarts: c.RestartCount,
 			Problems: clipAll(append(slices.Clip(c.Problems), c.Warnings...))}
-		if c.Reason != "" && c.State == "Exited" {
-			cv.State += " (" + c.Reason + ")"
-		}
 		if c.WaitingUntil != nil {
 			cv.Waiting = "back-off until " + c.WaitingUntil.Format("15:04:05")
+		}
+		switch st := c.Status.State; {
+		case st.Waiting != nil:
+			cv.StateMessage, cv.StateTooltip = messageLine(st.Waiting.Message)
+		case st.Terminated != nil:
+			cv.StateMessage, cv.StateTooltip = messageLine(st.Terminated.Message)
+		}
+		if t := c.Status.LastState.Terminated; t != nil {
+			cv.Last = clip(c.Status.LastState.Text(), shownName)
+			if t.FinishedAt != nil {
+				cv.LastFinished = t.FinishedAt.Format("15:04:05")
+			}
+			cv.LastMessage, cv.LastTooltip = messageLine(t.Message)
 		}
 		for _, typ := range []string{"startup", "liveness", "readiness"} {
 			pr, ok := c.Probes[typ]
@@ -371,6 +415,14 @@ func (s *Server) podView(p Pod, key string, now time.Time) (podView, error) {
 		v.Containers = append(v.Containers, cv)
 	}
 	return v, nil
+}
+
+// messageLine is a message a workload may control (a termination
+// message) as a line to show, and more of it for a tooltip.
+func messageLine(msg string) (line, tooltip string) {
+	msg = strings.TrimSpace(msg)
+	first, _, _ := strings.Cut(msg, "\n")
+	return clip(first, shownLine), clip(msg, shownTooltip)
 }
 
 func probeRow(typ string, p Probe, chart drawnChart, now time.Time) probeView {

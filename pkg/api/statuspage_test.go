@@ -67,9 +67,18 @@ func TestStatusPageShowsTheState(t *testing.T) {
 	assert.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
 
 	for _, tt := range []struct{ what, want string }{
-		{"the summary", "<strong>2</strong> pods, <strong>1</strong> ready · <strong>3</strong> containers · <strong>2</strong> restarts"},
+		{"the summary", "<strong>2</strong> pods, <strong>1</strong> ready · <strong>3</strong> containers · <strong>5</strong> restarts"},
 		{"a pod, its readiness, status, restarts and age", `<h3><span class="ns">shop/</span>web</h3>`},
-		{"Ready x/y", `<span class="badge bad">Ready 0/2</span> CrashLoopBackOff · restarts 2 · age <time datetime="2026-11-21T09:00:00Z">5m0s</time> · 10.0.0.5 · specs from pods.yaml:1`},
+		{"Ready x/y, kubectl's STATUS and RESTARTS", `<span class="badge bad">Ready 0/2</span> CrashLoopBackOff · phase Running · restarts 5 (1m0s ago) · age <time datetime="2026-11-21T09:00:00Z">5m0s</time> · 10.0.0.5 · specs from pods.yaml:1`},
+		{"its conditions, with why not", `<p class="conditions"><span class="cond ok" title="since 2026-11-21T09:00:00Z">PodReadyToStartContainers True</span> · ` +
+			`<span class="cond ok" title="since 2026-11-21T09:00:00Z">Initialized True</span> · ` +
+			`<span class="cond bad" title="since 2026-11-21T09:00:00Z">Ready False (ContainersNotReady: containers with unready status: [app worker])</span> · ` +
+			`<span class="cond bad" title="since 2026-11-21T09:00:00Z">ContainersReady False (ContainersNotReady: containers with unready status: [app worker])</span> · ` +
+			`<span class="cond ok" title="since 2026-11-21T09:00:00Z">PodScheduled True</span></p>`},
+		{"a container's last termination", `<tr class="more"><td></td><td colspan="4"><div>last state: Error (exit code 137), finished 09:00:50</div></td></tr>`},
+		{"why it waits, and its last termination with the termination message's first line",
+			`<tr class="more"><td></td><td colspan="4"><div class="msg" title="back-off 40s restarting failed container=worker pod=web_shop(uid-web)">back-off 40s restarting failed container=worker pod=web_shop(uid-web)</div>` +
+				`<div>last state: Error (exit code 1), finished 09:04:00: <span class="msg" title="cannot open /data: permission denied bye">cannot open /data: permission denied</span></div></td></tr>`},
 		{"a ready pod", `<span class="badge ok">Ready 1/1</span>`},
 		{"a container: state, ready, restarts", `<td class="cname">app</td>
 <td>Running</td>
@@ -126,6 +135,15 @@ func TestStatusPageEscapesHostileText(t *testing.T) {
 			want: []string{`<td class="message">&lt;script&gt;alert(1)&lt;/script&gt;`}},
 		{name: "pod source and problems", pods: fakePods{{Key: "k", Namespace: "ns", Name: "p", Source: hostile, Problems: []string{hostile}}},
 			want: []string{`specs from &lt;script&gt;`, `<p class="problem">&lt;script&gt;`}},
+		{name: "termination and waiting messages", pods: fakePods{{Key: "k", Namespace: "ns", Name: "p", Reason: "DeadlineExceeded", Message: hostile,
+			Conditions: []pods.Condition{{Type: "Ready", Status: "False", Reason: "ContainersNotReady", Message: hostile}},
+			Containers: []pods.ContainerReport{
+				{Name: "c", Status: pods.ContainerStatus{State: pods.ContainerState{Waiting: &pods.StateWaiting{Reason: "CrashLoopBackOff", Message: hostile}},
+					LastState: pods.ContainerState{Terminated: &pods.StateTerminated{ExitCode: 1, Reason: "Error", Message: hostile + "\nsecond line"}}}},
+				{Name: "d", Status: pods.ContainerStatus{State: pods.ContainerState{Terminated: &pods.StateTerminated{ExitCode: 1, Reason: "Error", Message: hostile}}}},
+			}}},
+			want: []string{`<p class="problem">DeadlineExceeded: &lt;script&gt;`, `Ready False (ContainersNotReady: &lt;script&gt;alert(1)`,
+				`<div class="msg" title="&lt;script&gt;alert(1)`, `: <span class="msg" title="&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;&#34;&#39;&amp;\x1b[2J\u202e second line">&lt;script&gt;`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ring := events.NewRing(10)

@@ -552,7 +552,9 @@ func containerFromStatus(lc *runtimeapi.Container, st *runtimeapi.ContainerStatu
 	c.FinishedAt = unixNano(st.GetFinishedAt())
 	c.ExitCode = st.GetExitCode()
 	c.Reason = st.GetReason()
-	c.Message = st.GetMessage()
+	// An exited container's message is kubelet's: the runtime's, with its
+	// termination message (read from the host, bounded: termination.go).
+	c.Message = withTerminationMessage(st)
 	if img := st.GetImage().GetImage(); img != "" {
 		c.Image = img
 	}

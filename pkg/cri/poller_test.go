@@ -3,6 +3,8 @@ package cri_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -130,6 +132,32 @@ func TestRelistSnapshotContents(t *testing.T) {
 	assert.Equal(t, int32(3), ctr.ExitCode)
 	assert.Equal(t, "Error", ctr.Reason)
 	assert.False(t, ctr.FinishedAt.IsZero())
+}
+
+// An exited container's message is kubelet's: its termination message,
+// read from the file mounted at its annotated terminationMessagePath,
+// once, when the poller sees it exit (a running one's is not read).
+func TestRelistReadsTheTerminationMessage(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "5e1f0a2b")
+	require.NoError(t, os.WriteFile(file, []byte("disk full"), 0o666))
+	rt := fakeruntime.NewForTest(t)
+	sb := rt.AddSandbox("ns", "job", "uid-1")
+	id := rt.AddContainer(sb, "app", running,
+		fakeruntime.WithAnnotations(map[string]string{cri.AnnotationTerminationMessagePath: "/dev/termination-log", cri.AnnotationTerminationMessagePolicy: "File"}),
+		fakeruntime.WithMounts(&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: file}))
+	other := rt.AddContainer(sb, "observed", running, fakeruntime.WithMounts(&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: file}))
+	p := newPoller(t, rt)
+	ctr, _ := relist(t, p).Container(id)
+	assert.Empty(t, ctr.Message, "running: nothing read")
+
+	require.NoError(t, rt.SetContainerState(id, exited, 1))
+	require.NoError(t, rt.SetContainerState(other, exited, 1))
+	snap := relist(t, p)
+	ctr, _ = snap.Container(id)
+	assert.Equal(t, "Error", ctr.Reason)
+	assert.Equal(t, "disk full", ctr.Message)
+	ctr, _ = snap.Container(other)
+	assert.Empty(t, ctr.Message, "without kubelet's annotations: the runtime's message only")
 }
 
 func TestRelistEvents(t *testing.T) {

@@ -79,6 +79,13 @@ func (p *Pod) IP() string {
 
 // Container is one container as the poller last saw it. Values published in
 // a Snapshot are never modified; the poller replaces them.
+//
+// Reason is the runtime's for an exited container (Completed, Error,
+// OOMKilled, ContainerCannotRun…). Message is kubelet's status message for
+// it: the runtime's message (cut to bounded.Message), then ": " and the
+// container's termination message when it has one (the end of its
+// terminationMessagePath file, at most 4 KiB, or with
+// FallbackToLogsOnError at most 2 KiB of its log's end; termination.go).
 type Container struct {
 	ID          string            `json:"id"`
 	SandboxID   string            `json:"sandboxId"`

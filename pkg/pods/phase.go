@@ -3,39 +3,8 @@ package pods
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
-
-// containerState is a container's state as kubelet's status shows it:
-// missing (no instance yet), running, terminated, or waiting — with the
-// exit of the instance before when one exited (its LastTerminationState).
-type containerState struct {
-	missing, running, terminated, waiting bool
-	// exited: terminated, or waiting after an exit; exitCode is that exit's.
-	exited   bool
-	exitCode int32
-}
-
-func stateOf(c *Container) containerState {
-	cur := c.Current
-	switch {
-	case cur == nil:
-		return containerState{missing: true}
-	case cur.State == cri.StateRunning:
-		return containerState{running: true}
-	case cur.State == cri.StateExited:
-		return containerState{terminated: true, exited: true, exitCode: cur.ExitCode}
-	}
-	s := containerState{waiting: true}
-	for _, i := range c.Instances {
-		if i != cur && i.State == cri.StateExited && i.CreatedAt.Before(cur.CreatedAt) {
-			s.exited, s.exitCode = true, i.ExitCode
-			break
-		}
-	}
-	return s
-}
 
 // restartsAfterExit is kubelet's ContainerShouldRestart for a container of
 // pod p (one no spec covers follows the pod's policy).
@@ -55,40 +24,65 @@ func inSpec(p *Pod, c *Container) bool {
 }
 
 // phase is kubelet 1.36's getPhase (ContainerRestartRules on) over the
-// pod's containers. started says whether a running sidecar has started
-// (passed its startup probe). A pod someone else made is terminal once it
-// has no ready sandbox (the agent does not make sandboxes for it); an
-// owned pod's sandbox is made again, so only its removal ends it.
+// pod's containers' statuses (statusOf). started says whether a running
+// sidecar has started (passed its startup probe). A pod someone else made
+// is terminal once it has no ready sandbox (the agent does not make
+// sandboxes for it); an owned pod's sandbox is made again, so only its
+// removal ends it.
 func phase(p *Pod, started func(*Container) bool) corev1.PodPhase {
+	in := initFactsOf(p)
+	return phaseOf(p, in, func(c *Container) apiStatus { return statusOf(p, c, in) }, started)
+}
+
+// phaseOf is phase with the containers' statuses given.
+//
+// A container with no instance at all is one getPhase has no status for
+// (unknown, or a pending init container), although kubelet's status shows
+// it waiting (ContainerCreating): so a pod someone else made that was torn
+// down before all of it ran is Failed rather than Pending forever.
+func phaseOf(p *Pod, in initFacts, status func(*Container) apiStatus, started func(*Container) bool) corev1.PodPhase {
+	if p.Reason != "" {
+		// Failed as a whole (activeDeadlineSeconds: kubelet's pod sync
+		// handler's ShouldEvict overrides the phase).
+		return corev1.PodFailed
+	}
 	terminal := !p.Owned && !p.SandboxReady() || p.Orphaned
-	initialized := true
 	var pendingInit, pendingSidecars, failedInitNotRestartable int
 	var unknown, running, waiting, stopped, stoppedNotRestartable, succeeded int
 	for _, c := range p.Containers {
 		if !inSpec(p, c) {
 			continue
 		}
-		s := stateOf(c)
+		s := status(c)
+		lastExit, lastTerminated := s.lastExit()
 		switch c.Kind {
 		case spec.Init:
-			initialized = false // until a regular container exists (below)
 			switch {
-			case s.missing, s.running, s.waiting && !s.exited:
+			case s.missing, s.running():
 				pendingInit++
-			case s.exitCode != 0 && !restartsAfterExit(p, c, s.exitCode):
-				failedInitNotRestartable++
+			case s.terminated():
+				if s.exitCode() != 0 && !restartsAfterExit(p, c, s.exitCode()) {
+					failedInitNotRestartable++
+				}
+			case lastTerminated:
+				if lastExit != 0 && !restartsAfterExit(p, c, lastExit) {
+					failedInitNotRestartable++
+				}
+			default:
+				pendingInit++
 			}
 		case spec.Sidecar:
-			initialized = false
 			switch {
 			case s.missing:
 				unknown++
-			case s.running:
+			case s.running():
 				if !started(c) {
 					pendingSidecars++
 				}
 				running++
-			case s.waiting && !s.exited:
+			case s.terminated(), lastTerminated:
+				// Stopped sidecars do not count.
+			default:
 				pendingSidecars++
 				waiting++
 			}
@@ -96,32 +90,33 @@ func phase(p *Pod, started func(*Container) bool) corev1.PodPhase {
 			switch {
 			case s.missing:
 				unknown++
-			case s.running:
+			case s.running():
 				running++
-			case s.exited:
+			case s.terminated():
 				stopped++
-				if !restartsAfterExit(p, c, s.exitCode) {
+				if !restartsAfterExit(p, c, s.exitCode()) {
 					stoppedNotRestartable++
 				}
-				if s.exitCode == 0 {
+				if s.exitCode() == 0 {
 					succeeded++
+				}
+			case lastTerminated:
+				// Waiting after an exit: stopped, though not counted as
+				// succeeded whatever its exit (getPhase's Waiting case).
+				stopped++
+				if !restartsAfterExit(p, c, lastExit) {
+					stoppedNotRestartable++
 				}
 			default:
 				waiting++
 			}
 		}
 	}
-	// kubelet: the pod has initialized once any regular container exists.
-	for _, c := range p.Containers {
-		if c.Kind == spec.Regular && inSpec(p, c) && c.Current != nil {
-			initialized = true
-		}
-	}
 	if failedInitNotRestartable > 0 {
 		return corev1.PodFailed
 	}
 	switch {
-	case pendingInit > 0 || (pendingSidecars > 0 && !initialized), waiting > 0:
+	case pendingInit > 0 || (pendingSidecars > 0 && !in.regularInSandbox), waiting > 0:
 		return corev1.PodPending
 	case running > 0 && unknown == 0:
 		return corev1.PodRunning

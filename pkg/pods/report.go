@@ -25,10 +25,21 @@ type PodReport struct {
 	// from; empty for a pod nothing covers.
 	Source string
 	Phase  corev1.PodPhase
-	// Ready is kubelet's ContainersReady: every regular container and
-	// every sidecar exists and is ready (init containers do not count),
-	// and the pod has not completed.
-	Ready      bool
+	// Reason and Message say why the pod failed as a whole (kubelet's
+	// status.reason and status.message: DeadlineExceeded).
+	Reason, Message string
+	// StartTime is kubelet's status.startTime (startTime).
+	StartTime time.Time
+	// Terminating: the pod is being torn down (kubelet's deletion
+	// timestamp is set).
+	Terminating bool
+	// Ready is kubelet's Ready condition: ContainersReady (every regular
+	// container and every sidecar exists and is ready; init containers do
+	// not count; the pod has not completed) and every readiness gate met.
+	Ready bool
+	// Conditions are kubelet's: PodReadyToStartContainers, Initialized,
+	// Ready, ContainersReady and PodScheduled (conditions.go).
+	Conditions []Condition
 	Problems   []string // invalid pod-level configuration
 	Containers []ContainerReport
 }
@@ -55,6 +66,10 @@ type ContainerReport struct {
 	// Waiting is why the pod sync does not start it now (nil: nothing
 	// holds it back).
 	Waiting *Waiting
+	// Status is its state and last state as kubelet's status shows them,
+	// and RestartCount kubelet's restart count (status.go).
+	Status       ContainerStatus
+	RestartCount int32
 }
 
 // Completed reports whether the container ran to completion: an init
@@ -83,39 +98,40 @@ func Report(v *View, store *results.Store) []PodReport {
 
 // ReportPod describes one pod.
 func ReportPod(p *Pod, store *results.Store) PodReport {
-	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source}
+	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source,
+		Reason: p.Reason, Message: p.Message, StartTime: startTime(p), Terminating: p.Terminating}
 	if p.Sandbox != nil {
 		pr.SandboxID, pr.CreatedAt = p.Sandbox.ID, p.Sandbox.CreatedAt
 	}
 	for _, e := range p.Problems {
 		pr.Problems = append(pr.Problems, e.Error())
 	}
-	started := map[*Container]bool{}
-	counted, ready := 0, 0
+	// Each container's status once: the phase, the conditions and the
+	// report read the same.
+	in := initFactsOf(p)
+	facts := make([]containerFacts, 0, len(p.Containers))
+	statuses := make(map[*Container]apiStatus, len(p.Containers))
+	started := make(map[*Container]bool, len(p.Containers))
 	for _, c := range p.Containers {
-		cr := containerReport(c, store)
+		st := statusOf(p, c, in)
+		cr := containerReport(c, st, store)
 		if p.ManifestInvalid {
 			cr.Ready = false // its manifest is invalid: nothing is checked
 		}
-		started[c] = cr.Started
-		if c.Kind != spec.Init && inSpec(p, c) {
-			counted++
-			if cr.Ready {
-				ready++
-			}
-		}
+		statuses[c], started[c] = st, cr.Started
+		facts = append(facts, containerFacts{c: c, status: st, ready: cr.Ready, started: cr.Started})
 		pr.Containers = append(pr.Containers, cr)
 	}
-	pr.Phase = phase(p, func(c *Container) bool { return started[c] })
-	// A pod with nothing to be ready (no container seen yet) is not ready;
-	// nor is a completed one (kubelet's PodCompleted / PodFailed).
-	pr.Ready = counted > 0 && ready == counted && !p.ManifestInvalid &&
-		pr.Phase != corev1.PodSucceeded && pr.Phase != corev1.PodFailed
+	pr.Phase = phaseOf(p, in, func(c *Container) apiStatus { return statuses[c] }, func(c *Container) bool { return started[c] })
+	pr.Conditions = conditions(p, pr.Phase, facts)
+	// The one rule for a pod's readiness, read by /ready, wait, the
+	// status page and the metrics alike.
+	pr.Ready = conditionTrue(pr.Conditions, corev1.PodReady)
 	return pr
 }
 
-func containerReport(c *Container, store *results.Store) ContainerReport {
-	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed(), Waiting: c.Waiting}
+func containerReport(c *Container, st apiStatus, store *results.Store) ContainerReport {
+	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed(), Waiting: c.Waiting, Status: st.write(), RestartCount: restartCount(c)}
 	for _, e := range c.Problems {
 		cr.Problems = append(cr.Problems, e.Error())
 	}
@@ -123,6 +139,11 @@ func containerReport(c *Container, store *results.Store) ContainerReport {
 		for _, w := range c.Spec.Warnings {
 			cr.Warnings = append(cr.Warnings, w.Error())
 		}
+	}
+	if c.Kind == spec.Init {
+		// kubelet: a regular init container is ready once it completed
+		// (one the runtime lost after the pod initialized included).
+		cr.Ready = st.terminated() && st.exitCode() == 0
 	}
 	cur := c.Current
 	if cur == nil {
@@ -132,8 +153,9 @@ func containerReport(c *Container, store *results.Store) ContainerReport {
 	running := cur.State == cri.StateRunning
 	switch {
 	case c.Kind == spec.Init:
-		// kubelet: a regular init container is ready once it completed.
-		cr.Ready = cur.State == cri.StateExited && cur.ExitCode == 0
+		// kubelet's isContainerStarted: running (a regular init
+		// container has no startup probe).
+		cr.Started = running
 	case len(c.Problems) > 0:
 		// Fail closed: what the user asked to be checked is not checked.
 		cr.Started = running

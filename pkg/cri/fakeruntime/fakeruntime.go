@@ -436,6 +436,13 @@ func WithLogPath(path string) ContainerOption {
 	return func(c *container) { c.config.LogPath = path }
 }
 
+// WithMounts sets the container config's mounts (ContainerStatus reports
+// them, as containerd does: a termination message file is found by its
+// mount).
+func WithMounts(mounts ...*runtimeapi.Mount) ContainerOption {
+	return func(c *container) { c.config.Mounts = mounts }
+}
+
 // AddContainer adds a container in the given state to a sandbox and returns
 // its ID. A running container is started now; an exited one exits now with
 // code 0.
@@ -747,6 +754,7 @@ func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSt
 		Reason:      c.reason,
 		Labels:      c.config.GetLabels(),
 		Annotations: c.config.GetAnnotations(),
+		Mounts:      c.config.GetMounts(),
 	}
 	if c.config.GetLogPath() != "" {
 		// As containerd reports it: joined to the sandbox's log directory.

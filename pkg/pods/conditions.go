@@ -1,0 +1,269 @@
+package pods
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// The conditions kubelet 1.36 gives a pod of its node with no API server
+// to add others (generateAPIPodStatus, pkg/kubelet/kubelet_pods.go), in
+// its order, with pkg/kubelet/status/generate.go's reasons and messages.
+
+// Kubelet's condition reasons (pkg/kubelet/status/generate.go).
+const (
+	ReasonUnknownContainerStatuses = "UnknownContainerStatuses"
+	ReasonPodCompleted             = "PodCompleted"
+	ReasonPodFailed                = "PodFailed"
+	ReasonContainersNotReady       = "ContainersNotReady"
+	ReasonContainersNotInitialized = "ContainersNotInitialized"
+	ReasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
+)
+
+// Condition is a v1.PodCondition.
+//
+// LastTransitionTime is the agent's view of when the condition became so,
+// kept simple and stateless (the agent keeps no previous status, as
+// kubelet's status manager does): the time of the newest runtime change
+// the condition rests on, as the View holds it — PodScheduled, the pod's
+// start; PodReadyToStartContainers, its current sandbox's creation;
+// Initialized, the newest exit of a completed init container (else the
+// pod's start), or when not initialized the current sandbox's creation;
+// ContainersReady and Ready, the newest start (ready) or change (not
+// ready: start or exit) of the containers they name. A probe's result
+// carries no time in the View: a readiness probe that passed after its
+// container started shows the start. Zero when the View has none.
+type Condition struct {
+	Type               corev1.PodConditionType
+	Status             corev1.ConditionStatus
+	Reason, Message    string
+	LastTransitionTime time.Time
+}
+
+// containerFacts are what the conditions read of one container: its
+// status and kubelet's Ready and Started flags.
+type containerFacts struct {
+	c              *Container
+	status         apiStatus
+	ready, started bool
+}
+
+// conditions is generateAPIPodStatus's "set all Kubelet-owned conditions"
+// for pod p in phase. facts are its containers', in p.Containers' order.
+func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts) []Condition {
+	start := startTime(p)
+	toStart := readyToStartContainers(p)
+	initialized := initializedCondition(p, phase, facts, start)
+	containersReady := containersReadyCondition(p, phase, facts, start)
+	ready := readyCondition(p, containersReady, []Condition{toStart, initialized}, start)
+	scheduled := Condition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: start}
+	return []Condition{toStart, initialized, ready, containersReady, scheduled}
+}
+
+// startTime is the pod's status.startTime: Pod.StartTime when the pod
+// sync set it, else its oldest sandbox's creation.
+func startTime(p *Pod) time.Time {
+	if !p.StartTime.IsZero() {
+		return p.StartTime
+	}
+	var t time.Time
+	for _, sb := range p.Sandboxes {
+		if t.IsZero() || sb.CreatedAt.Before(t) {
+			t = sb.CreatedAt
+		}
+	}
+	return t
+}
+
+// readyToStartContainers is GeneratePodReadyToStartContainersCondition:
+// true when kubelet would not make a new sandbox (kuberuntime's
+// PodSandboxChanged): the newest sandbox is the one ready one, in the
+// network namespace the spec asks for, with an IP unless on the node's
+// network.
+func readyToStartContainers(p *Pod) Condition {
+	c := Condition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}
+	newest := newestSandbox(p)
+	ready := 0
+	for _, sb := range p.Sandboxes {
+		if sb.State == cri.SandboxReady {
+			ready++
+		}
+	}
+	if newest == nil || ready > 1 || newest.State != cri.SandboxReady {
+		return c
+	}
+	hostNetwork := newest.HostNetwork
+	if p.Manifest != nil && p.Manifest.Object != nil {
+		if p.Manifest.Object.Spec.HostNetwork != newest.HostNetwork {
+			return c
+		}
+	}
+	if !hostNetwork && len(newest.IPs) == 0 {
+		return c
+	}
+	c.Status, c.LastTransitionTime = corev1.ConditionTrue, newest.CreatedAt
+	return c
+}
+
+// initializedCondition is GeneratePodInitializedCondition. An init
+// container is initialized once it completed (a regular one: kubelet's
+// Ready) or started (a sidecar).
+//
+// Not reproduced: with RestartAllContainersOnContainerExits (on in 1.36)
+// kubelet keeps a True Initialized from its previous status while a pod
+// restarts in place; the agent keeps no previous status (and refuses
+// RestartAllContainers rules).
+func initializedCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts, start time.Time) Condition {
+	c := Condition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: start}
+	var incomplete []string
+	var completedAt time.Time
+	regularStarted := false
+	for _, f := range facts {
+		if !inSpec(p, f.c) {
+			continue
+		}
+		switch f.c.Kind {
+		case spec.Init:
+			if !f.ready {
+				incomplete = append(incomplete, f.c.Name)
+			} else if f.status.of != nil && f.status.of.FinishedAt.After(completedAt) {
+				completedAt = f.status.of.FinishedAt
+			}
+		case spec.Sidecar:
+			if !f.started {
+				incomplete = append(incomplete, f.c.Name)
+			}
+		default:
+			// HasAnyRegularContainerStarted: running or terminated.
+			regularStarted = regularStarted || f.status.running() || f.status.terminated()
+		}
+	}
+	if !completedAt.IsZero() {
+		c.LastTransitionTime = completedAt
+	}
+	switch {
+	case phase == corev1.PodSucceeded:
+		c.Reason = ReasonPodCompleted
+	case regularStarted:
+		// The pod initialized before; its sidecars may be restarting.
+	case len(incomplete) > 0:
+		c.Status, c.Reason = corev1.ConditionFalse, ReasonContainersNotInitialized
+		c.Message = fmt.Sprintf("containers with incomplete status: %s", incomplete)
+		c.LastTransitionTime = start
+		if p.Sandbox != nil {
+			c.LastTransitionTime = p.Sandbox.CreatedAt // initialization begins again in each sandbox
+		}
+	}
+	return c
+}
+
+// containersReadyCondition is GenerateContainersReadyCondition: the
+// sidecars, then the regular containers, each ready. A pod with none of
+// them in the View has no status to be ready with (kubelet's
+// UnknownContainerStatuses); a completed or failed pod is not ready.
+func containersReadyCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts, start time.Time) Condition {
+	c := Condition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse}
+	var unready []string
+	var all, readyAt, unreadyAt time.Time
+	counted := 0
+	for _, kind := range []spec.Kind{spec.Sidecar, spec.Regular} {
+		for _, f := range facts {
+			if f.c.Kind != kind || !inSpec(p, f.c) {
+				continue
+			}
+			counted++
+			changed := lastChange(f.c.Current)
+			all = later(all, changed)
+			if f.ready {
+				readyAt = later(readyAt, changed)
+			} else {
+				unready = append(unready, f.c.Name)
+				unreadyAt = later(unreadyAt, changed)
+			}
+		}
+	}
+	switch {
+	case counted == 0:
+		c.Reason = ReasonUnknownContainerStatuses
+		c.LastTransitionTime = start
+	case phase == corev1.PodSucceeded:
+		c.Reason, c.LastTransitionTime = ReasonPodCompleted, all
+	case phase == corev1.PodFailed:
+		c.Reason, c.LastTransitionTime = ReasonPodFailed, all
+	case len(unready) > 0:
+		c.Reason = ReasonContainersNotReady
+		c.Message = fmt.Sprintf("containers with unready status: %s", unready)
+		c.LastTransitionTime = unreadyAt
+		if c.LastTransitionTime.IsZero() && p.Sandbox != nil {
+			c.LastTransitionTime = p.Sandbox.CreatedAt // none has an instance yet
+		}
+	default:
+		c.Status, c.LastTransitionTime = corev1.ConditionTrue, readyAt
+	}
+	return c
+}
+
+// readyCondition is GeneratePodReadyCondition: ContainersReady, and every
+// readiness gate's condition True. Nothing sets a gate's condition without
+// an API server, so a pod with readiness gates is never ready (unless a
+// gate names one of kubelet's own conditions set before Ready, which
+// kubelet finds among them).
+func readyCondition(p *Pod, containersReady Condition, before []Condition, start time.Time) Condition {
+	c := containersReady
+	c.Type = corev1.PodReady
+	if c.Status != corev1.ConditionTrue || p.Manifest == nil || p.Manifest.Object == nil {
+		return c
+	}
+	var unready []string
+	for _, rg := range p.Manifest.Object.Spec.ReadinessGates {
+		found := false
+		for _, b := range before {
+			if b.Type != rg.ConditionType {
+				continue
+			}
+			found = true
+			if b.Status != corev1.ConditionTrue {
+				unready = append(unready, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(rg.ConditionType), b.Status))
+			}
+		}
+		if !found {
+			unready = append(unready, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(rg.ConditionType)))
+		}
+	}
+	if len(unready) > 0 {
+		return Condition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: ReasonReadinessGatesNotReady,
+			Message: strings.Join(unready, ", "), LastTransitionTime: start}
+	}
+	return c
+}
+
+// lastChange is the newest time the runtime gives for an instance: its
+// exit, start or creation; zero for none.
+func lastChange(i *cri.Container) time.Time {
+	if i == nil {
+		return time.Time{}
+	}
+	return later(later(i.CreatedAt, i.StartedAt), i.FinishedAt)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// conditionTrue reports whether the conditions have t with status True.
+func conditionTrue(list []Condition, t corev1.PodConditionType) bool {
+	for _, c := range list {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,441 @@
+package pods
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// at is t0 plus s seconds.
+func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+// inst is an instance of a container in sandbox sb1: created at
+// created, started a second later, exited (with exit) a second after
+// that.
+func inst(id string, state cri.ContainerState, created int, exit int32) *cri.Container {
+	i := &cri.Container{ID: id, SandboxID: "sb1", Name: id, State: state, CreatedAt: at(created)}
+	if state == cri.StateRunning || state == cri.StateExited {
+		i.StartedAt = at(created + 1)
+	}
+	if state == cri.StateExited {
+		i.FinishedAt, i.ExitCode, i.Reason = at(created+2), exit, "Completed"
+		if exit != 0 {
+			i.Reason = "Error"
+		}
+	}
+	return i
+}
+
+// pcont is a container of a pod shape: its kind, its instances (newest
+// first) and the pod sync's waiting reason.
+func pcont(name string, kind spec.Kind, instances ...*cri.Container) *Container {
+	c := &Container{Name: name, Kind: kind, Spec: &spec.Container{Name: name, Kind: kind}, Managed: true, Instances: instances}
+	if len(instances) > 0 {
+		c.Current = instances[0]
+	}
+	return c
+}
+
+func waiting(c *Container, reason, message string) *Container {
+	c.Waiting = &Waiting{Reason: reason, Message: message}
+	return c
+}
+
+// podOf is a pod of a ready sandbox sb1 (IP 10.0.0.1) made at t0, with
+// these containers and restart policy (Always if "").
+func podOf(policy corev1.RestartPolicy, containers ...*Container) *Pod {
+	if policy == "" {
+		policy = corev1.RestartPolicyAlways
+	}
+	sb := sandbox("sb1", "web", "u", true, 0)
+	return &Pod{Key: "u", Namespace: "ns", Name: "web", UID: "u", Sandbox: sb, Sandboxes: []*cri.Pod{sb},
+		Policy: spec.PodPolicy{RestartPolicy: policy}, Containers: containers}
+}
+
+func waitingState(reason, message string) ContainerState {
+	return ContainerState{Waiting: &StateWaiting{Reason: reason, Message: message}}
+}
+
+func runningState(started int) ContainerState {
+	return ContainerState{Running: &StateRunning{StartedAt: at(started)}}
+}
+
+func terminatedState(id string, created int, exit int32, reason string) ContainerState {
+	return ContainerState{Terminated: &StateTerminated{ExitCode: exit, Reason: reason, StartedAt: at(created + 1), FinishedAt: at(created + 2), ContainerID: id}}
+}
+
+// kubelet 1.36's convertToAPIContainerStatuses, row by row: "pod shape →
+// the container's state and last state".
+func TestContainerStatus(t *testing.T) {
+	never := corev1.RestartPolicyNever
+	oom := inst("c1", cri.StateExited, 10, 137)
+	oom.Reason, oom.Message = "OOMKilled", "out of memory: the app's last words"
+	tests := []struct {
+		name      string
+		pod       *Pod
+		container string
+		want      ContainerStatus
+	}{
+		{name: "no instance yet, no init containers → ContainerCreating", container: "app",
+			pod:  podOf("", pcont("app", spec.Regular)),
+			want: ContainerStatus{State: waitingState(ReasonContainerCreating, "")}},
+		{name: "no instance yet, the pod has init containers → PodInitializing", container: "app",
+			pod:  podOf("", pcont("init1", spec.Init, inst("i1", cri.StateRunning, 1, 0)), pcont("app", spec.Regular)),
+			want: ContainerStatus{State: waitingState(ReasonPodInitializing, "")}},
+		{name: "its init containers completed, no instance yet → still PodInitializing", container: "app",
+			pod:  podOf("", pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)), pcont("app", spec.Regular)),
+			want: ContainerStatus{State: waitingState(ReasonPodInitializing, "")}},
+		{name: "a sidecar is an init container → PodInitializing", container: "app",
+			pod:  podOf("", pcont("proxy", spec.Sidecar), pcont("app", spec.Regular)),
+			want: ContainerStatus{State: waitingState(ReasonPodInitializing, "")}},
+		{name: "an init container not made yet → PodInitializing too", container: "init2",
+			pod:  podOf("", pcont("init1", spec.Init, inst("i1", cri.StateRunning, 1, 0)), pcont("init2", spec.Init), pcont("app", spec.Regular)),
+			want: ContainerStatus{State: waitingState(ReasonPodInitializing, "")}},
+		{name: "running → running since its start", container: "app",
+			pod:  podOf("", pcont("app", spec.Regular, inst("c1", cri.StateRunning, 10, 0))),
+			want: ContainerStatus{State: runningState(11)}},
+		{name: "running after an exit → the exit as last state", container: "app",
+			pod:  podOf("", pcont("app", spec.Regular, inst("c2", cri.StateRunning, 10, 0), inst("c1", cri.StateExited, 5, 1))),
+			want: ContainerStatus{State: runningState(11), LastState: terminatedState("c1", 5, 1, "Error")}},
+		{name: "only the instance before counts, not older ones", container: "app",
+			pod: podOf("", pcont("app", spec.Regular, inst("c3", cri.StateRunning, 20, 0), inst("c2", cri.StateExited, 10, 2),
+				inst("c1", cri.StateExited, 5, 1))),
+			want: ContainerStatus{State: runningState(21), LastState: terminatedState("c2", 10, 2, "Error")}},
+		{name: "created, not started → waiting with no reason", container: "app",
+			pod:  podOf("", pcont("app", spec.Regular, inst("c1", cri.StateCreated, 10, 0))),
+			want: ContainerStatus{State: ContainerState{Waiting: &StateWaiting{}}}},
+		{name: "created after an exit → waiting with no reason, the exit as last state", container: "app",
+			pod:  podOf("", pcont("app", spec.Regular, inst("c2", cri.StateCreated, 10, 0), inst("c1", cri.StateExited, 5, 3))),
+			want: ContainerStatus{State: ContainerState{Waiting: &StateWaiting{}}, LastState: terminatedState("c1", 5, 3, "Error")}},
+		{name: "exited, not restarted (Never) → terminated", container: "app",
+			pod:  podOf(never, pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 0))),
+			want: ContainerStatus{State: terminatedState("c1", 10, 0, "Completed")}},
+		{name: "OOMKilled, with its termination message → terminated as the runtime says", container: "app",
+			pod: podOf(never, pcont("app", spec.Regular, oom)),
+			want: ContainerStatus{State: ContainerState{Terminated: &StateTerminated{ExitCode: 137, Reason: "OOMKilled", Message: "out of memory: the app's last words",
+				StartedAt: at(11), FinishedAt: at(12), ContainerID: "c1"}}}},
+		{name: "exited and in back-off → CrashLoopBackOff, the exit as last state", container: "app",
+			pod: podOf("", waiting(pcont("app", spec.Regular, inst("c2", cri.StateExited, 10, 1), inst("c1", cri.StateExited, 5, 1)),
+				"CrashLoopBackOff", "back-off 10s restarting failed container=app pod=web_ns(u)")),
+			want: ContainerStatus{State: waitingState("CrashLoopBackOff", "back-off 10s restarting failed container=app pod=web_ns(u)"),
+				LastState: terminatedState("c2", 10, 1, "Error")}},
+		{name: "image not pulled, no instance → ErrImagePull", container: "app",
+			pod:  podOf("", waiting(pcont("app", spec.Regular), "ErrImagePull", `failed to pull image "x": not found`)),
+			want: ContainerStatus{State: waitingState("ErrImagePull", `failed to pull image "x": not found`)}},
+		{name: "image pull backing off → ImagePullBackOff", container: "app",
+			pod:  podOf("", waiting(pcont("app", spec.Regular), "ImagePullBackOff", `Back-off pulling image "x"`)),
+			want: ContainerStatus{State: waitingState("ImagePullBackOff", `Back-off pulling image "x"`)}},
+		{name: "pull policy Never, image absent → ErrImageNeverPull", container: "app",
+			pod:  podOf("", waiting(pcont("app", spec.Regular), "ErrImageNeverPull", `Container image "x" is not present with pull policy of Never`)),
+			want: ContainerStatus{State: waitingState("ErrImageNeverPull", `Container image "x" is not present with pull policy of Never`)}},
+		{name: "config not made → CreateContainerConfigError", container: "app",
+			pod:  podOf("", waiting(pcont("app", spec.Regular), "CreateContainerConfigError", `secret "s" not found`)),
+			want: ContainerStatus{State: waitingState("CreateContainerConfigError", `secret "s" not found`)}},
+		{name: "created, start failed → RunContainerError over the created instance", container: "app",
+			pod:  podOf("", waiting(pcont("app", spec.Regular, inst("c1", cri.StateCreated, 10, 0)), "RunContainerError", "exec: not found")),
+			want: ContainerStatus{State: waitingState("RunContainerError", "exec: not found")}},
+		{name: "a waiting reason does not hide a running instance", container: "app",
+			pod:  podOf("", waiting(pcont("app", spec.Regular, inst("c1", cri.StateRunning, 10, 0)), "CrashLoopBackOff", "stale")),
+			want: ContainerStatus{State: runningState(11)}},
+		{name: "nor an exit that is not restarted (Never)", container: "app",
+			pod:  podOf(never, waiting(pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 1)), "CrashLoopBackOff", "stale")),
+			want: ContainerStatus{State: terminatedState("c1", 10, 1, "Error")}},
+		{name: "nor an init container that completed", container: "init1",
+			pod:  podOf("", waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)), "CrashLoopBackOff", "stale"), pcont("app", spec.Regular)),
+			want: ContainerStatus{State: terminatedState("i1", 1, 0, "Completed")}},
+		{name: "a failed init container in back-off → CrashLoopBackOff", container: "init1",
+			pod:  podOf("", waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), "CrashLoopBackOff", "back-off"), pcont("app", spec.Regular)),
+			want: ContainerStatus{State: waitingState("CrashLoopBackOff", "back-off"), LastState: terminatedState("i1", 1, 1, "Error")}},
+		{name: "a pod being deleted → no waiting reason", container: "app",
+			pod: func() *Pod {
+				p := podOf("", waiting(pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 1)), "CrashLoopBackOff", "back-off"))
+				p.Terminating = true
+				return p
+			}(),
+			want: ContainerStatus{State: terminatedState("c1", 10, 1, "Error")}},
+		{name: "an init container the runtime lost after the app was made → Completed", container: "init1",
+			pod: podOf("", pcont("init1", spec.Init), pcont("app", spec.Regular, inst("c1", cri.StateRunning, 10, 0))),
+			want: ContainerStatus{State: ContainerState{Terminated: &StateTerminated{Reason: "Completed",
+				Message: "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"}}}},
+		{name: "a sidecar the runtime lost → PodInitializing (kubelet restarts it)", container: "proxy",
+			pod:  podOf("", pcont("proxy", spec.Sidecar), pcont("app", spec.Regular, inst("c1", cri.StateRunning, 10, 0))),
+			want: ContainerStatus{State: waitingState(ReasonPodInitializing, "")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ReportPod(tt.pod, results.NewStore())
+			for _, c := range r.Containers {
+				if c.Name == tt.container {
+					assert.Equal(t, tt.want, c.Status)
+					return
+				}
+			}
+			t.Fatalf("no container %s", tt.container)
+		})
+	}
+}
+
+// kubelet's restart count: the annotation on the newest instance
+// (toKubeContainerStatus), else the attempt.
+func TestRestartCount(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		attempt     uint32
+		want        int32
+	}{
+		{"made by kubelet: its annotation", map[string]string{annotationRestartCount: "5"}, 2, 5},
+		{"no annotation: the attempt", nil, 3, 3},
+		{"the agent's replacement of another's instance (annotations copied): the attempt",
+			map[string]string{annotationRestartCount: "0", cri.AnnotationRestartOf: "c0"}, 1, 1},
+		{"an annotation that is not a number: the attempt", map[string]string{annotationRestartCount: "x"}, 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := inst("c1", cri.StateRunning, 1, 0)
+			i.Annotations, i.Attempt = tt.annotations, tt.attempt
+			r := ReportPod(podOf("", pcont("app", spec.Regular, i)), results.NewStore())
+			assert.Equal(t, tt.want, r.Containers[0].RestartCount)
+		})
+	}
+	r := ReportPod(podOf("", pcont("app", spec.Regular)), results.NewStore())
+	assert.Equal(t, int32(0), r.Containers[0].RestartCount, "no instance: 0")
+}
+
+// cond is a condition as the tests compare it.
+type cond struct {
+	Status          corev1.ConditionStatus
+	Reason, Message string
+}
+
+// kubelet 1.36's conditions for a pod of its node (generateAPIPodStatus
+// with pkg/kubelet/status/generate.go), row by row: "pod shape → each
+// condition".
+func TestConditions(t *testing.T) {
+	never := corev1.RestartPolicyNever
+	T, F := corev1.ConditionTrue, corev1.ConditionFalse
+	allTrue := map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: T}, corev1.PodInitialized: {Status: T},
+		corev1.PodReady: {Status: T}, corev1.ContainersReady: {Status: T}, corev1.PodScheduled: {Status: T}}
+	with := func(changes map[corev1.PodConditionType]cond) map[corev1.PodConditionType]cond {
+		out := map[corev1.PodConditionType]cond{}
+		for k, v := range allTrue {
+			out[k] = v
+		}
+		for k, v := range changes {
+			out[k] = v
+		}
+		return out
+	}
+	notReady := func(reason, message string) map[corev1.PodConditionType]cond {
+		return with(map[corev1.PodConditionType]cond{corev1.PodReady: {F, reason, message}, corev1.ContainersReady: {F, reason, message}})
+	}
+	app := func() *Container { return pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0)) }
+	gated := func(gates ...corev1.PodConditionType) *Pod {
+		p := podOf("", app())
+		p.Manifest = &spec.Pod{Containers: []spec.Container{{Name: "app"}}, Object: &corev1.Pod{}}
+		for _, g := range gates {
+			p.Manifest.Object.Spec.ReadinessGates = append(p.Manifest.Object.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: g})
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		pod  *Pod
+		want map[corev1.PodConditionType]cond
+	}{
+		{name: "a ready sandbox and every container ready → all True", pod: podOf("", app()), want: allTrue},
+		{name: "an owned pod with no sandbox yet → not ready to start containers", pod: func() *Pod {
+			p := podOf("", pcont("app", spec.Regular))
+			p.Sandbox, p.Sandboxes, p.Owned = nil, nil, true
+			return p
+		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F},
+			corev1.PodReady:        {F, ReasonContainersNotReady, "containers with unready status: [app]"},
+			corev1.ContainersReady: {F, ReasonContainersNotReady, "containers with unready status: [app]"}})},
+		{name: "the sandbox stopped → not ready to start containers", pod: func() *Pod {
+			p := podOf("", app())
+			p.Sandbox = sandbox("sb1", "web", "u", false, 0)
+			p.Sandboxes = []*cri.Pod{p.Sandbox}
+			return p
+		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F}})},
+		{name: "a newer sandbox not ready beside a ready one → not ready to start containers", pod: func() *Pod {
+			p := podOf("", app())
+			p.Sandboxes = append(p.Sandboxes, sandbox("sb2", "web", "u", false, 5))
+			return p
+		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F}})},
+		{name: "two ready sandboxes → not ready to start containers", pod: func() *Pod {
+			p := podOf("", app())
+			p.Sandboxes = append(p.Sandboxes, sandbox("sb2", "web", "u", true, 5))
+			return p
+		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F}})},
+		{name: "a sandbox without an IP → not ready to start containers", pod: func() *Pod {
+			p := podOf("", app())
+			p.Sandbox.IPs = nil
+			return p
+		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F}})},
+		{name: "on the node's network, no IP → ready to start containers", pod: func() *Pod {
+			p := podOf("", app())
+			p.Sandbox.IPs, p.Sandbox.HostNetwork = nil, true
+			return p
+		}(), want: allTrue},
+		{name: "an init container running → not initialized, containers with incomplete status", pod: podOf("",
+			pcont("init1", spec.Init, inst("i1", cri.StateRunning, 1, 0)), pcont("app", spec.Regular)),
+			want: with(map[corev1.PodConditionType]cond{corev1.PodInitialized: {F, ReasonContainersNotInitialized, "containers with incomplete status: [init1]"},
+				corev1.PodReady:        {F, ReasonContainersNotReady, "containers with unready status: [app]"},
+				corev1.ContainersReady: {F, ReasonContainersNotReady, "containers with unready status: [app]"}})},
+		{name: "init containers not done and a sidecar not started → all of them, in order", pod: podOf("",
+			pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), pcont("proxy", spec.Sidecar), pcont("init2", spec.Init), pcont("app", spec.Regular)),
+			want: with(map[corev1.PodConditionType]cond{corev1.PodInitialized: {F, ReasonContainersNotInitialized, "containers with incomplete status: [init1 proxy init2]"},
+				corev1.PodReady:        {F, ReasonContainersNotReady, "containers with unready status: [proxy app]"},
+				corev1.ContainersReady: {F, ReasonContainersNotReady, "containers with unready status: [proxy app]"}})},
+		{name: "init container completed and sidecar started → initialized", pod: podOf("",
+			pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)), pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 4, 0)), app()),
+			want: allTrue},
+		{name: "a regular container ran: initialized while its sidecar restarts", pod: podOf("",
+			pcont("proxy", spec.Sidecar, inst("p2", cri.StateCreated, 20, 0), inst("p1", cri.StateExited, 4, 1)), app()),
+			want: notReady(ReasonContainersNotReady, "containers with unready status: [proxy]")},
+		{name: "an init container the runtime lost after the app started → initialized", pod: podOf("", pcont("init1", spec.Init), app()),
+			want: allTrue},
+		{name: "an app not ready → containers with unready status", pod: podOf("", app(), pcont("worker", spec.Regular, inst("w1", cri.StateExited, 3, 1))),
+			want: notReady(ReasonContainersNotReady, "containers with unready status: [worker]")},
+		{name: "completed (Never, all exited 0) → PodCompleted", pod: podOf(never, pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)),
+			pcont("app", spec.Regular, inst("a1", cri.StateExited, 10, 0))),
+			want: with(map[corev1.PodConditionType]cond{corev1.PodInitialized: {T, ReasonPodCompleted, ""},
+				corev1.PodReady: {F, ReasonPodCompleted, ""}, corev1.ContainersReady: {F, ReasonPodCompleted, ""}})},
+		{name: "failed (Never, an exit 1) → PodFailed", pod: podOf(never, pcont("app", spec.Regular, inst("a1", cri.StateExited, 10, 1))),
+			want: notReady(ReasonPodFailed, "")},
+		{name: "DeadlineExceeded → failed: PodFailed though every container runs", pod: func() *Pod {
+			p := podOf("", app())
+			p.Reason, p.Message = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+			return p
+		}(), want: notReady(ReasonPodFailed, "")},
+		{name: "no container in the View → UnknownContainerStatuses", pod: podOf(""),
+			want: notReady(ReasonUnknownContainerStatuses, "")},
+		{name: "a readiness gate → never Ready, ReadinessGatesNotReady", pod: gated("example.com/lb"),
+			want: with(map[corev1.PodConditionType]cond{corev1.PodReady: {F, ReasonReadinessGatesNotReady,
+				`corresponding condition of pod readiness gate "example.com/lb" does not exist.`}})},
+		{name: "two readiness gates → both said", pod: gated("x", "y"),
+			want: with(map[corev1.PodConditionType]cond{corev1.PodReady: {F, ReasonReadinessGatesNotReady,
+				`corresponding condition of pod readiness gate "x" does not exist., corresponding condition of pod readiness gate "y" does not exist.`}})},
+		{name: "a readiness gate on a kubelet condition set before Ready → met", pod: gated(corev1.PodInitialized), want: allTrue},
+		{name: "a readiness gate on a kubelet condition that is False → not met", pod: func() *Pod {
+			p := gated(corev1.PodReadyToStartContainers)
+			p.Sandbox.IPs = nil
+			return p
+		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F},
+			corev1.PodReady: {F, ReasonReadinessGatesNotReady, `the status of pod readiness gate "PodReadyToStartContainers" is not "True", but False`}})},
+		{name: "readiness gates do not mask containers not ready", pod: func() *Pod {
+			p := gated("x")
+			p.Containers[0].Current.State = cri.StateExited
+			return p
+		}(), want: notReady(ReasonContainersNotReady, "containers with unready status: [app]")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ReportPod(tt.pod, results.NewStore())
+			var types []corev1.PodConditionType
+			got := map[corev1.PodConditionType]cond{}
+			for _, c := range r.Conditions {
+				types = append(types, c.Type)
+				got[c.Type] = cond{c.Status, c.Reason, c.Message}
+			}
+			assert.Equal(t, []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady,
+				corev1.PodScheduled}, types, "kubelet's order")
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got[corev1.PodReady].Status == T, r.Ready, "Ready is the Ready condition")
+		})
+	}
+}
+
+// When each condition became so, as the agent knows it: the runtime's
+// times the condition rests on.
+func TestConditionTimes(t *testing.T) {
+	p := podOf("", pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)),
+		pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0)), pcont("worker", spec.Regular, inst("w1", cri.StateExited, 4, 1)))
+	p.Sandboxes = append(p.Sandboxes, sandbox("sb0", "web", "u", false, -60))
+	times := map[corev1.PodConditionType]time.Time{}
+	for _, c := range ReportPod(p, results.NewStore()).Conditions {
+		times[c.Type] = c.LastTransitionTime
+	}
+	assert.Equal(t, at(-60), times[corev1.PodScheduled], "the pod's start: its first sandbox")
+	assert.Equal(t, at(0), times[corev1.PodReadyToStartContainers], "the current sandbox's creation")
+	assert.Equal(t, at(3), times[corev1.PodInitialized], "the init container's exit")
+	assert.Equal(t, at(6), times[corev1.ContainersReady], "the unready container's exit")
+	assert.Equal(t, at(6), times[corev1.PodReady])
+
+	p.StartTime = at(-30)
+	p.Containers[2] = pcont("worker", spec.Regular, inst("w2", cri.StateRunning, 20, 0), inst("w1", cri.StateExited, 4, 1))
+	times = map[corev1.PodConditionType]time.Time{}
+	for _, c := range ReportPod(p, results.NewStore()).Conditions {
+		times[c.Type] = c.LastTransitionTime
+	}
+	assert.Equal(t, at(-30), times[corev1.PodScheduled], "the start time the pod sync set")
+	assert.Equal(t, at(21), times[corev1.ContainersReady], "ready since the last container started")
+}
+
+// A pod failed as a whole (DeadlineExceeded) is Failed with kubelet's
+// reason and message, whatever its containers do.
+func TestDeadlineExceeded(t *testing.T) {
+	p := podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0)))
+	p.Reason, p.Message = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+	r := ReportPod(p, results.NewStore())
+	assert.Equal(t, corev1.PodFailed, r.Phase)
+	assert.Equal(t, "DeadlineExceeded", r.Reason)
+	assert.Equal(t, "Pod was active on the node longer than the specified deadline", r.Message)
+	assert.False(t, r.Ready)
+	assert.Equal(t, corev1.PodFailed, phase(p, func(c *Container) bool { return c.Running() }), "one rule for the phase")
+}
+
+// Readiness is one rule: the report's Ready, the Ready condition, and a
+// probe's result feed it.
+func TestReadyFollowsProbes(t *testing.T) {
+	c := pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))
+	c.Spec.Readiness = &corev1.Probe{}
+	p := podOf("", c)
+	store := results.NewStore()
+	r := ReportPod(p, store)
+	require.False(t, r.Ready)
+	assert.Equal(t, cond{corev1.ConditionFalse, ReasonContainersNotReady, "containers with unready status: [app]"},
+		cond{r.Conditions[2].Status, r.Conditions[2].Reason, r.Conditions[2].Message})
+	store.Set(results.Key{ContainerID: "a1", Type: results.Readiness}, results.Success, "u")
+	r = ReportPod(p, store)
+	assert.True(t, r.Ready)
+	assert.Equal(t, corev1.ConditionTrue, r.Conditions[2].Status)
+}
+
+// getPhase's initialization rules over the statuses: "pod shape → phase".
+func TestPhaseInitialization(t *testing.T) {
+	never := corev1.RestartPolicyNever
+	notStarted := func(c *Container) bool { return c.Kind != spec.Sidecar && c.Running() }
+	inOldSandbox := inst("a1", cri.StateRunning, 10, 0)
+	inOldSandbox.SandboxID = "sb0"
+	tests := []struct {
+		name string
+		pod  *Pod
+		want corev1.PodPhase
+	}{
+		{"an init container the runtime lost after the app was made → running, not pending",
+			podOf(never, pcont("init1", spec.Init), pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))), corev1.PodRunning},
+		{"a sidecar not started yet, the app running in this sandbox → running (initialized before)",
+			podOf("", pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 20, 0)), pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))), corev1.PodRunning},
+		{"a sidecar not started yet, the app only in an old sandbox → pending",
+			podOf("", pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 20, 0)), pcont("app", spec.Regular, inOldSandbox)), corev1.PodPending},
+		{"a failed init container in back-off under Never → failed",
+			podOf(never, waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), "CrashLoopBackOff", ""), pcont("app", spec.Regular)), corev1.PodFailed},
+		{"a failed init container in back-off under Always → pending",
+			podOf("", waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), "CrashLoopBackOff", ""), pcont("app", spec.Regular)), corev1.PodPending},
+		{"an app in back-off after a failure → running (restarting)",
+			podOf("", waiting(pcont("app", spec.Regular, inst("a1", cri.StateExited, 1, 1)), "CrashLoopBackOff", "")), corev1.PodRunning},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, phase(tt.pod, notStarted))
+		})
+	}
+}
