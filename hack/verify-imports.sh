@@ -30,7 +30,7 @@ allowed() {
     pkg/spec*) echo "pkg/results" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
     pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
-    pkg/pods*) echo "pkg/spec pkg/results pkg/cri pkg/events" ;;
+    pkg/pods*) echo "pkg/spec pkg/podconfig pkg/results pkg/cri pkg/events" ;;
     pkg/prober/netprobe*) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
     pkg/prober*) echo "pkg/prober pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;

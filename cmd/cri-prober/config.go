@@ -44,7 +44,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 		if f.Changed {
 			continue
 		}
-		value, err := configValue(values[key])
+		value, err := configValue(values[key], strings.HasSuffix(f.Value.Type(), "Slice"))
 		if err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, key, err)
 		}
@@ -68,7 +68,7 @@ var kubeletConfigNames = map[string]string{
 }
 
 // configValue turns a YAML scalar into the text a flag parses.
-func configValue(v any) (string, error) {
+func configValue(v any, list bool) (string, error) {
 	switch v := v.(type) {
 	case string:
 		return v, nil
@@ -78,10 +78,13 @@ func configValue(v any) (string, error) {
 		return json.Number(fmt.Sprint(v)).String(), nil
 	case nil:
 		return "", nil
-	case []any: // a list flag (cluster-dns)
+	case []any:
+		if !list {
+			return "", fmt.Errorf("want a single value, got %T", v)
+		}
 		parts := make([]string, 0, len(v))
 		for _, item := range v {
-			s, err := configValue(item)
+			s, err := configValue(item, false)
 			if err != nil {
 				return "", err
 			}

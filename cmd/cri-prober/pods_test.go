@@ -206,7 +206,9 @@ func TestValidateCommand(t *testing.T) {
 
 	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", "../../pkg/spec/testdata/good")
 	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
-	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n1 problem(s), 0 warning(s); 3 valid pod(s)\n", out)
+	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n"+
+		"warning: ../../pkg/spec/testdata/good/readiness-gates.yaml:5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates\n"+
+		"1 problem(s), 1 warning(s); 5 valid pod(s)\n", out)
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
 	assert.ErrorIs(t, err, errProblemsFound)

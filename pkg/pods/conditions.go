@@ -56,28 +56,13 @@ type containerFacts struct {
 // conditions is generateAPIPodStatus's "set all Kubelet-owned conditions"
 // for pod p in phase. facts are its containers', in p.Containers' order.
 func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts) []Condition {
-	start := startTime(p)
+	start := p.StartTime
 	toStart := readyToStartContainers(p)
 	initialized := initializedCondition(p, phase, facts, start)
 	containersReady := containersReadyCondition(p, phase, facts, start)
 	ready := readyCondition(p, containersReady, []Condition{toStart, initialized}, start)
 	scheduled := Condition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: start}
 	return []Condition{toStart, initialized, ready, containersReady, scheduled}
-}
-
-// startTime is the pod's status.startTime: Pod.StartTime when the pod
-// sync set it, else its oldest sandbox's creation.
-func startTime(p *Pod) time.Time {
-	if !p.StartTime.IsZero() {
-		return p.StartTime
-	}
-	var t time.Time
-	for _, sb := range p.Sandboxes {
-		if t.IsZero() || sb.CreatedAt.Before(t) {
-			t = sb.CreatedAt
-		}
-	}
-	return t
 }
 
 // readyToStartContainers is GeneratePodReadyToStartContainersCondition:
@@ -87,27 +72,36 @@ func startTime(p *Pod) time.Time {
 // network.
 func readyToStartContainers(p *Pod) Condition {
 	c := Condition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}
+	if changed, _ := SandboxChanged(p); !changed {
+		c.Status, c.LastTransitionTime = corev1.ConditionTrue, newestSandbox(p).CreatedAt
+	}
+	return c
+}
+
+// SandboxChanged is kuberuntime's PodSandboxChanged: the pod needs a new
+// sandbox when it has none, when more than one is ready, when the newest
+// is not ready, when the newest is not on the network the spec asks for,
+// or when one that is not on the host's network has no IP. attempt is the
+// new sandbox's (the newest one's plus one; 0 for the first).
+func SandboxChanged(p *Pod) (changed bool, attempt uint32) {
 	newest := newestSandbox(p)
+	if newest == nil {
+		return true, 0
+	}
 	ready := 0
 	for _, sb := range p.Sandboxes {
 		if sb.State == cri.SandboxReady {
 			ready++
 		}
 	}
-	if newest == nil || ready > 1 || newest.State != cri.SandboxReady {
-		return c
-	}
 	hostNetwork := newest.HostNetwork
 	if p.Manifest != nil && p.Manifest.Object != nil {
-		if p.Manifest.Object.Spec.HostNetwork != newest.HostNetwork {
-			return c
-		}
+		hostNetwork = p.Manifest.Object.Spec.HostNetwork
 	}
-	if !hostNetwork && len(newest.IPs) == 0 {
-		return c
+	if ready > 1 || newest.State != cri.SandboxReady || newest.HostNetwork != hostNetwork || !hostNetwork && len(newest.IPs) == 0 {
+		return true, newest.Attempt + 1
 	}
-	c.Status, c.LastTransitionTime = corev1.ConditionTrue, newest.CreatedAt
-	return c
+	return false, newest.Attempt
 }
 
 // initializedCondition is GeneratePodInitializedCondition. An init

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -116,7 +117,7 @@ func oraclePod(t *testing.T, c oracleCase) *Pod {
 		}
 		if ct.RestartCount != nil {
 			i.Attempt = uint32(*ct.RestartCount)
-			i.Annotations = map[string]string{annotationRestartCount: strconv.Itoa(*ct.RestartCount)}
+			i.Annotations = map[string]string{podconfig.AnnotationRestartCount: strconv.Itoa(*ct.RestartCount)}
 		}
 		i.State = map[string]cri.ContainerState{"running": cri.StateRunning, "exited": cri.StateExited, "created": cri.StateCreated}[ct.State]
 		containers = append(containers, i)

@@ -99,7 +99,7 @@ func Report(v *View, store *results.Store) []PodReport {
 // ReportPod describes one pod.
 func ReportPod(p *Pod, store *results.Store) PodReport {
 	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source,
-		Reason: p.Reason, Message: p.Message, StartTime: startTime(p), Terminating: p.Terminating}
+		Reason: p.Reason, Message: p.Message, StartTime: p.StartTime, Terminating: p.Terminating}
 	if p.Sandbox != nil {
 		pr.SandboxID, pr.CreatedAt = p.Sandbox.ID, p.Sandbox.CreatedAt
 	}

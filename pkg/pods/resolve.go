@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -226,10 +227,10 @@ func resolveOrphan(p *Pod, last *spec.Pod, observed map[string][]*cri.Container)
 	for _, name := range slices.Sorted(maps.Keys(observed)) {
 		newest := slices.MinFunc(observed[name], NewestFirst)
 		c := &Container{Name: name, Kind: spec.Regular, Managed: true, Spec: &spec.Container{Name: name}}
-		if g, err := strconv.ParseInt(newest.Annotations[annotationPodGracePeriod], 10, 64); err == nil {
+		if g, err := strconv.ParseInt(newest.Annotations[podconfig.AnnotationPodTerminationGracePeriod], 10, 64); err == nil {
 			p.Policy.TerminationGracePeriodSeconds = g
 		}
-		if raw := newest.Annotations[annotationPreStop]; raw != "" {
+		if raw := newest.Annotations[podconfig.AnnotationPreStopHandler]; raw != "" {
 			var h corev1.LifecycleHandler
 			if json.Unmarshal([]byte(raw), &h) == nil {
 				c.Spec.Lifecycle = &corev1.Lifecycle{PreStop: &h}
@@ -238,13 +239,6 @@ func resolveOrphan(p *Pod, last *spec.Pod, observed map[string][]*cri.Container)
 		p.Containers = append(p.Containers, c)
 	}
 }
-
-// kubelet's container annotations that record what an orphan is stopped
-// with.
-const (
-	annotationPodGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
-	annotationPreStop        = "io.kubernetes.container.preStopHandler"
-)
 
 // currentSandboxFirst orders a pod's sandboxes: ready ones first, then the
 // newest (then the highest attempt, then by ID, so the order is total).

@@ -1,10 +1,10 @@
 package pods
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -32,10 +32,6 @@ const (
 	reasonCompleted       = "Completed"
 	messageInitStatusLost = "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"
 )
-
-// annotationRestartCount is kubelet's container annotation holding its
-// restart count (kuberuntime/labels.go).
-const annotationRestartCount = "io.kubernetes.container.restartCount"
 
 // ContainerStatus is a container's state and last termination state as
 // kubelet's API status shows them (v1.ContainerStatus's state and
@@ -249,19 +245,23 @@ func shouldStart(p *Pod, c *Container) bool {
 }
 
 // restartCount is kubelet's: the count its annotation on the newest
-// instance carries (toKubeContainerStatus). An instance without it (not
-// made by kubelet), or the agent's replacement of another's instance
-// (whose annotations are copied from the instance it replaces), counts
-// by its attempt.
+// instance carries (toKubeContainerStatus); an instance without it (not
+// made with kubelet's annotations) counts by its attempt.
 func restartCount(c *Container) int32 {
+	return c.RestartCount()
+}
+
+// RestartCount is the container's restart count as kubelet shows it: the
+// count kubelet's annotation on its newest instance carries, else that
+// instance's attempt; 0 before any instance. The agent's next instance of
+// an owned container is one more.
+func (c *Container) RestartCount() int32 {
 	cur := c.Current
 	if cur == nil {
 		return 0
 	}
-	if v, ok := cur.Annotations[annotationRestartCount]; ok && cur.Annotations[cri.AnnotationRestartOf] == "" {
-		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
-			return int32(n)
-		}
+	if _, ok := cur.Annotations[podconfig.AnnotationRestartCount]; ok {
+		return int32(podconfig.RestartCount(cur.Annotations))
 	}
 	return int32(cur.Attempt)
 }

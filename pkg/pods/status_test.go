@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -191,11 +192,11 @@ func TestRestartCount(t *testing.T) {
 		attempt     uint32
 		want        int32
 	}{
-		{"made by kubelet: its annotation", map[string]string{annotationRestartCount: "5"}, 2, 5},
+		{"made by kubelet: its annotation", map[string]string{podconfig.AnnotationRestartCount: "5"}, 2, 5},
 		{"no annotation: the attempt", nil, 3, 3},
-		{"the agent's replacement of another's instance (annotations copied): the attempt",
-			map[string]string{annotationRestartCount: "0", cri.AnnotationRestartOf: "c0"}, 1, 1},
-		{"an annotation that is not a number: the attempt", map[string]string{annotationRestartCount: "x"}, 2, 2},
+		{"the agent's replacement of another's instance: its annotation, which the agent sets to its attempt",
+			map[string]string{podconfig.AnnotationRestartCount: "1", cri.AnnotationRestartOf: "c0"}, 1, 1},
+		{"an annotation that is not a number: 0, as kubelet's getIntValueFromLabel", map[string]string{podconfig.AnnotationRestartCount: "x"}, 2, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,6 +360,7 @@ func TestConditionTimes(t *testing.T) {
 	p := podOf("", pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)),
 		pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0)), pcont("worker", spec.Regular, inst("w1", cri.StateExited, 4, 1)))
 	p.Sandboxes = append(p.Sandboxes, sandbox("sb0", "web", "u", false, -60))
+	p.StartTime = at(-60) // as Resolve sets it: the first sandbox's creation
 	times := map[corev1.PodConditionType]time.Time{}
 	for _, c := range ReportPod(p, results.NewStore()).Conditions {
 		times[c.Type] = c.LastTransitionTime

@@ -81,7 +81,7 @@ type resultReader interface {
 func computePodActions(p *pods.Pod, res resultReader) podActions {
 	var a podActions
 	if p.Owned {
-		if changed, attempt := sandboxChanged(p); changed {
+		if changed, attempt := pods.SandboxChanged(p); changed {
 			return computeNewSandbox(p, attempt)
 		}
 		if reset := restartAllContainers(p); reset != nil {
@@ -140,33 +140,6 @@ func computePodActions(p *pods.Pod, res resultReader) podActions {
 		a.killPod, a.startInit = true, nil
 	}
 	return a
-}
-
-// sandboxChanged is kubelet's PodSandboxChanged for an owned pod: a new
-// sandbox is needed when there is none, when more than one is ready, when
-// the newest is not ready, or when a pod that is not on the host's
-// network has no IP. It returns the new sandbox's attempt.
-func sandboxChanged(p *pods.Pod) (bool, uint32) {
-	if len(p.Sandboxes) == 0 {
-		return true, 0
-	}
-	newest := p.Sandboxes[0]
-	ready := 0
-	for _, sb := range p.Sandboxes {
-		if newest.CreatedAt.Before(sb.CreatedAt) {
-			newest = sb
-		}
-		if sb.State == cri.SandboxReady {
-			ready++
-		}
-	}
-	hostNetwork := p.Manifest != nil && p.Manifest.Object != nil && p.Manifest.Object.Spec.HostNetwork
-	switch {
-	case ready > 1, newest.State != cri.SandboxReady, newest.HostNetwork != hostNetwork,
-		!hostNetwork && len(newest.IPs) == 0:
-		return true, newest.Attempt + 1
-	}
-	return false, newest.Attempt
 }
 
 // computeNewSandbox is computePodActions' start over in a new sandbox:

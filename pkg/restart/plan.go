@@ -2,7 +2,6 @@ package restart
 
 import (
 	"slices"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -352,16 +351,8 @@ func nextAttempt(c *pods.Container) int64 {
 	if c.Current == nil {
 		return -1
 	}
-	n := int64(c.Current.Attempt)
-	if v, err := strconv.ParseInt(c.Current.Annotations[annotationRestartCount], 10, 64); err == nil {
-		n = v
-	}
-	return n + 1
+	return int64(c.RestartCount()) + 1
 }
-
-// annotationRestartCount is kubelet's container annotation holding its
-// restart count.
-const annotationRestartCount = "io.kubernetes.container.restartCount"
 
 // maxAttempt is the highest attempt among the instances of c in sandbox
 // (attempts name containers: the next one must be new).

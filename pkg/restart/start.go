@@ -12,6 +12,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
@@ -172,6 +173,10 @@ func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *c
 	}
 	annotations[cri.AnnotationRestartOf] = s.from.ID
 	annotations[cri.AnnotationRestartCause] = string(s.cause)
+	if _, ok := annotations[podconfig.AnnotationRestartCount]; ok {
+		// Made with kubelet's annotations: its restart count is this one.
+		annotations[podconfig.AnnotationRestartCount] = strconv.FormatUint(uint64(attempt), 10)
+	}
 	cfg.Annotations = annotations
 	return cfg, sandboxCfg, nil
 }
