@@ -26,7 +26,8 @@ func newRootCommand() *cobra.Command {
 		Use:   "cri-prober",
 		Short: "Kubernetes probe behaviour for containers run by containerd, without kubelet",
 		Long:  rootLong,
-		Example: `  cri-prober pods                                   # what the runtime has
+		Example: `  cri-prober play pod.yaml                          # make its pods, run them as kubelet would, follow them
+  cri-prober pods                                   # what the runtime has
   cri-prober run --pod-manifests /etc/cri-prober/pods
   cri-prober status -A                              # what a running agent sees
   cri-prober wait ci/web --for ready --timeout 60s  # for CI scripts
@@ -50,7 +51,7 @@ func newRootCommand() *cobra.Command {
 		return usageError{cmd: cmd, err: err}
 	})
 	root.AddGroup(
-		&cobra.Group{ID: "agent", Title: "Running the agent:"},
+		&cobra.Group{ID: "agent", Title: "Running pods and the agent:"},
 		&cobra.Group{ID: "read", Title: "Asking a running agent:"},
 		&cobra.Group{ID: "direct", Title: "Without an agent:"},
 	)
@@ -60,7 +61,7 @@ func newRootCommand() *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	add("agent", newRunCommand(new(runOptions)))
+	add("agent", newRunCommand(new(runOptions)), newPlayCommand())
 	add("read", newStatusCommand(), newEventsCommand(), newHistoryCommand(), newWhyCommand())
 	add("direct", newWaitCommand(), newProbeCommand(), newValidateCommand(), newExplainCommand(), newPodsCommand(), newLogsCommand())
 	root.AddCommand(newVersionCommand(), newGenDocsCommand(root))

@@ -285,3 +285,36 @@ func (a *Agent) Health() error {
 	}
 	return nil
 }
+
+// PodSet is a set of pods the agent makes that its owner changes (play's
+// files): a pods.OwnedSource.
+type PodSet struct {
+	mu      sync.Mutex
+	pods    []*spec.Pod
+	changed chan struct{}
+}
+
+// NewPodSet returns an empty set.
+func NewPodSet() *PodSet { return &PodSet{changed: make(chan struct{}, 1)} }
+
+// Set replaces the pods: the agent makes the new ones and removes the
+// ones left out, as kubelet does for a static pod path's files.
+func (s *PodSet) Set(list []*spec.Pod) {
+	s.mu.Lock()
+	s.pods = list
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Pods returns the pods (pods.OwnedSource).
+func (s *PodSet) Pods() ([]*spec.Pod, []*spec.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods, nil
+}
+
+// Changed is signalled after Set.
+func (s *PodSet) Changed() <-chan struct{} { return s.changed }
