@@ -58,6 +58,12 @@ func (c *Client) ContainerConfig(ctx context.Context, id string) (*runtimeapi.Co
 	if err != nil {
 		return nil, err
 	}
+	return ContainerConfigFromStatus(id, st)
+}
+
+// ContainerConfigFromStatus reads a container's original config from its
+// verbose status (containerd's info).
+func ContainerConfigFromStatus(id string, st *runtimeapi.ContainerStatusResponse) (*runtimeapi.ContainerConfig, error) {
 	v, err := decodeInfo[runtimeapi.ContainerConfig](st.GetInfo())
 	if err != nil || v.Config == nil || v.Config.Metadata == nil {
 		return nil, fmt.Errorf("container %s: the runtime does not report the container's original config (verbose ContainerStatus info)", id)
@@ -72,6 +78,12 @@ func (c *Client) SandboxConfig(ctx context.Context, id string) (*runtimeapi.PodS
 	if err != nil {
 		return nil, err
 	}
+	return SandboxConfigFromStatus(id, st)
+}
+
+// SandboxConfigFromStatus reads a sandbox's original config from its
+// verbose status (containerd's info).
+func SandboxConfigFromStatus(id string, st *runtimeapi.PodSandboxStatusResponse) (*runtimeapi.PodSandboxConfig, error) {
 	v, err := decodeInfo[runtimeapi.PodSandboxConfig](st.GetInfo())
 	if err != nil || v.Config == nil {
 		return nil, fmt.Errorf("pod sandbox %s: the runtime does not report the sandbox's original config (verbose PodSandboxStatus info)", id)

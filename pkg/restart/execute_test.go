@@ -1,0 +1,284 @@
+package restart
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// fakeMaker makes owned pods' configs without a host: the sandbox and
+// container configs name what they are for; fail makes a container's
+// config fail with it.
+type fakeMaker struct {
+	fail     map[string]error
+	tornDown []string
+	calls    []string
+}
+
+func (m *fakeMaker) Sandbox(_ context.Context, p *pods.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	m.calls = append(m.calls, "sandbox "+strconv.Itoa(int(attempt)))
+	return &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: p.Namespace, Name: p.Name, Uid: p.UID, Attempt: attempt}}, nil
+}
+
+func (m *fakeMaker) Container(_ context.Context, p *pods.Pod, sandbox *cri.Pod, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+	m.calls = append(m.calls, "container "+c.Name+" "+strconv.Itoa(int(attempt)))
+	if err := m.fail[c.Name]; err != nil {
+		return nil, nil, err
+	}
+	if attempt < 0 {
+		attempt = 0
+	}
+	return &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(attempt)}},
+		&runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: p.Namespace, Name: p.Name, Uid: p.UID, Attempt: sandbox.Attempt}}, nil
+}
+
+func (m *fakeMaker) TearDown(_ context.Context, p *pods.Pod) error {
+	m.tornDown = append(m.tornDown, p.UID)
+	return nil
+}
+
+// syncTest is the executor on an in-memory runtime, called synchronously:
+// no poller, no gRPC, no waiting.
+type syncTest struct {
+	rt     *fakeruntime.Runtime
+	r      *Restarter
+	w      *podWorker
+	maker  *fakeMaker
+	events *recorded
+	hooks  *fakeHooks
+	clock  *testingclock.FakeClock
+	store  *results.Store
+}
+
+func newSyncTest(t *testing.T) *syncTest {
+	t.Helper()
+	st := &syncTest{rt: fakeruntime.New(), maker: &fakeMaker{}, events: &recorded{}, hooks: &fakeHooks{release: make(chan struct{})},
+		clock: testingclock.NewFakeClock(planNow), store: results.NewStore()}
+	st.rt.SetClock(st.clock.Now)
+	var err error
+	st.r, err = New(st.rt.Direct(), st.hooks, st.store, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
+	require.NoError(t, err)
+	st.w = &podWorker{key: "uid", state: newPodState(), gone: make(chan struct{})}
+	return st
+}
+
+// view lists the in-memory runtime as the poller would and resolves the
+// pod: owned (made from spec) or someone else's with manifest m.
+func (st *syncTest) view(t *testing.T, m *spec.Pod, owned bool) *pods.Pod {
+	t.Helper()
+	ctx := context.Background()
+	sbs, err := st.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	require.NoError(t, err)
+	var podList []*cri.Pod
+	for _, sb := range sbs.GetItems() {
+		resp, err := st.rt.Direct().PodSandboxStatus(ctx, sb.GetId(), false)
+		require.NoError(t, err)
+		podList = append(podList, cri.PodFromStatus(resp.GetStatus()))
+	}
+	list, err := st.rt.Direct().ListContainers(ctx, nil)
+	require.NoError(t, err)
+	var ctrs []*cri.Container
+	for _, c := range list {
+		resp, err := st.rt.Direct().ContainerStatus(ctx, c.GetId(), false)
+		require.NoError(t, err)
+		cc := cri.ContainerFromList(c)
+		cc.State = cri.ContainerFromList(&runtimeapi.Container{State: resp.GetStatus().GetState()}).State
+		cc.StartedAt, cc.FinishedAt, cc.ExitCode = nanoTime(resp.GetStatus().GetStartedAt()), nanoTime(resp.GetStatus().GetFinishedAt()), resp.GetStatus().GetExitCode()
+		ctrs = append(ctrs, cc)
+	}
+	in := pods.Inputs{Manifests: []*spec.Pod{m}}
+	if owned {
+		in = pods.Inputs{Owned: []*spec.Pod{m}}
+	}
+	p, ok := pods.Resolve(cri.NewSnapshot(st.clock.Now(), podList, ctrs), in).Pod("uid")
+	require.True(t, ok)
+	return p
+}
+
+func nanoTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// sync plans from the pod and carries the plan out, as one pass of the
+// pod's worker.
+func (st *syncTest) sync(t *testing.T, p *pods.Pod) plan {
+	t.Helper()
+	st.w.state.prune(p)
+	pl := makePlan(planInput{pod: p, viewTime: st.clock.Now(), results: st.store, backoff: st.r.backoff, state: st.w.state,
+		now: st.clock.Now(), mode: Recreate})
+	st.r.execute(context.Background(), st.w, p, pl)
+	return pl
+}
+
+// states renders the runtime's containers as "name#attempt:STATE".
+func (st *syncTest) states(sandbox string) []string {
+	var out []string
+	for _, c := range st.rt.Containers(sandbox) {
+		out = append(out, c.Name+"#"+strconv.Itoa(int(c.Attempt))+":"+c.State.String())
+	}
+	return out
+}
+
+func ownedPod(containers ...spec.Container) *spec.Pod {
+	return &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "uid", RestartPolicy: corev1.RestartPolicyAlways,
+		TerminationGracePeriodSeconds: 30, Containers: containers, Object: &corev1.Pod{}}
+}
+
+// An owned pod from nothing, sync by sync as kubelet's SyncPod: the
+// sandbox and the first init container, the next init container once it
+// completed, then the containers; postStart after each start.
+func TestSyncOwnedPodFromNothing(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "a", Kind: spec.Init}, spec.Container{Name: "b", Kind: spec.Init},
+		spec.Container{Name: "app", Kind: spec.Regular, Lifecycle: &corev1.Lifecycle{PostStart: hook("postStart", "ok")}})
+
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, []string{"sandbox 0", "container a -1"}, st.maker.calls)
+	sb := st.view(t, m, true).Sandbox.ID
+	assert.Equal(t, []string{"a#0:CONTAINER_RUNNING"}, st.states(sb))
+
+	st.sync(t, st.view(t, m, true))
+	assert.Len(t, st.maker.calls, 2, "a runs: nothing to do")
+
+	a := st.rt.Containers(sb)[0].ID
+	require.NoError(t, st.rt.SetContainerState(a, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, "container b -1", st.maker.calls[2], "the next init container once a completed")
+
+	b := st.rt.Containers(sb)[2-1].ID
+	require.NoError(t, st.rt.SetContainerState(b, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, []string{"a#0:CONTAINER_EXITED", "app#0:CONTAINER_RUNNING", "b#0:CONTAINER_EXITED"}, st.states(sb))
+	assert.Equal(t, "postStart", st.hooks.called()[0].kind, "postStart after the first start too")
+	assert.Contains(t, st.events.messages(), "Started: Container started")
+}
+
+// A dead sandbox: the old one's containers killed, a new sandbox, init
+// containers removed and run again (kubelet's purgeInitContainers).
+func TestSyncOwnedPodNewSandbox(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "init", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular})
+	old := st.rt.AddSandbox("ns", "web-node", "uid")
+	st.rt.AddContainer(old, "init", runtimeapi.ContainerState_CONTAINER_EXITED)
+	st.rt.AddContainer(old, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	_, err := st.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
+	require.NoError(t, err)
+
+	pl := st.sync(t, st.view(t, m, true))
+	assert.True(t, pl.createSandbox)
+	assert.Equal(t, uint32(1), pl.sandboxAttempt)
+	assert.Contains(t, st.events.messages(), "SandboxChanged: Pod sandbox changed, it will be killed and re-created.")
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, st.states(old), "its init container removed, to run again")
+	p := st.view(t, m, true)
+	require.Len(t, p.Sandboxes, 2)
+	assert.Equal(t, []string{"init#1:CONTAINER_RUNNING"}, st.states(p.Sandbox.ID), "its restart count goes on, as kubelet counts from the status the sync began with")
+}
+
+// A container whose config cannot be made waits with kubelet's reason
+// (CreateContainerConfigError…); a regular init container that cannot
+// start holds up the ones after it.
+func TestSyncStartFailures(t *testing.T) {
+	st := newSyncTest(t)
+	st.maker.fail = map[string]error{"a": &StartError{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}}
+	m := ownedPod(spec.Container{Name: "a", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular})
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, pods.Waiting{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}, st.w.state.failed["a"])
+	sb := st.view(t, m, true).Sandbox.ID
+	assert.Empty(t, st.states(sb))
+	w := st.r.waitingOf(st.w, st.view(t, m, true), plan{})
+	assert.Equal(t, "CreateContainerConfigError", w["a"].Reason)
+}
+
+// A liveness kill and its restart, in one sync: preStop, the stop with the
+// probe's grace, then the next attempt (kill, then create).
+func TestSyncKillThenCreate(t *testing.T) {
+	st := newSyncTest(t)
+	grace := int64(7)
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{TerminationGracePeriodSeconds: &grace},
+		Lifecycle: &corev1.Lifecycle{PreStop: hook("preStop", "ok")}})
+	sb := st.rt.AddSandbox("ns", "web-node", "uid")
+	app := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
+		"io.kubernetes.container.restartCount": "3"}))
+	st.store.Set(results.Key{ContainerID: app, Type: results.Liveness}, results.Failure, "uid")
+
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#4:CONTAINER_RUNNING"}, st.states(sb), "the next attempt after the restart count")
+	g, ok := st.rt.StopTimeout(app)
+	require.True(t, ok)
+	assert.Equal(t, int64(7), g, "the probe's grace period")
+	assert.Equal(t, hookCall{kind: "preStop", containerID: app}, st.hooks.called()[0])
+	assert.Equal(t, []string{"Killing: Container app failed liveness probe, will be restarted", "Created: Container created", "Started: Container started"},
+		st.events.messages())
+}
+
+// RestartAllContainers: every running container killed at once, every
+// instance removed, the pod started over in its sandbox.
+func TestSyncRestartAll(t *testing.T) {
+	st := newSyncTest(t)
+	never := corev1.ContainerRestartPolicyNever
+	rules := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	m := ownedPod(spec.Container{Name: "init", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular, RestartPolicy: &never, RestartPolicyRules: rules},
+		spec.Container{Name: "side", Kind: spec.Regular})
+	sb := st.rt.AddSandbox("ns", "web-node", "uid")
+	st.rt.AddContainer(sb, "init", runtimeapi.ContainerState_CONTAINER_EXITED)
+	app := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	side := st.rt.AddContainer(sb, "side", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	require.NoError(t, st.rt.SetContainerState(app, runtimeapi.ContainerState_CONTAINER_EXITED, 42))
+
+	pl := st.sync(t, st.view(t, m, true))
+	assert.Len(t, pl.reset, 3)
+	assert.Empty(t, st.states(sb), "every instance removed")
+	g, _ := st.rt.StopTimeout(side)
+	assert.Zero(t, g, "killed with no grace period")
+
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, []string{"init#0:CONTAINER_RUNNING"}, st.states(sb), "the pod starts over from its first init container, in its sandbox")
+}
+
+// An orphan: killed (preStop, grace), its containers and sandboxes
+// removed, then what it left on the host.
+func TestSyncOrphanTeardown(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
+	sb := st.rt.AddSandbox("ns", "web-node", "uid")
+	st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	p := st.view(t, m, true)
+	p.Orphaned = true
+
+	st.sync(t, p)
+	_, ok := st.rt.SandboxState(sb)
+	assert.False(t, ok, "the sandbox removed")
+	assert.Equal(t, []string{"uid"}, st.maker.tornDown)
+	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed", st.events.messages()[0])
+}
+
+// A failing runtime call ends the sync and says so; nothing after it is
+// done.
+func TestSyncRuntimeError(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
+	st.rt.SetError("RunPodSandbox", errors.New("no network"))
+	retry := st.r.execute(context.Background(), st.w, st.view(t, m, true), makePlan(planInput{pod: st.view(t, m, true), viewTime: planNow,
+		results: st.store, backoff: st.r.backoff, state: st.w.state, now: planNow, mode: Recreate}))
+	assert.Equal(t, failedActionBackoff, retry)
+	assert.Contains(t, st.events.messages(), "FailedCreatePodSandBox: Failed to create pod sandbox: no network")
+	assert.Equal(t, []string{"sandbox 0"}, st.maker.calls, "no container without a sandbox")
+}
