@@ -203,6 +203,6 @@ func TestAgentAPIAndRestartAcrossAgentRestart(t *testing.T) {
 	require.Len(t, list, 2, "attempt 0 kept exited, attempt 1 running, no other")
 	assert.Equal(t, uint32(1), list[1].GetMetadata().GetAttempt())
 	ctr, _ := agent.container(t, name, "web")
-	assert.Equal(t, uint32(1), ctr.RestartCount)
+	assert.Equal(t, int32(1), ctr.RestartCount)
 	assert.False(t, strings.Contains(agent.logs.String(), `reason="Killing"`), "the second agent killed nothing")
 }
