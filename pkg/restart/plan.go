@@ -241,7 +241,7 @@ func makePlan(in planInput) plan {
 	}
 	if !pl.createSandbox {
 		for _, s := range pl.starts {
-			pl.remove = append(pl.remove, deadInstances(s.container)...)
+			pl.remove = append(pl.remove, deadInstances(s.container, killedNow)...)
 		}
 	}
 	return pl
@@ -367,13 +367,18 @@ func maxAttempt(c *pods.Container, sandbox string) uint32 {
 }
 
 // deadInstances are the instances of a container that is started again
-// that are dead and not needed: all but the newest dead one (kubelet's
-// garbage collection keeps one dead container per container, for its logs
-// and exit; pruneInitContainersBeforeStart).
-func deadInstances(c *pods.Container) []*cri.Container {
+// that are dead and not needed: all but the newest dead one — the one this
+// sync kills, if it kills one (kubelet's garbage collection keeps one dead
+// container per container, for its logs and exit;
+// pruneInitContainersBeforeStart).
+func deadInstances(c *pods.Container, killedNow map[string]bool) []*cri.Container {
 	var out []*cri.Container
 	keptDead := false
 	for _, i := range c.Instances {
+		if killedNow[i.ID] {
+			keptDead = true
+			continue
+		}
 		if i.State != cri.StateExited {
 			continue
 		}

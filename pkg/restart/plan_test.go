@@ -295,12 +295,12 @@ func TestMakePlan(t *testing.T) {
 			want: planSummary{starts: []string{"app (from app-0, attempt 1, cause exit)"}},
 		},
 		{
-			name: "a liveness failure: killed and restarted at once, the older dead instance removed",
+			name: "a liveness failure: killed and restarted at once, the older dead instances removed (the killed one is kept)",
 			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}},
 				inst("app-2", "sb0", cri.StateRunning, 0, 0), inst("app-1", "sb0", cri.StateExited, 1, 300), inst("app-0", "sb0", cri.StateExited, 1, 400))),
 			results: fakeResults{{ContainerID: "app-2", Type: results.Liveness}: results.Failure},
 			want: planSummary{kill: []string{"app-2: liveness"}, starts: []string{"app (from app-2, attempt 3, cause liveness)"},
-				remove: []string{"app-0"}},
+				remove: []string{"app-1", "app-0"}},
 		},
 		{
 			name: "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",

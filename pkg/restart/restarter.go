@@ -350,7 +350,10 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 			}
 		case <-updates.Ready():
 			for _, u := range updates.Next() {
-				if u.Type != results.Readiness && u.Result == results.Failure {
+				// kubelet syncs a pod on every startup result (a sidecar
+				// that started lets the next container start) and on
+				// liveness failures.
+				if u.Type == results.Startup || u.Type == results.Liveness && u.Result == results.Failure {
 					r.trigger(ctx, u.PodUID)
 				}
 			}

@@ -112,8 +112,7 @@ func TestSidecars(t *testing.T) {
 	assert.GreaterOrEqual(t, took, 4*time.Second, "sleep ignores SIGTERM: the pod's 5 s grace period")
 	assert.Less(t, took, 9*time.Second)
 	a.waitEvent(t, job, "proxy", restart.ReasonKilling, "Stopping container proxy", time.Second)
-	p, _ := a.pod(job)
-	assert.Equal(t, corev1.PodSucceeded, p.Phase)
+	eventually(t, 5*time.Second, "the job pod Succeeded", func() bool { p, _ := a.pod(job); return p.Phase == corev1.PodSucceeded })
 	t.Logf("job: main exited at %s, sidecar stopped %s later (kubelet: 5.3 s)", mainDone.Format("15:04:05.000"), took.Round(time.Millisecond))
 }
 
@@ -461,14 +460,19 @@ func TestSameNameTwice(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 }
 
-// What cannot be honoured is refused when loading, with the file, line,
-// pod and field, never silently ignored: readiness gates (nothing would
-// ever set their conditions) fail the pod closed — not probed, never
-// ready — while a valid pod in the same directory works.
-func TestUnsupportedFieldsAreRefused(t *testing.T) {
+// Contract (kubelet without an API server): a pod with readiness gates
+// is probed and restarted as any other, its containers ready, but the pod
+// is never Ready (nothing sets the gates' conditions: a warning says so);
+// a pod past its activeDeadlineSeconds is killed and Failed with reason
+// DeadlineExceeded. Both hold for a pod made by someone else too.
+//
+// kubelet v1.36.3: the gated pod showed ContainersReady=True, Ready=False
+// (ReadinessGatesNotReady); the deadline pod (activeDeadlineSeconds: 5) was
+// killed 5–7 s after it started, phase Failed, reason DeadlineExceeded.
+func TestReadinessGatesAndActiveDeadline(t *testing.T) {
 	c := dial(t)
 	a := startAgent(t, c)
-	gated, fine := uniqueName("gated"), uniqueName("fine")
+	gated, deadline := uniqueName("gated"), uniqueName("deadline")
 	containers := `  containers:
   - name: app
     image: localhost/busybox:test
@@ -478,17 +482,27 @@ func TestUnsupportedFieldsAreRefused(t *testing.T) {
       periodSeconds: 1
 `
 	a.writePod(t, gated, manifest(gated, "  readinessGates:\n  - conditionType: example.com/lb\n"+containers))
-	a.writePod(t, fine, manifest(fine, containers))
-	fromManifest(t, manifest(fine, containers))
+	a.writePod(t, deadline, manifest(deadline, "  activeDeadlineSeconds: 5\n  terminationGracePeriodSeconds: 1\n"+containers))
 	fromManifest(t, manifest(gated, containers))
-	a.waitReady(t, fine, "app", true, 10*time.Second)
-	ev := a.waitEvent(t, gated, "", "InvalidProbeConfig", "spec.readinessGates: Forbidden: not supported by cri-prober", 5*time.Second)
-	assert.Contains(t, ev.Message, gated+".yaml:7: pod "+testNamespace+"/"+gated, "the file and the field's line")
-	a.waitFor(t, gated, "app", "running", 5*time.Second, func(c pods.ContainerReport) bool { return c.State == "Running" })
+	started := time.Now()
+	dl := fromManifest(t, manifest(deadline, containers))
+
+	a.waitReady(t, gated, "app", true, 10*time.Second)
 	r, ok := a.pod(gated)
 	require.True(t, ok)
-	assert.False(t, r.Ready)
-	assert.NotEmpty(t, r.Problems)
-	c0, _ := a.container(gated, "app")
-	assert.Empty(t, c0.Probes, "not probed")
+	assert.False(t, r.Ready, "never Ready: nothing sets the gate's condition")
+	for _, cond := range r.Conditions {
+		if cond.Type == corev1.PodReady {
+			assert.Equal(t, "ReadinessGatesNotReady", cond.Reason)
+		}
+	}
+
+	ev := a.waitEvent(t, deadline, "", pods.ReasonDeadlineExceeded, pods.MessageDeadlineExceeded, 15*time.Second)
+	assert.GreaterOrEqual(t, ev.Time.Sub(started), 4*time.Second, "at the deadline, from the pod's start")
+	eventually(t, 10*time.Second, "the pod stopped", func() bool { return !sandboxReady(t, dl) })
+	eventually(t, 5*time.Second, "Failed, DeadlineExceeded", func() bool {
+		p, _ := a.pod(deadline)
+		return p.Phase == corev1.PodFailed && p.Reason == "DeadlineExceeded"
+	})
+	assert.Len(t, instances(t, dl, "app"), 1, "never restarted")
 }
