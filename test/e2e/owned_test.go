@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -351,4 +352,127 @@ spec:
 	assert.True(t, os.IsNotExist(err), "its logs removed")
 	_, err = c.ContainerStatus(t.Context(), app, false)
 	assert.True(t, cri.IsNotFound(err), "its containers removed")
+}
+
+// startOwnerBinary runs `cri-prober run --static-pod-path dir` as a
+// process (with every capability: it mounts the pods' volumes), with the
+// root and log directories given.
+func startOwnerBinary(t *testing.T, dir, rootDir, logsDir string) *runningAgent {
+	t.Helper()
+	require.FileExists(t, binaryPath, "build it first (make build)")
+	listen := freePort(t)
+	a := &runningAgent{logs: &lockedBuffer{}, server: "http://" + listen}
+	a.cmd = exec.Command(binaryPath, "run", "--runtime-endpoint", endpoint, "--static-pod-path", dir, "--pod-manifests-interval", "200ms",
+		"--listen", listen, "--hostname-override", e2eNode, "--root-dir", rootDir, "--pod-logs-dir", logsDir, "--cgroup-root", "/cri-prober-e2e")
+	a.cmd.Stderr = a.logs
+	require.NoError(t, a.cmd.Start())
+	t.Cleanup(func() {
+		a.kill()
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", a.server, a.logs)
+		}
+	})
+	eventually(t, 10*time.Second, "agent serving", func() bool {
+		resp, err := http.Get(a.server + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return a
+}
+
+// Contract: an agent killed (SIGKILL) while it makes a pod — during an
+// init container, during the app's postStart — leaves what it made to the
+// next agent, which adopts it: never a second sandbox, never a second
+// instance of a container. (kubelet restarted under its static pods
+// likewise adopts them by UID.)
+func TestOwnedPodAdoptedAfterAgentKill(t *testing.T) {
+	c := dial(t)
+	dir, rootDir, logsDir := t.TempDir(), t.TempDir(), t.TempDir()
+	name := uniqueName("adopt")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: info, downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}}]
+  initContainers:
+  - name: setup
+    image: localhost/busybox:test
+    imagePullPolicy: Never
+    command: ["sleep", "3"]
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+    volumeMounts: [{name: info, mountPath: /info}]
+    lifecycle:
+      postStart: {exec: {command: ["sleep", "3"]}}
+    readinessProbe:
+      exec: {command: ["cat", "/info/name"]}
+      periodSeconds: 1
+`, name, testNamespace)), 0o644))
+	o := &owner{client: c}
+	t.Cleanup(func() {
+		// The last agent is gone: the pod is removed by hand, its volumes
+		// unmounted.
+		list, _ := c.ListPodSandbox(context.Background(), nil)
+		for _, sb := range list {
+			if sb.GetMetadata().GetName() == podName(name) {
+				c.StopPodSandbox(context.Background(), sb.GetId())  //nolint:errcheck // best effort
+				c.RemovePodSandbox(context.Background(), sb.GetId()) //nolint:errcheck
+			}
+		}
+		exec.Command("umount", "-R", "--lazy", rootDir).Run() //nolint:errcheck
+	})
+	count := func(ctr string) int {
+		n := 0
+		for _, sb := range o.sandboxes(t, name) {
+			list, err := c.ListContainers(t.Context(), &runtimeapi.ContainerFilter{PodSandboxId: sb.GetId()})
+			require.NoError(t, err)
+			for _, x := range list {
+				if x.GetMetadata().GetName() == ctr {
+					n++
+				}
+			}
+		}
+		return n
+	}
+
+	// Killed while the init container runs.
+	a := startOwnerBinary(t, dir, rootDir, logsDir)
+	eventually(t, 20*time.Second, "setup running", func() bool { return o.running(t, name, "setup") != "" })
+	a.kill()
+	a = startOwnerBinary(t, dir, rootDir, logsDir)
+	// Killed during the app's postStart.
+	eventually(t, 20*time.Second, "app running (its postStart in progress)", func() bool { return o.running(t, name, "app") != "" })
+	a.kill()
+	assert.Equal(t, 1, count("setup"), "the init container ran once")
+	a = startOwnerBinary(t, dir, rootDir, logsDir)
+	if !assert.Eventually(t, func() bool {
+		ctr, ok := a.container(t, podName(name), "app")
+		return ok && ctr.Ready
+	}, 20*time.Second, 50*time.Millisecond, "the pod ready under the third agent") {
+		_, body := a.get(t, "/api/v1/pods")
+		t.Fatalf("pods: %s", body)
+	}
+	assert.Len(t, o.sandboxes(t, name), 1, "one sandbox")
+	assert.Equal(t, 1, count("setup"), "one instance of setup")
+	assert.Equal(t, 1, count("app"), "one instance of app")
+	assert.NotContains(t, a.logs.String(), `reason="Created"`, "the last agent made nothing")
+
+	// Removed while no agent runs: the next agent still knows it made it
+	// (its record) and removes it.
+	a.kill()
+	uid := o.sandboxes(t, name)[0].GetMetadata().GetUid()
+	require.NoError(t, os.Remove(filepath.Join(dir, "pod.yaml")))
+	a = startOwnerBinary(t, dir, rootDir, logsDir)
+	eventually(t, 20*time.Second, "the orphan removed", func() bool { return len(o.sandboxes(t, name)) == 0 })
+	eventually(t, 5*time.Second, "its directory removed", func() bool {
+		_, err := os.Stat(filepath.Join(rootDir, "pods", uid))
+		return os.IsNotExist(err)
+	})
 }
