@@ -5,8 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -74,7 +74,9 @@ func startOwner(t *testing.T, c *cri.Client) *owner {
 		for _, e := range entries {
 			os.Remove(filepath.Join(o.dir, e.Name()))
 		}
-		gone := eventuallyQuiet(2*time.Minute, func() bool { return !slices.ContainsFunc(o.engine.View().Pods(), func(p *pods.Pod) bool { return p.Owned }) })
+		gone := eventuallyQuiet(2*time.Minute, func() bool {
+			return !slices.ContainsFunc(o.engine.View().Pods(), func(p *pods.Pod) bool { return p.Owned })
+		})
 		cancel()
 		wg.Wait()
 		// Whatever a failed test left mounted under the root goes, so that
@@ -422,7 +424,7 @@ spec:
 		list, _ := c.ListPodSandbox(context.Background(), nil)
 		for _, sb := range list {
 			if sb.GetMetadata().GetName() == podName(name) {
-				c.StopPodSandbox(context.Background(), sb.GetId())  //nolint:errcheck // best effort
+				c.StopPodSandbox(context.Background(), sb.GetId())   //nolint:errcheck // best effort
 				c.RemovePodSandbox(context.Background(), sb.GetId()) //nolint:errcheck
 			}
 		}
