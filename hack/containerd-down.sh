@@ -61,5 +61,11 @@ if [[ -d $CRI_PROBER_DIR ]]; then
 fi
 
 ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE"
-rm -rf "$CRI_PROBER_DIR"/{root,state,opt,cni,config.toml,containerd.sock,containerd.sock.ttrpc,debug.sock}
+rm -rf "$CRI_PROBER_DIR"/{root,state,opt,cni,config.toml,containerd.sock,containerd.sock.ttrpc,debug.sock,agent-root,pod-logs}
+
+# The cgroups of the pods our agents made (--cgroup-root /cri-prober, the
+# e2e tests' /cri-prober-e2e): empty once their containers are gone.
+for root in /sys/fs/cgroup/*/cri-prober /sys/fs/cgroup/*/cri-prober-e2e /sys/fs/cgroup/unified/cri-prober /sys/fs/cgroup/unified/cri-prober-e2e; do
+  [[ -d $root ]] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null
+done
 log "private containerd stopped and cleaned up"

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The demo: a private containerd, the cri-prober agent with the Pod
-# manifests of examples/demo, and three pods created the way a CI harness
-# creates them (crictl and examples/crictl/*.json):
-#   web    readiness flips off and on; a liveness failure restarts it
-#   slow   starts slowly; its startup probe holds the other probes back
+# The demo: a private containerd and the cri-prober agent making the pods of
+# examples/demo/pods.yaml alone, as kubelet makes static pods:
+#   web    an init container, postStart; readiness flips off and on; a
+#          liveness failure restarts it
+#   slow   a sidecar whose startup probe holds the app back; the app starts
+#          slowly and its startup probe holds its other probes back
 #   flaky  turns unhealthy by itself and is restarted, with back-off
+# and one pod made with crictl, as a CI harness makes it (attach mode: the
+# agent probes and restarts what someone else made):
+#   ci     examples/crictl/ci-*.json, its probes in CRI annotations
 # On a terminal it then shows a live view until Ctrl-C, which removes
 # everything; otherwise it leaves it all running (`make demo-down` removes it).
 set -euo pipefail
@@ -37,45 +41,45 @@ for old in $("$crictl" pods --namespace demo -q 2>/dev/null); do
 done
 
 step "Checking the demo's manifests, then starting the agent (log: $AGENT_LOG)"
-run "$prober" validate examples/demo
-echo "\$ cri-prober run --pod-manifests examples/demo --listen 127.0.0.1:9440 &"
-setsid "$prober" run --pod-manifests examples/demo --listen 127.0.0.1:9440 >"$AGENT_LOG" 2>&1 </dev/null &
+run "$prober" validate --static examples/demo
+node_flags=(--hostname-override demo --root-dir "$CRI_PROBER_DIR/agent-root" --pod-logs-dir "$CRI_PROBER_DIR/pod-logs")
+echo "\$ cri-prober run --static-pod-path examples/demo ${node_flags[*]} --listen 127.0.0.1:9440 &"
+setsid "$prober" run --static-pod-path examples/demo "${node_flags[@]}" --listen 127.0.0.1:9440 >"$AGENT_LOG" 2>&1 </dev/null &
 echo $! >"$AGENT_PID"
 wait_for 10 "the agent's API" /usr/bin/busybox wget -q -O /dev/null "$api/healthz"
 
-step "Creating pods demo/web, demo/slow and demo/flaky with crictl, as a CI harness would"
-declare -A sandbox
-for pod in web slow flaky; do
-  ctr_json=examples/crictl/$pod-app.json
-  [[ $pod == web ]] && ctr_json=examples/crictl/web-target.json
-  echo "\$ crictl runp examples/crictl/$pod-pod.json && crictl create … $ctr_json … && crictl start …"
-  sandbox[$pod]=$("$crictl" runp "examples/crictl/$pod-pod.json")
-  ctr=$("$crictl" create "${sandbox[$pod]}" "$ctr_json" "examples/crictl/$pod-pod.json")
-  "$crictl" start "$ctr" >/dev/null
-done
-web=$("$crictl" ps -q --name web --pod "${sandbox[web]}")
-
 ready() { /usr/bin/busybox wget -q -O /dev/null "$api/api/v1/pods/demo/$1/ready"; }
 not_ready() { ! ready "$1"; }
-wait_for 20 "demo/web ready" ready web
-step "The agent probes them: web is ready, slow is still starting (its startup probe fails until it listens)"
+wait_for 30 "demo/web-demo ready" ready web-demo
+step "The agent made the pods of pods.yaml alone (named <name>-<node>): web is ready, slow is still starting"
 run "$prober" status --namespace demo
+run "$crictl" pods --namespace demo
 
+step "A pod made with crictl, as a CI harness makes it: the agent probes it from its annotations"
+echo "\$ crictl runp examples/crictl/ci-pod.json && crictl create … examples/crictl/ci-app.json … && crictl start …"
+ci=$("$crictl" runp examples/crictl/ci-pod.json)
+ctr=$("$crictl" create "$ci" examples/crictl/ci-app.json examples/crictl/ci-pod.json)
+"$crictl" start "$ctr" >/dev/null
+wait_for 20 "demo/ci ready" ready ci
+
+web=$("$crictl" ps -q --name '^web$' --pod "$("$crictl" pods -q --name web-demo --namespace demo)")
 step "Readiness flips: web's app reports not ready (its /ready answers 503), then ready again"
 run "$crictl" exec "$web" touch /tmp/not-ready
-wait_for 10 "demo/web not ready" not_ready web
-echo "\$ wget -S $api/api/v1/pods/demo/web/ready"
-/usr/bin/busybox wget -S -q -O /dev/null "$api/api/v1/pods/demo/web/ready" 2>&1 | head -1 || true
+wait_for 10 "demo/web-demo not ready" not_ready web-demo
+echo "\$ wget -S $api/api/v1/pods/demo/web-demo/ready"
+/usr/bin/busybox wget -S -q -O /dev/null "$api/api/v1/pods/demo/web-demo/ready" 2>&1 | head -1 || true
 run "$crictl" exec "$web" rm /tmp/not-ready
-wait_for 10 "demo/web ready again" ready web
+wait_for 10 "demo/web-demo ready again" ready web-demo
 echo "ready again"
 
-step "A liveness failure: web's /healthz answers 500; after 2 failures it is restarted"
+step "A liveness failure: web's /healthz answers 500; after 2 failures it is restarted (preStop, grace period, then postStart)"
 run "$crictl" exec "$web" touch /tmp/unhealthy
-restarted() { "$prober" status -o json --namespace demo | tr -d ' \n' | grep -q "\"name\":\"$1\"[^]]*\"restartCount\":$2"; }
-wait_for 20 "web's restart" restarted web 1
-wait_for 20 "slow ready" ready slow
+# restarted POD: some container of demo/POD has restarted.
+restarted() { /usr/bin/busybox wget -q -O - "$api/api/v1/pods/demo/$1" | tr -d ' \n' | grep -q '"restartCount":[1-9]'; }
+wait_for 30 "web's restart" restarted web-demo
+wait_for 30 "slow ready" ready slow-demo
 run "$prober" status --namespace demo
+run "$prober" logs demo/web-demo -c web --tail 3
 
 if [[ -t 0 && -t 1 ]]; then
   trap 'echo; echo "Removing everything…"; hack/containerd-down.sh; exit 0' INT
@@ -95,7 +99,7 @@ if [[ -t 0 && -t 1 ]]; then
 fi
 
 step "flaky turns unhealthy after 20 s of running: restarted by itself"
-wait_for 60 "flaky's first restart" restarted app 1
+wait_for 60 "flaky's first restart" restarted flaky-demo
 run "$prober" status --namespace demo
 run "$prober" events --since 5m
 
@@ -107,9 +111,11 @@ backing off), so you can explore:
   export CONTAINER_RUNTIME_ENDPOINT=$CONTAINER_RUNTIME_ENDPOINT
   $prober status                  # pods, readiness, restarts, last probe results
   $prober events -f               # follow events
-  $prober why demo/web            # why each restart happened: the failures, the grace period, the back-off
-  $prober history demo/flaky      # each probe's last runs and, kept apart, its last failures
+  $prober why demo/web-demo       # why each restart happened: the failures, the grace period, the back-off
+  $prober history demo/flaky-demo # each probe's last runs and, kept apart, its last failures
+  $prober logs demo/slow-demo -c app
   $prober explain -f examples/demo/pods.yaml
   curl $api/api/v1/pods   $api/metrics/probes
-Remove everything with: make demo-down
+Edit examples/demo/pods.yaml and the agent makes the edited pods anew, as
+kubelet does with static pods. Remove everything with: make demo-down
 MSG

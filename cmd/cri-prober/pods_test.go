@@ -105,7 +105,7 @@ func TestUsageErrors(t *testing.T) {
 		wantStderr string
 		wantStdout string
 	}{
-		{name: "no command: help", args: nil, wantStdout: "Running the agent:"},
+		{name: "no command: help", args: nil, wantStdout: "Running pods and the agent:"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantUsage: true, wantStderr: `error: unknown command "frobnicate" for "cri-prober"`},
 		{name: "misspelt command", args: []string{"stauts"}, wantUsage: true, wantStderr: "Did you mean this?\n\tstatus"},
 		{name: "bad output format", args: []string{"pods", "-o", "xml"}, wantUsage: true, wantStderr: `-o "xml": want one of table, wide, json, yaml`},
@@ -223,12 +223,12 @@ func TestExplainCommand(t *testing.T) {
 	out, _, err := runCLI(t, "explain", "-f", "../../examples/demo/pods.yaml")
 	require.NoError(t, err)
 	for _, want := range []string{
-		"pod demo/web (../../examples/demo/pods.yaml:7): restartPolicy Always, terminationGracePeriodSeconds 30",
-		"pod demo/slow (../../examples/demo/pods.yaml:41)",
+		"pod demo/web (../../examples/demo/pods.yaml:8): restartPolicy Always, terminationGracePeriodSeconds 5",
+		"pod demo/slow (../../examples/demo/pods.yaml:59)",
 		"gives up:            29s – 31s after the container starts, if it never passes",
 		"liveness: httpGet http /healthz every 1s, timeout 1s, success 1, failure 2, initial delay 0s",
 		"failure detected:    1s – 3s after the app breaks",
-		"restarted:           1s – 33s (grace 30s",
+		"restarted:           1s – 8s (grace 5s",
 	} {
 		assert.Contains(t, out, want)
 	}
