@@ -46,6 +46,11 @@ state = "$CRI_PROBER_DIR/state"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      # As the reference kubelet's containerd (../shared/kubelet): the same
+      # runtime options, so that crictl inspect compares like with like.
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CRI_PROBER_DIR/cni/conf"
