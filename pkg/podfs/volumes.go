@@ -78,9 +78,9 @@ const tmpfsNoswap = "noswap" // swap.TmpfsNoswapOption
 // (podconfig's PodMemoryLimit), as kubelet's plugins do.
 //
 // The pod directory must have the agent's record (RecordOwner first).
-// Volume kinds: emptyDir (medium "" or Memory), hostPath, downwardAPI,
-// projected with downwardAPI sources only (what a static pod may use
-// without an API server). An image volume is the runtime's (a CRI Mount
+// Volume kinds: emptyDir (medium "" or Memory), hostPath and downwardAPI
+// (what a static pod may use without an API server; kubelet without one
+// fails projected volumes, whatever their sources). An image volume is the runtime's (a CRI Mount
 // with an image: the caller adds podconfig.Volume{Image: ...}) and is left
 // out of the result. Any other kind fails.
 func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (map[string]podconfig.Volume, error) {
@@ -162,14 +162,8 @@ func (s *setup) volume(v *corev1.Volume) (podconfig.Volume, error) {
 			return podconfig.Volume{}, err
 		}
 		return vol, s.apiVolume(v.Name, vol.HostPath, payload)
-	case v.Projected != nil:
-		payload, err := s.projectedData(v.Projected)
-		if err != nil {
-			return podconfig.Volume{}, err
-		}
-		return vol, s.apiVolume(v.Name, vol.HostPath, payload)
 	default:
-		return podconfig.Volume{}, fmt.Errorf("%s volumes are not supported in a pod cri-prober runs: a static pod may use emptyDir, hostPath, downwardAPI, projected (downwardAPI sources) and image volumes", volumeKind(v))
+		return podconfig.Volume{}, fmt.Errorf("%s volumes are not supported in a pod cri-prober runs: a static pod may use emptyDir, hostPath and downwardAPI volumes", volumeKind(v))
 	}
 }
 
@@ -374,29 +368,6 @@ func (s *setup) downwardAPIData(items []corev1.DownwardAPIVolumeFile, defaultMod
 		data[filepath.Clean(item.Path)] = fp
 	}
 	return data, utilerrors.NewAggregate(errs)
-}
-
-// projectedData is projectedVolumeMounter.collectData for the sources a
-// static pod may have: downwardAPI only (the others need an API server:
-// kubelet without one fails them all).
-func (s *setup) projectedData(src *corev1.ProjectedVolumeSource) (map[string]fileProjection, error) {
-	payload := map[string]fileProjection{}
-	var errs []error
-	for i, source := range src.Sources {
-		if source.DownwardAPI == nil {
-			errs = append(errs, fmt.Errorf("projected source %d is %s: only downwardAPI sources are supported in a pod cri-prober runs (the others need an API server)", i, projectionKind(&source)))
-			continue
-		}
-		data, err := s.downwardAPIData(source.DownwardAPI.Items, src.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for k, v := range data {
-			payload[k] = v
-		}
-	}
-	return payload, utilerrors.NewAggregate(errs)
 }
 
 // setUpHostPath is hostPathMounter.SetUp: no ".." in the path, then the
@@ -614,21 +585,4 @@ func volumeKind(v *corev1.Volume) string {
 		return "flocker"
 	}
 	return "sourceless"
-}
-
-// projectionKind names a projected source as the API's field does.
-func projectionKind(p *corev1.VolumeProjection) string {
-	switch {
-	case p.Secret != nil:
-		return "secret"
-	case p.ConfigMap != nil:
-		return "configMap"
-	case p.ServiceAccountToken != nil:
-		return "serviceAccountToken"
-	case p.ClusterTrustBundle != nil:
-		return "clusterTrustBundle"
-	case p.PodCertificate != nil:
-		return "podCertificate"
-	}
-	return "empty"
 }

@@ -265,7 +265,7 @@ func TestEmptyDirMediumErrors(t *testing.T) {
 		`MountVolume.SetUp failed for volume "huge" : emptyDir medium "HugePages-2Mi": hugepages volumes are not supported by cri-prober`,
 		`MountVolume.SetUp failed for volume "huge2" : emptyDir medium "HugePages": hugepages volumes are not supported by cri-prober`,
 		`MountVolume.SetUp failed for volume "odd" : unknown storage medium "Tape"`,
-		`MountVolume.SetUp failed for volume "cm" : configMap volumes are not supported in a pod cri-prober runs: a static pod may use emptyDir, hostPath, downwardAPI, projected (downwardAPI sources) and image volumes`,
+		`MountVolume.SetUp failed for volume "cm" : configMap volumes are not supported in a pod cri-prober runs: a static pod may use emptyDir, hostPath and downwardAPI volumes`,
 	}
 	if len(se.Failed) != len(want) {
 		t.Fatalf("failed %v", err)
@@ -461,45 +461,6 @@ func TestDownwardAPILeftoversOfACrash(t *testing.T) {
 	now, _ := os.Readlink(filepath.Join(dir, "..data"))
 	if want := []string{now, "..data", "name"}; !equalStrings(names, want) || now == current {
 		t.Errorf("volume holds %v, want %v", names, want)
-	}
-}
-
-func TestProjected(t *testing.T) {
-	m, _ := newTestManager(t)
-	owned(t, m, "u1")
-	pod := testPod("u1", corev1.Volume{Name: "all", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-		DefaultMode: ptr.To[int32](0o600),
-		Sources: []corev1.VolumeProjection{
-			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}},
-			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "ns", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
-		},
-	}}})
-	vols, err := m.SetUp(context.Background(), pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := m.Layout().VolumeDir("u1", podconfig.PluginProjected, "all")
-	if got := vols["all"]; got != (podconfig.Volume{HostPath: dir, ReadOnly: true, SELinuxRelabel: true}) {
-		t.Errorf("volume %+v", got)
-	}
-	for name, want := range map[string]string{"name": "web", "ns": "ns"} {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || string(data) != want {
-			t.Errorf("%s = %q %v", name, data, err)
-		}
-		if got := mode(t, filepath.Join(dir, "..data", name)); got != 0o600 {
-			t.Errorf("%s mode %v", name, got)
-		}
-	}
-
-	pod.Spec.Volumes[0].Projected.Sources = append(pod.Spec.Volumes[0].Projected.Sources,
-		corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}})
-	pod.UID = "u2"
-	owned(t, m, "u2")
-	_, err = m.SetUp(context.Background(), pod)
-	want := `MountVolume.SetUp failed for volume "all" : projected source 2 is serviceAccountToken: only downwardAPI sources are supported in a pod cri-prober runs (the others need an API server)`
-	if err == nil || err.Error() != want {
-		t.Errorf("error %v\nwant %s", err, want)
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	ReasonContainersNotReady       = "ContainersNotReady"
 	ReasonContainersNotInitialized = "ContainersNotInitialized"
 	ReasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
+	ReasonRestartAllStarted        = "RestartAllContainersStarted"
 )
 
 // Condition is a v1.PodCondition.
@@ -62,7 +63,41 @@ func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts) []Conditi
 	containersReady := containersReadyCondition(p, phase, facts, start)
 	ready := readyCondition(p, containersReady, []Condition{toStart, initialized}, start)
 	scheduled := Condition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: start}
-	return []Condition{toStart, initialized, ready, containersReady, scheduled}
+	out := []Condition{toStart, initialized, ready, containersReady, scheduled}
+	if couldRestartAll(p) {
+		out = append(out, allContainersRestarting(p, phase, start))
+	}
+	return out
+}
+
+// couldRestartAll is podutil's AllContainersCouldRestart: some container
+// of the spec has a RestartAllContainers rule.
+func couldRestartAll(p *Pod) bool {
+	for _, c := range p.Containers {
+		if inSpec(p, c) && c.Spec.CanRestartAll() {
+			return true
+		}
+	}
+	return false
+}
+
+// allContainersRestarting is GenerateAllContainersRestartingCondition:
+// true from the exit that restarts every container until the pod sync has
+// removed them all; false otherwise, with the terminal phase's reason.
+func allContainersRestarting(p *Pod, phase corev1.PodPhase, start time.Time) Condition {
+	c := Condition{Type: corev1.AllContainersRestarting, Status: corev1.ConditionFalse, LastTransitionTime: start}
+	switch {
+	case phase == corev1.PodSucceeded:
+		c.Reason = ReasonPodCompleted
+	case phase == corev1.PodFailed:
+		c.Reason = ReasonPodFailed
+	default:
+		if exit := restartAllExit(p); exit != nil {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, ReasonRestartAllStarted, "container exited with restart policy rule"
+			c.LastTransitionTime = exit.FinishedAt
+		}
+	}
+	return c
 }
 
 // readyToStartContainers is GeneratePodReadyToStartContainersCondition:
@@ -107,11 +142,6 @@ func SandboxChanged(p *Pod) (changed bool, attempt uint32) {
 // initializedCondition is GeneratePodInitializedCondition. An init
 // container is initialized once it completed (a regular one: kubelet's
 // Ready) or started (a sidecar).
-//
-// Not reproduced: with RestartAllContainersOnContainerExits (on in 1.36)
-// kubelet keeps a True Initialized from its previous status while a pod
-// restarts in place; the agent keeps no previous status (and refuses
-// RestartAllContainers rules).
 func initializedCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts, start time.Time) Condition {
 	c := Condition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: start}
 	var incomplete []string
@@ -143,8 +173,11 @@ func initializedCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts,
 	switch {
 	case phase == corev1.PodSucceeded:
 		c.Reason = ReasonPodCompleted
-	case regularStarted:
-		// The pod initialized before; its sidecars may be restarting.
+	case regularStarted, p.WasInitialized:
+		// The pod initialized before: its sidecars may be restarting, or
+		// it restarts in place or in a new sandbox, and kubelet (with
+		// RestartAllContainersOnContainerExits) never turns Initialized
+		// back to False.
 	case len(incomplete) > 0:
 		c.Status, c.Reason = corev1.ConditionFalse, ReasonContainersNotInitialized
 		c.Message = fmt.Sprintf("containers with incomplete status: %s", incomplete)

@@ -65,7 +65,7 @@ func phaseOf(p *Pod, in initFacts, status func(*Container) apiStatus, started fu
 					failedInitNotRestartable++
 				}
 			case lastTerminated:
-				if lastExit != 0 && !restartsAfterExit(p, c, lastExit) {
+				if lastExit != 0 && !restartsAfterExit(p, c, lastExit) && !s.lastReset {
 					failedInitNotRestartable++
 				}
 			default:
@@ -104,7 +104,7 @@ func phaseOf(p *Pod, in initFacts, status func(*Container) apiStatus, started fu
 				// Waiting after an exit: stopped, though not counted as
 				// succeeded whatever its exit (getPhase's Waiting case).
 				stopped++
-				if !restartsAfterExit(p, c, lastExit) {
+				if !restartsAfterExit(p, c, lastExit) && !s.lastReset {
 					stoppedNotRestartable++
 				}
 			default:

@@ -124,6 +124,12 @@ func ReportPod(p *Pod, store *results.Store) PodReport {
 	}
 	pr.Phase = phaseOf(p, in, func(c *Container) apiStatus { return statuses[c] }, func(c *Container) bool { return started[c] })
 	pr.Conditions = conditions(p, pr.Phase, facts)
+	final := terminatedStatuses(p, pr.Phase, statuses, started)
+	for i, c := range p.Containers {
+		if st, ok := final[c]; ok {
+			pr.Containers[i].Status = st.write()
+		}
+	}
 	// The one rule for a pod's readiness, read by /ready, wait, the
 	// status page and the metrics alike.
 	pr.Ready = conditionTrue(pr.Conditions, corev1.PodReady)

@@ -3,6 +3,8 @@ package pods
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -31,6 +33,21 @@ const (
 const (
 	reasonCompleted       = "Completed"
 	messageInitStatusLost = "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"
+)
+
+// Kubelet's status of a container that did not end in a terminated state
+// when its pod terminated (the status manager's TerminatePod).
+const (
+	ReasonStatusUnknown = "ContainerStatusUnknown"
+	messageNotLocated   = "The container could not be located when the pod was terminated"
+	exitStatusUnknown   = 137
+)
+
+// Kubelet's status of a container removed to restart every container of
+// its pod in place (RestartAllContainers, kubelet_pods.go).
+const (
+	ReasonRestartingAllContainers = "RestartingAllContainers"
+	messageRestartingAll          = "The container is removed because RestartAllContainers in place"
 )
 
 // ContainerStatus is a container's state and last termination state as
@@ -98,11 +115,18 @@ type apiStatus struct {
 	// completed: an init container whose instances the runtime lost after
 	// the pod initialized, which kubelet takes as exited 0.
 	completed bool
+	// unknown: a container not terminated when its pod terminated, which
+	// kubelet then shows as terminated with 137 (terminatedStatuses).
+	unknown bool
 	// reason and message of a waiting state (the default's, or the pod
 	// sync's).
 	reason, message string
 	// last is the instance the last termination state shows; nil: none.
 	last *cri.Container
+	// lastReset: the last termination state is the container's removal
+	// by a RestartAllContainers reset (its instances gone, nothing newer
+	// exited since), which kubelet carries over from its previous status.
+	lastReset bool
 }
 
 func (s apiStatus) running() bool    { return s.kind == stateRunning }
@@ -110,6 +134,9 @@ func (s apiStatus) terminated() bool { return s.kind == stateTerminated }
 
 // exitCode is a terminated state's exit code.
 func (s apiStatus) exitCode() int32 {
+	if s.unknown {
+		return exitStatusUnknown
+	}
 	if s.of == nil {
 		return 0
 	}
@@ -119,6 +146,9 @@ func (s apiStatus) exitCode() int32 {
 // lastExit is the exit code of the last termination state, if it is a
 // termination (kubelet's LastTerminationState.Terminated).
 func (s apiStatus) lastExit() (int32, bool) {
+	if s.lastReset {
+		return exitStatusUnknown, true
+	}
 	if s.last == nil || s.last.State != cri.StateExited {
 		return 0, false
 	}
@@ -173,6 +203,22 @@ func initFactsOf(p *Pod) initFacts {
 
 // statusOf is convertToAPIContainerStatuses for one container of pod p.
 func statusOf(p *Pod, c *Container, in initFacts) apiStatus {
+	s := runtimeStatus(p, c, in)
+	if c.Reset != nil && s.last == nil {
+		// Reset and no newer exit since: kubelet carries the removal over
+		// from its previous status as the last termination state, and a
+		// container not made again yet waits with it (not missing).
+		s.lastReset, s.missing = true, false
+		if s.kind == stateWaiting && s.of == nil && c.Waiting == nil && restartAllExit(p) != nil {
+			s.reason, s.message = ReasonRestartingAllContainers, messageRestartingAll
+		}
+	}
+	return s
+}
+
+// runtimeStatus is statusOf from the runtime's instances and the pod
+// sync's waiting reason.
+func runtimeStatus(p *Pod, c *Container, in initFacts) apiStatus {
 	s := apiStatus{kind: stateWaiting, missing: true, reason: ReasonContainerCreating}
 	if in.hasInit {
 		s.reason = ReasonPodInitializing
@@ -212,6 +258,19 @@ func statusOf(p *Pod, c *Container, in initFacts) apiStatus {
 	return s
 }
 
+// restartAllExit is kuberuntime's ShouldAllContainersRestart over the
+// runtime's state: the exit of a container's newest instance with a code
+// its rules answer with RestartAllContainers (the pod sync then removes
+// every instance, that one last); nil if there is none.
+func restartAllExit(p *Pod) *cri.Container {
+	for _, c := range p.Containers {
+		if cur := c.Current; cur != nil && cur.State == cri.StateExited && inSpec(p, c) && c.Spec.RestartsAll(cur.ExitCode) {
+			return cur
+		}
+	}
+	return nil
+}
+
 // previousInstance is the newest instance of c created before its
 // current one; nil if none.
 func previousInstance(c *Container) *cri.Container {
@@ -248,7 +307,11 @@ func shouldStart(p *Pod, c *Container) bool {
 // instance carries (toKubeContainerStatus); an instance without it (not
 // made with kubelet's annotations) counts by its attempt.
 func restartCount(c *Container) int32 {
-	return c.RestartCount()
+	n := c.RestartCount()
+	if c.Reset != nil {
+		n = max(n, c.Reset.RestartCount) // kubelet's: never below its previous status's
+	}
+	return n
 }
 
 // RestartCount is the container's restart count as kubelet shows it: the
@@ -272,12 +335,17 @@ func (s apiStatus) write() ContainerStatus {
 	switch {
 	case s.completed:
 		out.State.Terminated = &StateTerminated{Reason: reasonCompleted, Message: messageInitStatusLost}
+	case s.unknown:
+		out.State.Terminated = &StateTerminated{ExitCode: exitStatusUnknown, Reason: ReasonStatusUnknown, Message: messageNotLocated}
 	case s.of != nil:
 		out.State = instanceState(s.of)
 	default:
 		out.State.Waiting = &StateWaiting{Reason: s.reason, Message: s.message}
 	}
-	if s.last != nil {
+	switch {
+	case s.lastReset:
+		out.LastState.Terminated = &StateTerminated{ExitCode: exitStatusUnknown, Reason: ReasonRestartingAllContainers, Message: messageRestartingAll}
+	case s.last != nil:
 		out.LastState = instanceState(s.last)
 	}
 	return out
@@ -294,6 +362,88 @@ func instanceState(i *cri.Container) ContainerState {
 	default:
 		return ContainerState{Waiting: &StateWaiting{}}
 	}
+}
+
+// terminatedStatuses is kubelet's TerminatePod, which marks the final
+// status of a pod once it terminated (phase Failed or Succeeded, nothing
+// running): a container that is not terminated, one of an initialized pod
+// or an init container that tried to start, is shown terminated with 137,
+// ContainerStatusUnknown (a container in back-off when the pod's deadline
+// passed, one whose image never came). It returns the statuses it
+// changes; the phase, readiness and conditions stay as they were.
+func terminatedStatuses(p *Pod, phase corev1.PodPhase, statuses map[*Container]apiStatus, started map[*Container]bool) map[*Container]apiStatus {
+	if phase != corev1.PodFailed && phase != corev1.PodSucceeded {
+		return nil
+	}
+	var inits, regular []*Container
+	for _, c := range p.Containers {
+		if !inSpec(p, c) {
+			continue
+		}
+		if c.Running() {
+			return nil // not terminated yet
+		}
+		if c.Kind.IsInit() {
+			inits = append(inits, c)
+		} else {
+			regular = append(regular, c)
+		}
+	}
+	changed := map[*Container]apiStatus{}
+	unknown := func(c *Container) {
+		if s := statuses[c]; !s.terminated() {
+			changed[c] = apiStatus{kind: stateTerminated, unknown: true, last: s.last, lastReset: s.lastReset}
+		}
+	}
+	if hasPodInitialized(p, inits, regular, statuses, started) {
+		for _, c := range regular {
+			unknown(c)
+		}
+	}
+	for _, c := range initializedContainers(inits, statuses) {
+		unknown(c)
+	}
+	return changed
+}
+
+// hasPodInitialized is the status manager's: a pod without init
+// containers, or one whose status shows a container that left waiting or
+// its last init container done. Kubelet reads the pod object's status,
+// which for a static pod (an owned one) is never filled: so an owned pod
+// with init containers never counts as initialized there.
+func hasPodInitialized(p *Pod, inits, regular []*Container, statuses map[*Container]apiStatus, started map[*Container]bool) bool {
+	if len(inits) == 0 {
+		return true
+	}
+	if p.Owned {
+		return false
+	}
+	for _, c := range regular {
+		if s := statuses[c]; s.kind != stateWaiting || s.last != nil && s.last.State == cri.StateExited {
+			return true
+		}
+	}
+	last := inits[len(inits)-1]
+	s := statuses[last]
+	if last.Kind == spec.Sidecar {
+		return s.running() && started[last]
+	}
+	if exit, ok := s.lastExit(); ok && exit == 0 {
+		return true
+	}
+	return s.terminated() && s.exitCode() == 0
+}
+
+// initializedContainers is the status manager's: the init containers but
+// the trailing ones that never left waiting (at least the first).
+func initializedContainers(inits []*Container, statuses map[*Container]apiStatus) []*Container {
+	for i := len(inits) - 1; i >= 0; i-- {
+		s := statuses[inits[i]]
+		if _, lastTerminated := s.lastExit(); s.kind != stateWaiting || lastTerminated {
+			return inits[:i+1]
+		}
+	}
+	return inits[:min(len(inits), 1)]
 }
 
 // newestSandbox is the pod's newest sandbox by creation (kubelet's

@@ -394,6 +394,221 @@ func TestDeadlineExceeded(t *testing.T) {
 	assert.Equal(t, corev1.PodFailed, phase(p, func(c *Container) bool { return c.Running() }), "one rule for the phase")
 }
 
+// kubelet's TerminatePod, once a pod terminated: a container not
+// terminated shows terminated with 137 (ContainerStatusUnknown), in a pod
+// that initialized, and an init container that tried to start; the phase
+// stays. Compared with kubelet 1.36.3 on static pods (an owned pod with
+// init containers never counts as initialized: a static pod's object has
+// no status).
+func TestTerminatedPodStatuses(t *testing.T) {
+	unknown := func(last *ContainerState) ContainerStatus {
+		s := ContainerStatus{State: ContainerState{Terminated: &StateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
+			Message: "The container could not be located when the pod was terminated"}}}
+		if last != nil {
+			s.LastState = *last
+		}
+		return s
+	}
+	exit1 := terminatedState("f1", 5, 1, "Error")
+	deadline := func(p *Pod) *Pod {
+		p.Reason = ReasonDeadlineExceeded
+		return p
+	}
+	owned := func(p *Pod) *Pod {
+		p.Owned = true
+		return p
+	}
+	backingOff := func() *Container {
+		return waiting(pcont("fail", spec.Regular, inst("f1", cri.StateExited, 5, 1)), "CrashLoopBackOff", "back-off 10s")
+	}
+	noImage := func() *Container {
+		return waiting(pcont("nopull", spec.Regular), "ErrImageNeverPull", "not present")
+	}
+	tests := []struct {
+		name string
+		pod  *Pod
+		want map[string]ContainerStatus
+	}{
+		{name: "past its deadline, no init containers: the ones waiting are unknown, the last exit kept",
+			pod: deadline(podOf(corev1.RestartPolicyOnFailure, pcont("app", spec.Regular, inst("a1", cri.StateExited, 1, 0)), backingOff(), noImage())),
+			want: map[string]ContainerStatus{
+				"app":    {State: terminatedState("a1", 1, 0, "Completed")},
+				"fail":   unknown(&exit1),
+				"nopull": unknown(nil),
+			}},
+		{name: "an owned pod with init containers: its regular containers stay as they were",
+			pod: owned(deadline(podOf(corev1.RestartPolicyOnFailure, pcont("init", spec.Init, inst("i1", cri.StateExited, 0, 0)), backingOff(), noImage()))),
+			want: map[string]ContainerStatus{
+				"init":   {State: terminatedState("i1", 0, 0, "Completed")},
+				"fail":   {State: waitingState("CrashLoopBackOff", "back-off 10s"), LastState: exit1},
+				"nopull": waitingStatus("ErrImageNeverPull", "not present"),
+			}},
+		{name: "a pod someone else made, initialized (its init container completed): every container",
+			pod: deadline(podOf(corev1.RestartPolicyOnFailure, pcont("init", spec.Init, inst("i1", cri.StateExited, 0, 0)), backingOff(), noImage())),
+			want: map[string]ContainerStatus{
+				"init":   {State: terminatedState("i1", 0, 0, "Completed")},
+				"fail":   unknown(&exit1),
+				"nopull": unknown(nil),
+			}},
+		{name: "init containers: the ones that tried to start, at least the first",
+			pod: owned(deadline(podOf(corev1.RestartPolicyAlways,
+				waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 0, 1)), "CrashLoopBackOff", "back-off"),
+				pcont("init2", spec.Init), pcont("app", spec.Regular)))),
+			want: map[string]ContainerStatus{
+				"init1": unknown(&ContainerState{Terminated: terminatedState("i1", 0, 1, "Error").Terminated}),
+				"init2": waitingStatus(ReasonPodInitializing, ""),
+				"app":   waitingStatus(ReasonPodInitializing, ""),
+			}},
+		{name: "not while a container still runs",
+			pod: deadline(podOf(corev1.RestartPolicyOnFailure, pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0)), backingOff())),
+			want: map[string]ContainerStatus{
+				"app":  {State: runningState(2)},
+				"fail": {State: waitingState("CrashLoopBackOff", "back-off 10s"), LastState: exit1},
+			}},
+		{name: "not in a pod that is not terminal",
+			pod: podOf(corev1.RestartPolicyOnFailure, backingOff()),
+			want: map[string]ContainerStatus{
+				"fail": {State: waitingState("CrashLoopBackOff", "back-off 10s"), LastState: exit1},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ReportPod(tt.pod, results.NewStore())
+			got := map[string]ContainerStatus{}
+			for _, c := range r.Containers {
+				got[c.Name] = c.Status
+			}
+			assert.Equal(t, tt.want, got)
+			if tt.pod.Reason != "" {
+				assert.Equal(t, corev1.PodFailed, r.Phase, "the phase stays")
+			}
+		})
+	}
+}
+
+func waitingStatus(reason, message string) ContainerStatus {
+	return ContainerStatus{State: waitingState(reason, message)}
+}
+
+// RestartAllContainers in place, as kubelet 1.36.3 showed it beside the
+// agent: a removed container waits with RestartingAllContainers while the
+// reset goes on, then as usual, with the removal as its last state (exit
+// 137) and one more restart, until a newer instance exits; the pod is
+// Running meanwhile, AllContainersRestarting True until the reset is done.
+func TestRestartAllStatus(t *testing.T) {
+	rules := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	never := corev1.ContainerRestartPolicyNever
+	mainOf := func(instances ...*cri.Container) *Container {
+		c := pcont("main", spec.Regular, instances...)
+		c.Spec.RestartPolicy, c.Spec.RestartPolicyRules = &never, rules
+		return c
+	}
+	reset := func(c *Container, n int32) *Container {
+		c.Reset = &Reset{RestartCount: n}
+		return c
+	}
+	removed := ContainerState{Terminated: &StateTerminated{ExitCode: 137, Reason: "RestartingAllContainers",
+		Message: "The container is removed because RestartAllContainers in place"}}
+	type want struct {
+		status   ContainerStatus
+		restarts int32
+	}
+	tests := []struct {
+		name       string
+		pod        *Pod
+		want       map[string]want
+		phase      corev1.PodPhase
+		restarting corev1.ConditionStatus
+	}{
+		{name: "main exited 42, nothing removed yet",
+			pod: podOf("", pcont("init", spec.Init, inst("i1", cri.StateExited, 0, 0)), mainOf(inst("m1", cri.StateExited, 3, 42)),
+				pcont("other", spec.Regular, inst("o1", cri.StateRunning, 3, 0))),
+			want: map[string]want{
+				"init":  {status: ContainerStatus{State: terminatedState("i1", 0, 0, "Completed")}},
+				"main":  {status: ContainerStatus{State: terminatedState("m1", 3, 42, "Error")}},
+				"other": {status: ContainerStatus{State: runningState(4)}},
+			},
+			phase: corev1.PodRunning, restarting: corev1.ConditionTrue},
+		{name: "others removed, main last",
+			pod: podOf("", reset(pcont("init", spec.Init), 1), mainOf(inst("m1", cri.StateExited, 3, 42)), reset(pcont("other", spec.Regular), 1)),
+			want: map[string]want{
+				// kubelet too: an init container gone while a regular one
+				// has an instance counts as completed.
+				"init": {status: ContainerStatus{State: ContainerState{Terminated: &StateTerminated{Reason: "Completed",
+					Message: "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"}}, LastState: removed}, restarts: 1},
+				"main":  {status: ContainerStatus{State: terminatedState("m1", 3, 42, "Error")}},
+				"other": {status: ContainerStatus{State: waitingState("RestartingAllContainers", "The container is removed because RestartAllContainers in place"), LastState: removed}, restarts: 1},
+			},
+			phase: corev1.PodRunning, restarting: corev1.ConditionTrue},
+		{name: "all removed: waiting as usual, the removal as last state",
+			pod: podOf("", reset(pcont("init", spec.Init), 1), reset(mainOf(), 1), reset(pcont("other", spec.Regular), 1)),
+			want: map[string]want{
+				"init":  {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
+				"main":  {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
+				"other": {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
+			},
+			phase: corev1.PodRunning, restarting: corev1.ConditionFalse},
+		{name: "started over: init runs, the others wait",
+			pod: podOf("", reset(pcont("init", spec.Init, inst("i2", cri.StateRunning, 10, 0)), 1), reset(mainOf(), 1), reset(pcont("other", spec.Regular), 1)),
+			want: map[string]want{
+				"init":  {status: ContainerStatus{State: runningState(11), LastState: removed}, restarts: 1},
+				"main":  {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
+				"other": {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
+			},
+			phase: corev1.PodPending, restarting: corev1.ConditionFalse},
+		{name: "a newer exit replaces the removal as last state",
+			pod: podOf("", reset(pcont("init", spec.Init, inst("i2", cri.StateExited, 10, 0)), 1), reset(mainOf(inst("m2", cri.StateRunning, 13, 0)), 1),
+				reset(pcont("other", spec.Regular, inst("o3", cri.StateRunning, 20, 0), inst("o2", cri.StateExited, 13, 1)), 1)),
+			want: map[string]want{
+				"init":  {status: ContainerStatus{State: terminatedState("i2", 10, 0, "Completed"), LastState: removed}, restarts: 1},
+				"main":  {status: ContainerStatus{State: runningState(14), LastState: removed}, restarts: 1},
+				"other": {status: ContainerStatus{State: runningState(21), LastState: terminatedState("o2", 13, 1, "Error")}, restarts: 1},
+			},
+			phase: corev1.PodRunning, restarting: corev1.ConditionFalse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ReportPod(tt.pod, results.NewStore())
+			got := map[string]want{}
+			for _, c := range r.Containers {
+				got[c.Name] = want{status: c.Status, restarts: c.RestartCount}
+			}
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.phase, r.Phase)
+			cond := r.Conditions[len(r.Conditions)-1]
+			assert.Equal(t, corev1.AllContainersRestarting, cond.Type)
+			assert.Equal(t, tt.restarting, cond.Status)
+		})
+	}
+	plain := ReportPod(podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0))), results.NewStore())
+	for _, c := range plain.Conditions {
+		assert.NotEqual(t, corev1.AllContainersRestarting, c.Type, "only for a pod with a RestartAllContainers rule")
+	}
+}
+
+// kubelet (RestartAllContainersOnContainerExits on) never turns a pod's
+// Initialized condition back to False: a pod that initialized and starts
+// over (in place, or in a new sandbox) stays initialized meanwhile.
+func TestInitializedStaysOnceInitialized(t *testing.T) {
+	initializing := func() *Pod {
+		return podOf("", pcont("init", spec.Init, inst("i2", cri.StateRunning, 10, 0)), pcont("app", spec.Regular))
+	}
+	initialized := func(p *Pod) corev1.ConditionStatus {
+		for _, c := range ReportPod(p, results.NewStore()).Conditions {
+			if c.Type == corev1.PodInitialized {
+				return c.Status
+			}
+		}
+		t.Fatal("no Initialized condition")
+		return ""
+	}
+	assert.Equal(t, corev1.ConditionFalse, initialized(initializing()), "never initialized: not yet")
+	p := initializing()
+	p.WasInitialized = true
+	assert.Equal(t, corev1.ConditionTrue, initialized(p), "initialized before: still")
+}
+
 // Readiness is one rule: the report's Ready, the Ready condition, and a
 // probe's result feed it.
 func TestReadyFollowsProbes(t *testing.T) {

@@ -138,6 +138,11 @@ type Pod struct {
 	// created from the spec (Manifest.Object). Otherwise someone else
 	// made the pod and the agent only acts on what the runtime has.
 	Owned bool
+	// WasInitialized says the pod sync saw the pod initialized (a regular
+	// container made) since the agent started: kubelet never turns a
+	// pod's Initialized condition back to False (a pod restarting in
+	// place, a new sandbox). Set only in the pods' status.
+	WasInitialized bool
 	// Orphaned is an owned pod whose manifest is gone (or changed, which
 	// makes it another pod): it is to be stopped and removed.
 	Orphaned bool
@@ -249,6 +254,18 @@ type Container struct {
 	// waiting reason: CrashLoopBackOff, ErrImagePull…); nil when nothing
 	// holds it back. Set only in the pods' status (the pod sync's view).
 	Waiting *Waiting
+	// Reset says the pod sync removed the container's instances to
+	// restart every container of the pod in place (RestartAllContainers);
+	// nil if it did not. Set only in the pods' status.
+	Reset *Reset
+}
+
+// Reset is what kubelet's status keeps of a container a
+// RestartAllContainers reset removed: its restart count, one more than
+// before (and the removal as its last termination state, until a newer
+// instance exits).
+type Reset struct {
+	RestartCount int32
 }
 
 // Waiting is why a container that is to start does not, and until when.

@@ -100,17 +100,6 @@ func (b *Backoff[K]) Delay(key K) time.Duration {
 	return 0
 }
 
-// Forget drops the history of every key matched (a pod that is gone).
-func (b *Backoff[K]) Forget(match func(K) bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for k := range b.entries {
-		if match(k) {
-			delete(b.entries, k)
-		}
-	}
-}
-
 // GC drops the entries that expired by now (flowcontrol's GC, which
 // kubelet runs after each successful pull).
 func (b *Backoff[K]) GC(now time.Time) {

@@ -90,8 +90,10 @@ func TestBackoffResetsAfterTenMinutes(t *testing.T) {
 	assert.Zero(t, b.Wait(kKey, at(70+601), at(70+601)), "over ten minutes: expired")
 	b.Next(kKey, at(70+601), at(70+601))
 	assert.Equal(t, 10*time.Second, b.Delay(kKey))
-	b.Forget(func(k containerKey) bool { return k.pod == "pod" })
-	assert.Zero(t, b.Delay(kKey))
+	b.GC(at(70 + 601 + 600))
+	assert.Equal(t, 10*time.Second, b.Delay(kKey), "kept while not expired")
+	b.GC(at(70 + 601 + 601))
+	assert.Zero(t, b.Delay(kKey), "dropped once expired")
 }
 
 // kubelet's setTerminationGracePeriod: a probe kill takes the probe's

@@ -39,6 +39,9 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		return 0
 	}
 	w.state.prune(p)
+	if regularMade(p) {
+		r.setInitialized(w.key)
+	}
 	pl := makePlan(planInput{pod: p, viewTime: v.Time, results: r.results, backoff: r.backoff, state: w.state,
 		now: r.clock.Now(), mode: r.mode, jitter: r.jitter()})
 	w.needView = pl.needView
@@ -51,14 +54,14 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		return 0
 	}
 	if pl.empty() {
-		r.setWaiting(w.key, r.waitingOf(w, p, pl))
+		r.updateWaiting(w, p, pl)
 		return pl.retry
 	}
 	r.hold(p)
 	retry := r.execute(ctx, w, p, pl)
 	// What holds a container back shows with the sync's outcome, as
 	// kubelet's waiting reasons come from the sync before (reasonCache).
-	r.setWaiting(w.key, r.waitingOf(w, p, pl))
+	r.updateWaiting(w, p, pl)
 	if r.relister != nil {
 		w.state.lastActed = r.relister.Relists()
 		r.relister.Trigger()
@@ -72,9 +75,13 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 	return retry
 }
 
-// waitingOf says why the pod's containers that are to start do not: the
-// plan's reasons (back-off), else why their last start failed.
-func (r *Restarter) waitingOf(w *podWorker, p *pods.Pod, pl plan) map[string]pods.Waiting {
+// updateWaiting shows why the pod's containers that are to start do not,
+// when the plan decided starts: the plan's reasons (back-off), else why
+// their last start failed.
+func (r *Restarter) updateWaiting(w *podWorker, p *pods.Pod, pl plan) {
+	if pl.waiting == nil {
+		return
+	}
 	waiting := maps.Clone(pl.waiting)
 	for name, failed := range w.state.failed {
 		if _, ok := waiting[name]; !ok && !isRunning(p, name) {
@@ -84,7 +91,18 @@ func (r *Restarter) waitingOf(w *podWorker, p *pods.Pod, pl plan) map[string]pod
 			waiting[name] = failed
 		}
 	}
-	return waiting
+	r.setWaiting(w.key, waiting)
+}
+
+// regularMade reports whether a regular container of p has an instance:
+// the pod initialized (its init containers done) before it was made.
+func regularMade(p *pods.Pod) bool {
+	for _, c := range p.Containers {
+		if c.Kind == spec.Regular && len(c.Instances) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // isRunning reports whether container name of p runs.

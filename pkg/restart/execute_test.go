@@ -198,12 +198,14 @@ func TestSyncStartFailures(t *testing.T) {
 	st := newSyncTest(t)
 	st.maker.fail = map[string]error{"a": &StartError{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}}
 	m := ownedPod(spec.Container{Name: "a", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular})
-	st.sync(t, st.view(t, m, true))
+	pl := st.sync(t, st.view(t, m, true))
 	assert.Equal(t, pods.Waiting{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}, st.w.state.failed["a"])
 	sb := st.view(t, m, true).Sandbox.ID
 	assert.Empty(t, st.states(sb))
-	w := st.r.waitingOf(st.w, st.view(t, m, true), plan{})
-	assert.Equal(t, "CreateContainerConfigError", w["a"].Reason)
+	st.r.updateWaiting(st.w, st.view(t, m, true), pl)
+	st.r.statusMu.Lock()
+	defer st.r.statusMu.Unlock()
+	assert.Equal(t, "CreateContainerConfigError", st.r.shown[st.w.key].waiting["a"].Reason, "shown as the container's waiting reason")
 }
 
 // A liveness kill and its restart, in one sync: preStop, the stop with the
@@ -248,6 +250,8 @@ func TestSyncRestartAll(t *testing.T) {
 	assert.Empty(t, st.states(sb), "every instance removed")
 	g, _ := st.rt.StopTimeout(side)
 	assert.Zero(t, g, "killed with no grace period")
+	assert.Equal(t, map[string]pods.Reset{"init": {RestartCount: 1}, "app": {RestartCount: 1}, "side": {RestartCount: 1}}, st.r.resetsOf("uid"),
+		"what kubelet's status keeps of them: one more restart each")
 
 	st.sync(t, st.view(t, m, true))
 	assert.Equal(t, []string{"init#0:CONTAINER_RUNNING"}, st.states(sb), "the pod starts over from its first init container, in its sandbox")

@@ -266,7 +266,24 @@ func (r *Restarter) reset(ctx context.Context, p *pods.Pod, instances []*cri.Con
 			return failedActionBackoff
 		}
 	}
+	r.setResets(p.Key, resetsOf(p, r.resetsOf(p.Key)))
 	return 0
+}
+
+// resetsOf is what kubelet's status keeps of the containers a reset of p
+// removes: each that had run (its status was not waiting) counts one more
+// restart than it showed (its instance's count, or the previous reset's
+// when higher).
+func resetsOf(p *pods.Pod, prev map[string]pods.Reset) map[string]pods.Reset {
+	out := map[string]pods.Reset{}
+	for _, c := range p.Containers {
+		cur := c.Current
+		if cur == nil || cur.State != cri.StateRunning && cur.State != cri.StateExited {
+			continue
+		}
+		out[c.Name] = pods.Reset{RestartCount: max(c.RestartCount(), prev[c.Name].RestartCount) + 1}
+	}
+	return out
 }
 
 // terminationOrdering is kubelet's: when a pod stops, each sidecar waits

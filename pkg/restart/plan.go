@@ -110,7 +110,11 @@ type plan struct {
 	// abandon are replacements created by an interrupted restart of a
 	// container that runs again: removed, never started beside it.
 	abandon []*cri.Container
-	// waiting says why a container that is to start does not start now.
+	// waiting says why a container that is to start does not start now;
+	// nil when the plan decides no starts (the pod is killed, done or
+	// reset), which leaves the reasons shown as they were: kubelet's
+	// reasonCache changes only with the starts a sync tries, so a pod
+	// killed at its deadline still shows CrashLoopBackOff.
 	waiting map[string]pods.Waiting
 	// backoffEvents are the back-offs to report (once per exit).
 	backoffEvents []*pods.Container
@@ -201,7 +205,10 @@ func makePlan(in planInput) plan {
 		pl.killPod, pl.why = anythingRunning(p), killCompleted
 		return pl
 	case !p.Owned && !p.SandboxReady():
-		return pl // nothing is started into a stopped pod someone else made
+		// Nothing is started into a stopped pod someone else made: its
+		// containers show how they ended, not why they would wait.
+		pl.waiting = map[string]pods.Waiting{}
+		return pl
 	}
 	pl.podActions = computePodActions(p, in.results)
 	if pl.createSandbox {

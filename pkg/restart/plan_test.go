@@ -150,6 +150,9 @@ func TestMakePlan(t *testing.T) {
 		state   func(*podState)
 		mode    Mode
 		want    planSummary
+		// keepsWaiting: the plan decides no starts, so the reasons shown
+		// stay as the sync before left them (kubelet's reasonCache).
+		keepsWaiting bool
 	}{
 		{
 			name: "owned, no sandbox yet: one is made (attempt 0), then the first init container",
@@ -214,7 +217,8 @@ func TestMakePlan(t *testing.T) {
 			pod: planPod(true, never, sandboxes(ready), planContainer("setup", spec.Init, nil, inst("setup-0", "sb0", cri.StateExited, 0, 50)),
 				planContainer("app", spec.Regular, restartAll, inst("app-0", "sb0", cri.StateExited, 42, 1)),
 				planContainer("log", spec.Regular, nil, inst("log-0", "sb0", cri.StateRunning, 0, 0))),
-			want: planSummary{reset: []string{"log-0", "setup-0", "app-0"}},
+			want:         planSummary{reset: []string{"log-0", "setup-0", "app-0"}},
+			keepsWaiting: true,
 		},
 		{
 			name: "a pod someone else made: RestartAllContainers restarts the container alone",
@@ -229,7 +233,8 @@ func TestMakePlan(t *testing.T) {
 				p.Orphaned = true
 				return p
 			}(),
-			want: planSummary{killPod: true, why: killRemoved, teardown: true},
+			want:         planSummary{killPod: true, why: killRemoved, teardown: true},
+			keepsWaiting: true,
 		},
 		{
 			name: "an orphan whose sandboxes are gone: what it left on the host removed",
@@ -238,7 +243,8 @@ func TestMakePlan(t *testing.T) {
 				p.Orphaned = true
 				return p
 			}(),
-			want: planSummary{why: killRemoved, teardown: true},
+			want:         planSummary{why: killRemoved, teardown: true},
+			keepsWaiting: true,
 		},
 		{
 			name: "past its active deadline: killed, nothing restarted",
@@ -247,7 +253,8 @@ func TestMakePlan(t *testing.T) {
 				p.Reason, p.Phase = pods.ReasonDeadlineExceeded, corev1.PodFailed
 				return p
 			}(),
-			want: planSummary{killPod: true, why: killDeadline},
+			want:         planSummary{killPod: true, why: killDeadline},
+			keepsWaiting: true,
 		},
 		{
 			name: "owned and completed, stopped already: nothing",
@@ -256,7 +263,8 @@ func TestMakePlan(t *testing.T) {
 				p.Phase = corev1.PodSucceeded
 				return p
 			}(),
-			want: planSummary{why: killCompleted},
+			want:         planSummary{why: killCompleted},
+			keepsWaiting: true,
 		},
 		{
 			name: "someone else's pod, a container never created: left to its creator",
@@ -326,9 +334,10 @@ func TestMakePlan(t *testing.T) {
 			name: "--restart=stop: kills, starts nothing",
 			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}},
 				inst("app-0", "sb0", cri.StateRunning, 0, 0))),
-			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
-			mode:    StopOnly,
-			want:    planSummary{kill: []string{"app-0: liveness"}},
+			results:      fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			mode:         StopOnly,
+			want:         planSummary{kill: []string{"app-0: liveness"}},
+			keepsWaiting: true,
 		},
 	}
 	for _, tt := range tests {
@@ -350,8 +359,10 @@ func TestMakePlan(t *testing.T) {
 				res = fakeResults{}
 			}
 			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: state, now: planNow, mode: mode}
-			got := summarizePlan(makePlan(in))
+			pl := makePlan(in)
+			got := summarizePlan(pl)
 			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.keepsWaiting, pl.waiting == nil, "a plan that decides no starts leaves the waiting reasons as they were")
 			assert.Equal(t, got, summarizePlan(makePlan(in)), "pure: the same input, the same plan")
 		})
 	}

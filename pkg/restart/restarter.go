@@ -163,8 +163,8 @@ type Restarter struct {
 	// the pods' status published to readers (see the package comment).
 	latest    atomic.Pointer[pods.Subscription]
 	statusMu  sync.Mutex
-	held      map[string]*heldPod // pod key → its status while a sync acts
-	waiting   map[string]map[string]pods.Waiting
+	held      map[string]*heldPod   // pod key → its status while a sync acts
+	shown     map[string]*syncShown // pod key → what its syncs add to its status
 	status    atomic.Pointer[pods.View]
 	publisher pods.Publisher
 
@@ -249,7 +249,7 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		mode:    Recreate,
 		jitter:  rand.Float64,
 		held:    map[string]*heldPod{},
-		waiting: map[string]map[string]pods.Waiting{},
+		shown:   map[string]*syncShown{},
 		workers: map[string]*podWorker{},
 		exited:  make(chan *podWorker),
 	}
@@ -371,7 +371,10 @@ func (r *Restarter) latestView() *pods.View {
 	return pods.Resolve(nil, pods.Inputs{})
 }
 
-// forget stops a gone pod's worker and drops everything kept about it.
+// forget stops a gone pod's worker and drops what is kept about it, but
+// for its back-off: kubelet keys that by pod UID and drops an entry only
+// once expired (HandlePodCleanups' GC), so a pod made again with the same
+// UID (a static pod's manifest put back) backs off where it left off.
 func (r *Restarter) forget(key string) {
 	if w, ok := r.workers[key]; ok && !w.retiring {
 		// Not cancelled: the sync in progress may be the one removing the
@@ -379,10 +382,10 @@ func (r *Restarter) forget(key string) {
 		w.retiring = true
 		close(w.gone)
 	}
-	r.backoff.Forget(func(k containerKey) bool { return k.pod == key })
+	r.backoff.GC(r.clock.Now())
 	r.metrics.forget(key)
 	r.statusMu.Lock()
-	delete(r.waiting, key)
+	delete(r.shown, key)
 	delete(r.held, key)
 	r.statusMu.Unlock()
 	v := r.latestView()
@@ -508,33 +511,71 @@ func (r *Restarter) publishLocked(v *pods.View, changed []string) {
 	for key, h := range r.held {
 		replaced[key] = h.pod
 	}
-	for key, waiting := range r.waiting {
+	for key, shown := range r.shown {
 		p, ok := replaced[key]
 		if !ok {
 			if p, ok = v.Pod(key); !ok {
 				continue
 			}
 		}
-		replaced[key] = withWaiting(p, waiting)
+		replaced[key] = shown.apply(p)
 	}
 	status := v.With(replaced)
 	r.status.Store(status)
 	r.publisher.Publish(status, changed)
 }
 
-// withWaiting returns a copy of p whose containers say why they wait.
-func withWaiting(p *pods.Pod, waiting map[string]pods.Waiting) *pods.Pod {
+// syncShown is what a pod's syncs add to its status, which the runtime
+// does not say: kubelet's reasonCache and what its previous status keeps.
+type syncShown struct {
+	// waiting: why a container that is to start does not.
+	waiting map[string]pods.Waiting
+	// resets: what the last RestartAllContainers reset removed.
+	resets map[string]pods.Reset
+	// initialized: a sync saw the pod initialized (a regular container
+	// made), which kubelet's Initialized condition then stays.
+	initialized bool
+}
+
+// apply returns a copy of p with what its syncs add.
+func (s *syncShown) apply(p *pods.Pod) *pods.Pod {
 	cp := *p
+	cp.WasInitialized = s.initialized
 	cp.Containers = make([]*pods.Container, len(p.Containers))
 	for i, c := range p.Containers {
-		if w, ok := waiting[c.Name]; ok {
+		w, isWaiting := s.waiting[c.Name]
+		reset, wasReset := s.resets[c.Name]
+		if isWaiting || wasReset {
 			cc := *c
-			cc.Waiting = &w
+			if isWaiting {
+				cc.Waiting = &w
+			}
+			if wasReset {
+				cc.Reset = &reset
+			}
 			c = &cc
 		}
 		cp.Containers[i] = c
 	}
 	return &cp
+}
+
+// updateShown changes what the pod's syncs add to its status and, when
+// that changed, publishes it.
+func (r *Restarter) updateShown(key string, update func(*syncShown) bool) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	shown, ok := r.shown[key]
+	if !ok {
+		shown = &syncShown{}
+	}
+	if !update(shown) {
+		return
+	}
+	r.shown[key] = shown
+	if s := r.latest.Load(); s != nil && s.Latest() != nil {
+		r.publishLocked(s.Latest(), []string{key})
+	}
 }
 
 // hold keeps pod p's status as it is while a sync acts on it.
@@ -560,22 +601,43 @@ func (r *Restarter) release(key string, relist uint64) {
 
 // setWaiting publishes why the pod's containers wait, when it changed.
 func (r *Restarter) setWaiting(key string, waiting map[string]pods.Waiting) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if maps.EqualFunc(r.waiting[key], waiting, sameWaiting) {
-		return
-	}
-	if len(waiting) == 0 {
-		delete(r.waiting, key)
-	} else {
-		r.waiting[key] = waiting
-	}
-	if s := r.latest.Load(); s != nil && s.Latest() != nil {
-		r.publishLocked(s.Latest(), []string{key})
-	}
+	r.updateShown(key, func(s *syncShown) bool {
+		if maps.EqualFunc(s.waiting, waiting, sameWaiting) {
+			return false
+		}
+		s.waiting = waiting
+		return true
+	})
 }
 
 func sameWaiting(a, b pods.Waiting) bool { return a == b }
+
+// resetsOf returns what the last reset of the pod removed.
+func (r *Restarter) resetsOf(key string) map[string]pods.Reset {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if s, ok := r.shown[key]; ok {
+		return s.resets
+	}
+	return nil
+}
+
+// setResets publishes what a RestartAllContainers reset of the pod
+// removed.
+func (r *Restarter) setResets(key string, resets map[string]pods.Reset) {
+	r.updateShown(key, func(s *syncShown) bool { s.resets = resets; return true })
+}
+
+// setInitialized publishes that the pod initialized, once.
+func (r *Restarter) setInitialized(key string) {
+	r.updateShown(key, func(s *syncShown) bool {
+		if s.initialized {
+			return false
+		}
+		s.initialized = true
+		return true
+	})
+}
 
 func (r *Restarter) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {
 	r.recorder.Record(events.Event{

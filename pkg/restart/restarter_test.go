@@ -530,6 +530,37 @@ func TestCrashLoopBacksOff(t *testing.T) {
 		w, ok := rt.waiting("app")
 		return ok && w.Until.Equal(crashed.Add(20*time.Second))
 	})
+	p, ok := rt.r.Status().Pod("uid-web")
+	require.True(t, ok)
+	assert.True(t, p.WasInitialized, "its syncs saw it initialized: kubelet's Initialized stays True")
+}
+
+// A pod removed and made again with the same UID (a static pod's manifest
+// put back) backs off where it left off, as kubelet does: its back-off
+// is keyed by UID and kept until it expires.
+func TestBackoffOutlivesThePod(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	id := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.relist(t)
+	require.NoError(t, rt.rt.SetContainerState(id, exited, 1))
+	rt.relist(t)
+	rt.passSettle(t)
+	rt.eventually(t, "first restart at once", func() bool { return len(rt.states()) == 2 })
+	rt.relist(t)
+
+	rt.rt.DeleteSandbox(rt.sandbox)
+	rt.relist(t)
+	rt.eventually(t, "the pod is gone", func() bool { _, ok := rt.r.Status().Pod("uid-web"); return !ok })
+
+	again := rt.rt.AddSandbox("ns", "web", "uid-web")
+	rt.rt.AddContainer(again, "app", exited)
+	rt.relist(t)
+	rt.passSettle(t)
+	rt.eventually(t, "backing off from the first pod's restart", func() bool {
+		w, ok := rt.waiting("app")
+		return ok && w.Reason == WaitingCrashLoop
+	})
+	assert.Len(t, rt.rt.Containers(again), 1, "not restarted at once")
 }
 
 // An exit is restarted only if the sandbox is still ready a moment later:

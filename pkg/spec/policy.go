@@ -44,6 +44,21 @@ func (c *Container) RestartsAll(exitCode int32) bool {
 	return ok && rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
 }
 
+// CanRestartAll reports whether some exit of the container restarts the
+// whole pod: one of its rules' action is RestartAllContainers (podutil's
+// AllContainersCouldRestart, for one container).
+func (c *Container) CanRestartAll() bool {
+	if c == nil {
+		return false
+	}
+	for _, rule := range c.RestartPolicyRules {
+		if rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
+			return true
+		}
+	}
+	return false
+}
+
 // RestartsAfterKill reports whether the container is started again after
 // the agent kills it for failing a liveness or startup probe. kubelet
 // decides this with the kill, while the container still runs: there is no

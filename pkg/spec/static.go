@@ -95,9 +95,12 @@ func staticAlternative(resource string) string {
 }
 
 // staticVolumeErrors refuses volumes the agent cannot set up: those of a
-// volume plugin other than emptyDir, hostPath, downwardAPI and a
-// projected downwardAPI (the ones a static pod can use without an API
-// server or a storage driver).
+// volume plugin other than emptyDir, hostPath and downwardAPI (the ones a
+// static pod can use without an API server or a storage driver). A
+// projected volume is refused even with downwardAPI sources only: kubelet
+// without an API server fails every projected volume ("cannot setup
+// projected volume ... because kube client is not configured",
+// pkg/volume/projected/projected.go), so such a pod never starts under it.
 func staticVolumeErrors(pod *corev1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec", "volumes")
@@ -106,15 +109,11 @@ func staticVolumeErrors(pod *corev1.Pod) field.ErrorList {
 		switch {
 		case vs.EmptyDir != nil, vs.HostPath != nil, vs.DownwardAPI != nil:
 		case vs.Projected != nil:
-			for j, src := range vs.Projected.Sources {
-				if src.DownwardAPI == nil {
-					errs = append(errs, field.Forbidden(path.Index(i).Child("projected", "sources").Index(j),
-						"only downwardAPI sources can be projected without an API server: use a downwardAPI source, or a hostPath volume for files"))
-				}
-			}
+			errs = append(errs, field.Forbidden(path.Index(i).Child("projected"), fmt.Sprintf(
+				"volume %q: kubelet cannot set up a projected volume without an API server (its static pod stays ContainerCreating with FailedMount): use a downwardAPI volume for pod fields, or a hostPath volume for files", v.Name)))
 		default:
 			errs = append(errs, field.Forbidden(path.Index(i), fmt.Sprintf(
-				"volume %q: not supported by cri-prober, which sets up emptyDir, hostPath, downwardAPI and projected downwardAPI volumes only: mount the storage on the node and use a hostPath volume", v.Name)))
+				"volume %q: not supported by cri-prober, which sets up emptyDir, hostPath and downwardAPI volumes only: mount the storage on the node and use a hostPath volume", v.Name)))
 		}
 	}
 	return errs

@@ -108,7 +108,16 @@ func TestStaticPodRefusals(t *testing.T) {
     nfs: {server: nas, path: /x}
   containers:
   - {name: app, image: localhost/busybox:test}`,
-			want: `spec.volumes[0]: Forbidden: volume "data": not supported by cri-prober, which sets up emptyDir, hostPath, downwardAPI and projected downwardAPI volumes only`},
+			want: `spec.volumes[0]: Forbidden: volume "data": not supported by cri-prober, which sets up emptyDir, hostPath and downwardAPI volumes only`},
+		{name: "a projected volume of pod fields", spec: `
+  volumes:
+  - name: info
+    projected:
+      sources:
+      - downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}
+  containers:
+  - {name: app, image: localhost/busybox:test}`,
+			want: `t.yaml:7: pod shop/t: spec.volumes[0].projected: Forbidden: volume "info": kubelet cannot set up a projected volume without an API server`},
 		{name: "no image", spec: `
   containers:
   - {name: app}`,
