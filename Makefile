@@ -6,6 +6,8 @@
 #   make soak   10 minutes of flapping targets; writes docs/reliability.md
 #   make bench-kubelet  the same 10 pods under a real kubelet, then cri-prober (optional,
 #               not part of make test; ~3 min a run, BENCH_KUBELET_RUNS=3); writes docs/performance.md
+#   make bench-startup  manifests to Ready pods: kubelet, cri-prober and the CRI floor, 1 and
+#               30 pods (optional; ~5 min, BENCH_STARTUP_RUNS=3); writes docs/performance.md
 # Installing (docs/deployment.md):
 #   make install  the binary, the systemd unit and /etc/cri-prober/config.yaml (kept if there);
 #               PREFIX=/usr/local, DESTDIR=, SYSTEMDUNITDIR=/etc/systemd/system
@@ -26,7 +28,7 @@ IMAGE ?= localhost/cri-prober
 IMAGE_OUT ?= dist/cri-prober-image.tar
 RELEASE_ARCHES ?= amd64,arm64
 
-.PHONY: build test test-unit test-soak test-e2e lint fuzz bench bench-kubelet soak demo demo-down crictl clean
+.PHONY: build test test-unit test-soak test-e2e lint fuzz bench bench-kubelet bench-startup soak demo demo-down crictl clean
 .PHONY: install image release test-deploy man
 
 build:
@@ -86,6 +88,11 @@ bench:
 # once, measures both on one private containerd. Not part of make test.
 bench-kubelet: build
 	hack/bench-kubelet.sh
+
+# From manifests written to pods Ready, beside kubelet and the CRI floor
+# (issue 20): 1 and 30 pods, 3 runs. Not part of make test.
+bench-startup: build
+	hack/bench-kubelet.sh startup
 
 soak:
 	hack/soak.sh

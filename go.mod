@@ -6,6 +6,7 @@ require (
 	github.com/containerd/containerd/api v1.9.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/distribution/reference v0.6.0
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.20.6
 	github.com/prometheus/client_golang v1.25.0

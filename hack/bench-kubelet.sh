@@ -3,6 +3,15 @@
 # kubelet, then by cri-prober, on one private containerd, in one run; writes
 # the rows into docs/performance.md between the kubelet markers only.
 #
+# hack/bench-kubelet.sh startup (make bench-startup, issue 20): how long
+# 1 and 30 pods take from their manifests written into a static pod
+# directory to their containers running and to the pods Ready (readiness
+# probe every 1 s): under kubelet, under `cri-prober run --static-pod-path`
+# and, as the floor, the same sandboxes and containers made directly
+# through CRI, all at once (Ready: the server's first answer). Writes
+# docs/performance.md between the startup markers. BENCH_STARTUP_RUNS (3),
+# BENCH_STARTUP_SIZES ("1 30").
+#
 # Each of BENCH_KUBELET_RUNS runs (default 3):
 #   1. kubelet (hack/kubelet/build.sh: built once from the Go module proxy)
 #      runs standalone with the 10 Pods as static pods; once all are ready
@@ -184,6 +193,7 @@ cleanup() {
   [[ -n ${CRICTL:-} ]] && remove_pods
   "$REPO_ROOT/hack/containerd-down.sh"
   wipe_kubelet_root
+  [[ -n ${AGENT_ROOT:-} ]] && wipe_agent_root
   remove_cgroups all
   remove_log_links
   restore_sysctls
@@ -279,7 +289,7 @@ YAML
 }
 
 start_kubelet() {
-  cp "$MANIFESTS"/*.yaml "$STATIC/"
+  [[ ${1:-} == empty ]] || cp "$MANIFESTS"/*.yaml "$STATIC/"
   # setsid: kubelet must not get the terminal's Ctrl-C; $! is kubelet itself.
   setsid "$KUBELET_BIN" --config="$B/kubelet-config.yaml" --root-dir="$KUBELET_ROOT" \
     --cert-dir="$KUBELET_ROOT/pki" --hostname-override="$NODE" -v="$KUBELET_V" \
@@ -320,6 +330,111 @@ start_agent() {
   log "$("$REPO_ROOT/bin/cri-prober" version 2>/dev/null | head -1) running (pid $(cat "$AGENT_PID"))"
 }
 
+# ---------------------------------------------------------------- startup
+
+AGENT_ROOT=$B/agent-root
+STARTUP_SETTLE=${BENCH_STARTUP_SETTLE:-5}
+
+# write_startup_pods N: N pods of one container each, busybox httpd with a
+# readiness probe every second, into $MANIFESTS.
+write_startup_pods() {
+  rm -rf "$MANIFESTS" && mkdir -p "$MANIFESTS"
+  local i
+  for i in $(seq -w 1 "$1"); do
+    cat >"$MANIFESTS/start-$i.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: start-$i
+  namespace: default
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: $IMAGE
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "$CMD"]
+    readinessProbe:
+      httpGet:
+        path: /
+        port: 8080
+      periodSeconds: 1
+YAML
+  done
+}
+
+start_static_agent() {
+  mkdir -p "$STATIC" "$AGENT_ROOT" "$B/pod-logs"
+  setsid "$REPO_ROOT/bin/cri-prober" run --runtime-endpoint "unix://$CONTAINERD_SOCK" \
+    --static-pod-path "$STATIC" --hostname-override "$NODE" --root-dir "$AGENT_ROOT" \
+    --pod-logs-dir "$B/pod-logs" --cgroup-root "/$CGROUP_ROOT" --listen "127.0.0.1:$AGENT_PORT" \
+    >>"$LOGS/agent.log" 2>&1 </dev/null &
+  echo $! >"$AGENT_PID"
+  for _ in $(seq 1 100); do
+    curl -fs "127.0.0.1:$AGENT_PORT/healthz" >/dev/null 2>&1 && break
+    alive "$AGENT_PID" "$REPO_ROOT/bin/cri-prober run" || { tail -20 "$LOGS/agent.log" >&2; die "cri-prober exited at start; see $LOGS/agent.log"; }
+    sleep 0.1
+  done
+}
+
+# wipe_agent_root: what the agent made on the host for its pods.
+wipe_agent_root() {
+  awk -v d="$AGENT_ROOT" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  rm -rf "$AGENT_ROOT"
+}
+
+startup_once() { # startup_once RUN N MODE
+  local out=$RESULTS/run-$1-$2-$3.json
+  rm -f "$STATIC"/*.yaml "$STATIC"/.*.yaml
+  case $3 in
+    kubelet)
+      wipe_kubelet_root
+      start_kubelet empty
+      sleep "$STARTUP_SETTLE" # kubelet's own start-up work done
+      run_waiting "$BENCH" startup -mode kubelet -manifests "$MANIFESTS" -static "$STATIC" \
+        -url "http://127.0.0.1:$KUBELET_RO_PORT/pods" -endpoint "unix://$CONTAINERD_SOCK" -out "$out"
+      stop_kubelet
+      ;;
+    agent)
+      wipe_agent_root
+      start_static_agent
+      sleep "$STARTUP_SETTLE"
+      run_waiting "$BENCH" startup -mode agent -manifests "$MANIFESTS" -static "$STATIC" \
+        -url "http://127.0.0.1:$AGENT_PORT/api/v1/pods" -endpoint "unix://$CONTAINERD_SOCK" -out "$out"
+      stop_bench_agent
+      wipe_agent_root
+      ;;
+    floor)
+      mkdir -p "$B/pod-logs"
+      run_waiting "$BENCH" startup -mode floor -pods "$2" -image "$IMAGE" -command "$CMD" \
+        -logs "$B/pod-logs" -endpoint "unix://$CONTAINERD_SOCK" -out "$out"
+      ;;
+  esac
+  rm -f "$STATIC"/*.yaml
+  remove_pods
+  remove_log_links
+}
+
+startup_main() {
+  local runs=${BENCH_STARTUP_RUNS:-3} sizes=${BENCH_STARTUP_SIZES:-"1 30"} run n mode
+  [[ $runs =~ ^[1-9][0-9]*$ ]] || die "BENCH_STARTUP_RUNS must be a positive number, not $runs"
+  for run in $(seq 1 "$runs"); do
+    for n in $sizes; do
+      write_startup_pods "$n"
+      # Each in turn, the order changing from run to run.
+      for mode in $(printf '%s\n' kubelet agent floor | shuf); do
+        log "== run $run of $runs: $n pods, $mode"
+        startup_once "$run" "$n" "$mode"
+      done
+    done
+  done
+  "$BENCH" startup-report -dir "$RESULTS" -md "$MD" \
+    -command "$([[ $runs == 3 ]] || echo "BENCH_STARTUP_RUNS=$runs ")make bench-startup" \
+    -header "Each pod is one \`$IMAGE\` container (busybox httpd) with an HTTP readiness probe every 1 s. The clock starts when the manifests are written into the static pod directory (each written beside and renamed into place) of a kubelet $K8S_VERSION (standalone, \`-v=$KUBELET_V\`) or of \`cri-prober run --static-pod-path\` ($("$REPO_ROOT/bin/cri-prober" version | head -1 | awk '{print $2}')), each started ${STARTUP_SETTLE} s before, alone on one private containerd. *Running* is the container's StartedAt as the runtime reports it; *Ready* is when each one's API (kubelet's /pods, the agent's /api/v1/pods, polled every 20 ms) first shows the pod Ready. The floor makes the same sandboxes and containers directly through CRI, all at once, and counts a pod ready when its server first answers (polled every 10 ms: no probe period)."
+  log "bench-startup: wrote $(realpath --relative-to="$REPO_ROOT" "$MD") (results in $RESULTS)"
+}
+
 # ---------------------------------------------------------------- main
 
 for p in $KUBELET_PORT $KUBELET_RO_PORT $KUBELET_HEALTHZ_PORT $AGENT_PORT; do
@@ -340,9 +455,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$REPO_ROOT/hack/containerd-up.sh"
-write_pods
 write_kubelet_config
 make_cgroups
+
+if [[ ${1:-} == startup ]]; then
+  startup_main
+  exit 0
+fi
+write_pods
 
 measure() { # measure LABEL PIDFILE METRICS-URL RUN
   run_waiting "$BENCH" measure -label "$1" -pid "$(cat "$2")" -containerd-pid "$(cat "$CONTAINERD_PID")" \

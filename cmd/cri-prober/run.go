@@ -64,29 +64,30 @@ const runExample = `  cri-prober run --pod-manifests /etc/cri-prober/pods
 
 type runOptions struct {
 	runtimeFlags
-	node              nodeFlags
-	staticPodPath     string
-	manifests         string
-	manifestInterval  time.Duration
-	relistPeriod      time.Duration
-	containerdAddress string
-	hostIP            string
-	restartMode       string
-	listen            string
-	config            string
-	maxExecPerPod     int
-	maxInFlight       int
-	profiling         bool
-	probeNetwork      string
-	onTransition      string
-	webhook           string
-	stateDir          string
-	webConfigFile     string
-	allowedHosts      string
-	maxConnections    int
-	maxEventStreams   int
-	specSources       string
-	probeMetrics      string
+	node               nodeFlags
+	staticPodPath      string
+	staticKeepLastGood bool
+	manifests          string
+	manifestInterval   time.Duration
+	relistPeriod       time.Duration
+	containerdAddress  string
+	hostIP             string
+	restartMode        string
+	listen             string
+	config             string
+	maxExecPerPod      int
+	maxInFlight        int
+	profiling          bool
+	probeNetwork       string
+	onTransition       string
+	webhook            string
+	stateDir           string
+	webConfigFile      string
+	allowedHosts       string
+	maxConnections     int
+	maxEventStreams    int
+	specSources        string
+	probeMetrics       string
 }
 
 // newRunCommand is run; its flags are also the keys of its config file.
@@ -107,6 +108,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.staticPodPath, "static-pod-path", "", "directory of Pod manifests whose pods the agent makes and keeps, as kubelet makes static pods (kubelet's staticPodPath): named <name>-<node>; an edited manifest is a new pod, a removed one is stopped and removed")
 	fs.StringVar(&o.staticPodPath, "pod-manifest-path", "", "kubelet's old name of --static-pod-path")
 	_ = fs.MarkHidden("pod-manifest-path")
+	fs.BoolVar(&o.staticKeepLastGood, "static-pod-keep-last-good", false, "beyond kubelet: while a static pod file does not load (a typo, a file caught half-written), keep its last version that loaded in force; default, as kubelet: its pods are stopped and removed")
 	o.node.register(fs)
 	fs.StringVar(&o.specSources, "spec-sources", "manifests,annotations", "where probes and restart policies may come from: manifests (--pod-manifests: the operator's files), annotations (cri-prober.io/ annotations on CRI sandboxes and containers: whoever creates the pod; beside kubelet, every Pod creator, since kubelet copies a Pod's annotations onto its sandbox); comma-separated")
 	fs.DurationVar(&o.manifestInterval, "pod-manifests-interval", 2*time.Second, "how often to look for changed manifests")
@@ -243,7 +245,11 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		if cfg.Node, err = o.node.node(hostIP); err != nil {
 			return fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
 		}
-		static := spec.NewManifestDir(o.staticPodPath, nil, spec.AsStatic(spec.Static{NodeName: cfg.Node.Name}))
+		opts := []spec.LoadOption{spec.AsStatic(spec.Static{NodeName: cfg.Node.Name})}
+		if o.staticKeepLastGood {
+			opts = append(opts, spec.KeepLastGood())
+		}
+		static := spec.NewManifestDir(o.staticPodPath, nil, opts...)
 		static.Reload() // first read before anything is made
 		cfg.Owned, cfg.ManifestInterval, cfg.Owns = static, o.manifestInterval, inDir(o.staticPodPath)
 		logger.Info("Making the pods of the static pod path", "staticPodPath", o.staticPodPath, "node", cfg.Node.Name, "rootDir", cfg.Node.RootDir)

@@ -20,6 +20,12 @@ const (
 // defaultDNSOptions are ClusterFirst's options.
 var defaultDNSOptions = []string{"ndots:5"}
 
+// Warning is an event kubelet records about a pod while making its
+// configs: its reason and message.
+type Warning struct {
+	Reason, Message string
+}
+
 // DNS is the sandbox's DNS config as kubelet's GetPodDNS makes it
 // (pkg/kubelet/network/dns), with the warnings kubelet records as events
 // (MissingClusterDNS when ClusterFirst falls back to Default for want of
@@ -27,8 +33,8 @@ var defaultDNSOptions = []string{"ndots:5"}
 //
 // Kubelet builds the options from maps, so their order differs between
 // its runs; here each option keeps its first position.
-func DNS(pod *corev1.Pod, node Node) (*runtimeapi.DNSConfig, []string) {
-	var warnings []string
+func DNS(pod *corev1.Pod, node Node) (*runtimeapi.DNSConfig, []Warning) {
+	var warnings []Warning
 	cfg := &runtimeapi.DNSConfig{}
 	if !node.NoResolvConf {
 		rc := node.ResolvConf
@@ -53,7 +59,8 @@ func DNS(pod *corev1.Pod, node Node) (*runtimeapi.DNSConfig, []string) {
 			cfg.Options = defaultDNSOptions
 			break
 		}
-		warnings = append(warnings, fmt.Sprintf("kubelet does not have ClusterDNS IP configured and cannot create Pod using %q policy. Falling back to %q policy.", corev1.DNSClusterFirst, corev1.DNSDefault))
+		warnings = append(warnings, Warning{Reason: "MissingClusterDNS", Message: fmt.Sprintf("pod: %q. kubelet does not have ClusterDNS IP configured and cannot create Pod using %q policy. Falling back to %q policy.",
+			formatPod(pod), corev1.DNSClusterFirst, corev1.DNSDefault)})
 		host = true
 	default:
 		host = true
@@ -78,12 +85,12 @@ func DNS(pod *corev1.Pod, node Node) (*runtimeapi.DNSConfig, []string) {
 	}
 	if len(cfg.Servers) > maxDNSNameservers {
 		cfg.Servers = cfg.Servers[:maxDNSNameservers]
-		warnings = append(warnings, fmt.Sprintf("Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: %s", strings.Join(cfg.Servers, " ")))
+		warnings = append(warnings, Warning{Reason: "DNSConfigForming", Message: fmt.Sprintf("Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: %s", strings.Join(cfg.Servers, " "))})
 	}
 	var cut bool
 	cfg.Searches, cut = searchesWithinLimits(cfg.Searches)
 	if cut {
-		warnings = append(warnings, fmt.Sprintf("Search Line limits were exceeded, some search paths have been omitted, the applied search line is: %s", strings.Join(cfg.Searches, " ")))
+		warnings = append(warnings, Warning{Reason: "DNSConfigForming", Message: fmt.Sprintf("Search Line limits were exceeded, some search paths have been omitted, the applied search line is: %s", strings.Join(cfg.Searches, " "))})
 	}
 	return cfg, warnings
 }

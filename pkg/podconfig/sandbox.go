@@ -19,8 +19,15 @@ import (
 // identity applied. DNS's warnings are not returned here: call DNS for
 // them.
 func Sandbox(pod *corev1.Pod, attempt uint32, node Node) (*runtimeapi.PodSandboxConfig, error) {
+	cfg, _, err := SandboxWithWarnings(pod, attempt, node)
+	return cfg, err
+}
+
+// SandboxWithWarnings is Sandbox with the warnings kubelet records as
+// events while making it (its DNS config's).
+func SandboxWithWarnings(pod *corev1.Pod, attempt uint32, node Node) (*runtimeapi.PodSandboxConfig, []Warning, error) {
 	if pod == nil {
-		return nil, errors.New("sandbox config: no pod")
+		return nil, nil, errors.New("sandbox config: no pod")
 	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -32,14 +39,15 @@ func Sandbox(pod *corev1.Pod, attempt uint32, node Node) (*runtimeapi.PodSandbox
 		Labels:      sandboxLabels(pod),
 		Annotations: sandboxAnnotations(pod),
 	}
-	cfg.DnsConfig, _ = DNS(pod, node)
+	var warnings []Warning
+	cfg.DnsConfig, warnings = DNS(pod, node)
 	if !pod.Spec.HostNetwork {
 		hostname, domain, err := HostnameAndDomain(pod, node)
 		if err != nil {
-			return nil, sandboxError(pod, err)
+			return nil, nil, sandboxError(pod, err)
 		}
 		if cfg.Hostname, err = KernelHostname(hostname, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
-			return nil, sandboxError(pod, err)
+			return nil, nil, sandboxError(pod, err)
 		}
 	}
 	cfg.LogDirectory = node.Layout().PodLogsDirectory(pod.Namespace, pod.Name, pod.UID)
@@ -52,12 +60,12 @@ func Sandbox(pod *corev1.Pod, attempt uint32, node Node) (*runtimeapi.PodSandbox
 	}
 	lc, err := sandboxLinux(pod, node)
 	if err != nil {
-		return nil, sandboxError(pod, err)
+		return nil, nil, sandboxError(pod, err)
 	}
 	lc.Resources = sandboxResources(pod, node)
 	lc.Overhead = sandboxOverhead(pod, node)
 	cfg.Linux = lc
-	return cfg, nil
+	return cfg, warnings, nil
 }
 
 // sandboxError is the message kubelet's createPodSandbox reports (in the

@@ -99,6 +99,25 @@ func TestSandbox(t *testing.T) {
 			t.Errorf("ClusterFirst without cluster DNS falls back to the node's: %v", got.DnsConfig)
 		}
 	})
+	t.Run("kubelet's DNS warnings", func(t *testing.T) {
+		_, warnings, err := SandboxWithWarnings(base(), 0, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Warning{{Reason: "MissingClusterDNS", Message: `pod: "foo_new(12345678)". kubelet does not have ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.`}}
+		if !reflect.DeepEqual(warnings, want) {
+			t.Errorf("warnings %+v, want %+v", warnings, want)
+		}
+		withDNS := node
+		withDNS.ClusterDNS = []string{"10.96.0.10"}
+		pod := base()
+		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1", "1.0.0.1", "8.8.8.8"}}
+		_, warnings, _ = SandboxWithWarnings(pod, 0, withDNS)
+		want = []Warning{{Reason: "DNSConfigForming", Message: "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 10.96.0.10 1.1.1.1 1.0.0.1"}}
+		if !reflect.DeepEqual(warnings, want) {
+			t.Errorf("warnings %+v, want %+v", warnings, want)
+		}
+	})
 	t.Run("FQDN hostname", func(t *testing.T) {
 		pod := base()
 		pod.Spec.Hostname, pod.Spec.Subdomain, pod.Spec.SetHostnameAsFQDN = "h", "s", ptr(true)

@@ -271,7 +271,7 @@ func TestSyncOrphanTeardown(t *testing.T) {
 	_, ok := st.rt.SandboxState(sb)
 	assert.False(t, ok, "the sandbox removed")
 	assert.Equal(t, []string{"uid"}, st.maker.tornDown)
-	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed", st.events.messages()[0])
+	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed, edited or no longer loads", st.events.messages()[0])
 }
 
 // A failing runtime call ends the sync and says so; nothing after it is

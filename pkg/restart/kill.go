@@ -165,7 +165,7 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 			r.eventf(p, "", events.Normal, ReasonSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 		}
 	case killRemoved:
-		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: its manifest was removed", p.Namespace, p.Name)
+		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: its manifest was removed, edited or no longer loads", p.Namespace, p.Name)
 	case killDeadline:
 		r.eventf(p, "", events.Normal, pods.ReasonDeadlineExceeded, "%s", pods.MessageDeadlineExceeded)
 	case killCompleted:

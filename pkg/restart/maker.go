@@ -136,9 +136,13 @@ func (m *PodMaker) Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*r
 	if _, err := m.setUp(ctx, p, pod); err != nil {
 		return nil, err
 	}
-	cfg, err := podconfig.Sandbox(pod, attempt, m.node)
+	cfg, warnings, err := podconfig.SandboxWithWarnings(pod, attempt, m.node)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range warnings {
+		// Once per sandbox made (kubelet repeats them at every sync).
+		m.eventf(p, "", events.Warning, w.Reason, "%s", w.Message)
 	}
 	if _, err := m.fs.MakeLogsDir(p.Namespace, p.Name, p.UID); err != nil {
 		return nil, fmt.Errorf("create the pod's log directory: %w", err)

@@ -170,11 +170,12 @@ type startAction struct {
 }
 
 // exitSettle is how long after an exit the agent waits before restarting
-// a container of a pod someone else made, and then checks that its sandbox
-// is still ready: someone stopping the pod (crictl stopp) kills its
-// containers first and its sandbox a moment later, and must not find them
-// restarted. kubelet sees exits only at its 1 s relist, so this is still
-// sooner.
+// the container, and then checks that its sandbox is still ready: someone
+// stopping the pod (crictl stopp) kills its containers first and its
+// sandbox a moment later, and must not find them restarted into it (a pod
+// the agent makes gets a new sandbox instead, with no back-off counted
+// against a start that could not work). kubelet sees exits only at its
+// 1 s relist, so this is still sooner.
 const exitSettle = 250 * time.Millisecond
 
 // maxRetry is kubelet's pod worker resync interval: a pod waiting out a
@@ -306,7 +307,7 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 	if finished.IsZero() {
 		finished = in.viewTime // the runtime did not say: from when it was seen
 	}
-	if !p.Owned && last == cur && !in.state.killed[last.ID] {
+	if last == cur && !in.state.killed[last.ID] && !pl.createSandbox {
 		if settled := finished.Add(exitSettle); in.viewTime.Before(settled) {
 			pl.needView = later(pl.needView, settled)
 			pl.retry = sooner(pl.retry, max(settled.Sub(in.now), time.Millisecond))

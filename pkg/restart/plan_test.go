@@ -295,6 +295,15 @@ func TestMakePlan(t *testing.T) {
 			want: planSummary{retry: exitSettle, needView: exitSettle, waiting: nil},
 		},
 		{
+			// Someone stopping its sandbox kills its containers first: not
+			// restarted into the sandbox that is going (e2e: a pod stopped
+			// behind the agent's back got a start that failed, counted for
+			// its back-off, before its new sandbox).
+			name: "an owned pod, an exit seen at once: waits for a listing after the settle time too",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 1, 0))),
+			want: planSummary{retry: exitSettle, needView: exitSettle, waiting: nil},
+		},
+		{
 			name: "an exit the agent caused (its kill): no settle time",
 			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 0))),
 			state: func(s *podState) {

@@ -43,14 +43,15 @@ type listing struct {
 }
 
 // listDir lists the manifest files of dir in name order: names ending in
-// one of ManifestExtensions, at most MaxManifestFiles of them, among the
+// one of ManifestExtensions (any name with anyName, as kubelet's
+// static-pod source reads "[^.]*"), at most MaxManifestFiles of them, among the
 // first MaxManifestDirEntries entries. Names starting with "." (editor
 // leftovers, a ConfigMap volume's ..data) are skipped silently; other
 // names and subdirectories are skipped with a notice; manifest files past
 // the limits are reported as errors. Whether a listed name leads to a
 // regular file is found out when it is read. err is set when dir cannot
 // be read.
-func listDir(dir string) (*listing, error) {
+func listDir(dir string, anyName bool) (*listing, error) {
 	// O_DIRECTORY: a FIFO given as the directory fails at once instead of
 	// waiting for a writer.
 	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -90,7 +91,7 @@ func listDir(dir string) (*listing, error) {
 			// Editor leftovers, and a ConfigMap volume's ..data links.
 		case e.IsDir():
 			l.skipped = append(l.skipped, &Notice{Source: path, Kind: NoticeDirectory, Detail: "a directory: manifests in subdirectories are not read"})
-		case !hasManifestExtension(name):
+		case !anyName && !hasManifestExtension(name):
 			ext := filepath.Ext(name)
 			if ext == "" {
 				ext = "no extension"

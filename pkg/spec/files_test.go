@@ -218,7 +218,7 @@ func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "z1.yaml"), []byte(webPod(3)), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "z2.yaml"), []byte(webPod(3)), 0o644))
 
-	l, err := listDir(dir)
+	l, err := listDir(dir, false)
 	require.NoError(t, err)
 	files, ignored := l.files, l.errs
 	assert.Equal(t, MaxManifestFiles, len(files))
@@ -238,7 +238,7 @@ func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 	}
-	l, err := listDir(dir)
+	l, err := listDir(dir, false)
 	require.NoError(t, err)
 	ignored := l.errs
 	assert.Equal(t, []string{dir + ": more than 10000 entries: only the first 10000 the system listed are looked at, the others are ignored; keep manifests in a directory of their own"},

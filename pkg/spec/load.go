@@ -150,7 +150,7 @@ func LoadDir(dir string) ([]*Pod, []*Error) {
 }
 
 func loadDir(dir string, static *Static) *Result {
-	l, err := listDir(dir)
+	l, err := listDir(dir, static != nil)
 	if err != nil {
 		return &Result{Errors: []*Error{{Source: dir, Detail: err.Error()}}}
 	}

@@ -3,19 +3,21 @@ package spec
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
 // ManifestDir keeps the pods of a manifest directory up to date: it looks
-// at the files' names, sizes and modification times every interval and
-// reloads when anything changed. Polling needs nothing from the kernel and
-// catches edits through any path (editors that rename, bind mounts,
-// ConfigMap-style symlink swaps).
+// at the files' names, sizes and modification times when inotify says the
+// directory changed and every interval, and reloads when anything
+// changed. The polling catches edits inotify cannot see (through links,
+// bind mounts, ConfigMap-style symlink swaps).
 //
 // A file keeps the last version of it that loaded without errors in force
 // while a newer one does not load (a file being written, a typo): its pods
@@ -24,11 +26,17 @@ import (
 // pod's readiness flap at every edit that is not atomic. Only a file that
 // never loaded without errors fails its pods closed; a removed file drops
 // its pods.
+//
+// Static pods (AsStatic) follow kubelet's file source unless KeepLastGood:
+// every file whose name does not start with "." is read, and a file that
+// does not load drops its pods, which are then stopped and removed (its
+// errors say so).
 type ManifestDir struct {
-	dir     string
-	clock   clock.Clock
-	static  *Static // nil: the pods are others' (attach mode)
-	changed chan struct{}
+	dir          string
+	clock        clock.Clock
+	static       *Static // nil: the pods are others' (attach mode)
+	keepLastGood bool
+	changed      chan struct{}
 
 	// One reload at a time; the fields below it are its own. Pods does not
 	// take it: readers never wait for the directory to be read.
@@ -51,7 +59,8 @@ func NewManifestDir(dir string, clk clock.Clock, opts ...LoadOption) *ManifestDi
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &ManifestDir{dir: dir, clock: clk, static: o.static, changed: make(chan struct{}, 1), lastGood: map[string][]*Pod{}}
+	return &ManifestDir{dir: dir, clock: clk, static: o.static, keepLastGood: o.static == nil || o.keepLastGood,
+		changed: make(chan struct{}, 1), lastGood: map[string][]*Pod{}}
 }
 
 // Pods returns the pods in force and the problems found at the last reload.
@@ -83,7 +92,7 @@ func (d *ManifestDir) Reload() bool { return d.reload(context.Background()) }
 func (d *ManifestDir) reload(ctx context.Context) bool {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
-	l, err := listDir(d.dir)
+	l, err := listDir(d.dir, d.static != nil)
 	// An unreadable directory has its error as fingerprint, so that it is
 	// reported once and reloaded when it becomes readable.
 	fp := "error: "
@@ -107,9 +116,19 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 			}
 			loaded, gone := loadFile(path, false, d.static)
 			last, hadLast := d.lastGood[path]
-			f, good, ok := keepLastGood(path, loaded.pods, loaded.errs, gone, last, hadLast)
-			if ok {
-				lastGood[path] = good
+			var f loadedFile
+			if d.keepLastGood {
+				var good []*Pod
+				var ok bool
+				f, good, ok = keepLastGood(path, loaded.pods, loaded.errs, gone, last, hadLast)
+				if ok {
+					lastGood[path] = good
+				}
+			} else {
+				f = dropUnloaded(path, loaded, gone, last)
+				if len(f.pods) > 0 {
+					lastGood[path] = f.pods
+				}
 			}
 			f.skipped = loaded.skipped // whatever is in force
 			files = append(files, f)
@@ -157,6 +176,33 @@ func keepLastGood(path string, pods []*Pod, errs []*Error, gone bool, last []*Po
 	}
 }
 
+// dropUnloaded is kubelet's file source for what a static pod file
+// contributes: what its new version loads, nothing else. The pods its
+// last version had and this one lacks are stopped and removed: the
+// errors say so and how to keep them.
+func dropUnloaded(path string, loaded loadedFile, gone bool, last []*Pod) loadedFile {
+	f := loadedFile{pods: loaded.pods, errs: loaded.errs}
+	if gone {
+		return f
+	}
+	var dropped []*Pod
+	for _, p := range last {
+		if !slices.ContainsFunc(f.pods, func(q *Pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
+			dropped = append(dropped, p)
+		}
+	}
+	if len(dropped) > 0 && (len(f.errs) > 0 || len(f.pods) == 0) {
+		verb := "are"
+		if len(dropped) == 1 {
+			verb = "is"
+		}
+		f.errs = append(f.errs[:len(f.errs):len(f.errs)], &Error{Source: path, Detail: fmt.Sprintf(
+			"this version does not load, so its %s %s stopped and removed, as kubelet drops the pods of a file it cannot read: fix the file (write it elsewhere and rename it into place), or run with --static-pod-keep-last-good to keep the last version that loaded",
+			podNames(dropped), verb)})
+	}
+	return f
+}
+
 // podNames lists pods for a message, the first few of them.
 func podNames(pods []*Pod) string {
 	const most = 5
@@ -180,11 +226,17 @@ func podNames(pods []*Pod) string {
 // loggedSkips is how many skipped files Run names in the log.
 const loggedSkips = 10
 
-// Run reloads every interval until ctx is done. It logs what it loaded
-// and skipped at its start (the first reload may have been done before)
-// and after every reload that found a change.
+// Run reloads when the directory changes (inotify, as kubelet's file
+// source watches its staticPodPath) and every interval (a change inotify
+// cannot see: a file behind a link, a directory that was not there yet),
+// until ctx is done. A burst of changes (a file truncated, then written)
+// is one reload, settleAfterChange after the first. It logs what it
+// loaded and skipped at its start (the first reload may have been done
+// before) and after every reload that found a change.
 func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("dir", d.dir)
+	changes, stop := d.watchDir(logger)
+	defer stop()
 	for first := true; ; first = false {
 		if d.reload(ctx) || first {
 			pods, errs := d.Pods()
@@ -200,6 +252,58 @@ func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-d.clock.After(interval):
+		case <-changes:
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.clock.After(settleAfterChange):
+			}
 		}
+	}
+}
+
+// settleAfterChange is how long a reload waits after the first change
+// inotify reports, for the rest of a burst.
+const settleAfterChange = 20 * time.Millisecond
+
+// watchDir reports changes in the directory (nil channel: none, the
+// interval alone then); stop ends the watch.
+func (d *ManifestDir) watchDir(logger klog.Logger) (changes <-chan struct{}, stop func()) {
+	w, err := fsnotify.NewWatcher()
+	if err == nil {
+		err = w.Add(d.dir)
+		if err != nil {
+			w.Close()
+		}
+	}
+	if err != nil {
+		logger.Info("Not watching the manifest directory; changes are seen at the next look", "err", err)
+		return nil, func() {}
+	}
+	ch := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				select {
+				case ch <- struct{}{}:
+				default: // one pending change is enough
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				logger.Info("Watching the manifest directory", "err", err)
+			}
+		}
+	}()
+	return ch, func() {
+		w.Close()
+		<-done
 	}
 }

@@ -128,6 +128,59 @@ func TestManifestDirKeepsLastGoodVersion(t *testing.T) {
 	})
 }
 
+// Static pods follow kubelet's file source: a file that no longer loads
+// drops its pods (to be stopped and removed), its error says so and how to
+// keep them; a file is read whatever its name's extension, as kubelet
+// reads "[^.]*". KeepLastGood gives the behaviour of the pods others make.
+// Compared with kubelet 1.36.3: a static pod file edited with a typo made
+// kubelet kill and remove the pod ("Could not process manifest file").
+func TestStaticManifestDirDropsWhatDoesNotLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pods.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o644)) }
+	bad := strings.Replace(twoPods(5), "periodSeconds: 5", "periodSeconds: -5", 1)
+
+	d := NewManifestDir(dir, nil, AsStatic(staticNode))
+	write(twoPods(3))
+	require.True(t, d.Reload())
+	good, errs := d.Pods()
+	require.Empty(t, errs)
+	require.Len(t, good, 2)
+
+	write(bad)
+	require.True(t, d.Reload())
+	pods, errs := d.Pods()
+	require.Len(t, pods, 1, "web is dropped, db (valid) stays")
+	assert.Equal(t, "shop/db-node1", pods[0].Namespace+"/"+pods[0].Name)
+	require.Len(t, errs, 2)
+	assert.Contains(t, errs[0].Error(), "readinessProbe.periodSeconds: Invalid value: -5")
+	assert.Equal(t, path+": this version does not load, so its pod shop/web-node1 is stopped and removed, as kubelet drops the pods of a file it cannot read: fix the file (write it elsewhere and rename it into place), or run with --static-pod-keep-last-good to keep the last version that loaded",
+		errs[1].Error())
+
+	write("# emptied\n")
+	require.True(t, d.Reload())
+	pods, errs = d.Pods()
+	assert.Empty(t, pods)
+	assert.Equal(t, []string{path + ": this version does not load, so its pod shop/db-node1 is stopped and removed, as kubelet drops the pods of a file it cannot read: fix the file (write it elsewhere and rename it into place), or run with --static-pod-keep-last-good to keep the last version that loaded"},
+		messages(errs))
+
+	noExt := filepath.Join(dir, "web")
+	require.NoError(t, os.WriteFile(noExt, []byte(webPod(4)), 0o644))
+	require.True(t, d.Reload())
+	pods, _ = d.Pods()
+	require.Len(t, pods, 1, "a file named without an extension is read, as kubelet reads it")
+	assert.Equal(t, "shop/web-node1", pods[0].Namespace+"/"+pods[0].Name)
+
+	kept := NewManifestDir(dir, nil, AsStatic(staticNode), KeepLastGood())
+	require.NoError(t, os.Remove(noExt))
+	write(twoPods(3))
+	require.True(t, kept.Reload())
+	write(bad)
+	require.True(t, kept.Reload())
+	pods, _ = kept.Pods()
+	assert.Len(t, pods, 2, "KeepLastGood: the last good version stays in force")
+}
+
 // A file rewritten in place (truncated, then written) is seen by the
 // watcher half-written: its pods keep their last good version all along,
 // never dropped nor failed closed, and the complete version is in force
@@ -235,5 +288,40 @@ func TestManifestDirRunStopsWithAFIFO(t *testing.T) {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return once its context was done")
+	}
+}
+
+// A change in the directory is seen at once (inotify, as kubelet's file
+// source watches its staticPodPath), not at the next look: the fake clock
+// is only ever stepped by the settle time, never to the hour-long
+// interval. Fails on the old code: nothing reloads before the interval.
+func TestManifestDirRunSeesChangesAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	fc := testingclock.NewFakeClock(time.Now())
+	d := NewManifestDir(dir, fc)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		d.Run(ctx, time.Hour)
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
+	select {
+	case <-d.Changed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reload did not finish")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".web.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.Rename(filepath.Join(dir, ".web.yaml"), filepath.Join(dir, "web.yaml")))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if pods, _ := d.Pods(); len(pods) == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the new manifest was not loaded")
+		if fc.HasWaiters() {
+			fc.Step(settleAfterChange)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -338,8 +338,22 @@ spec:
 		sbs := o.sandboxes(t, name)
 		return len(sbs) == 1 && sbs[0].GetMetadata().GetUid() != oldUID && o.running(t, name, "app") != ""
 	})
-	_, err := os.Stat(filepath.Join(o.rootDir, "pods", oldUID))
-	assert.True(t, os.IsNotExist(err), "the old pod's directory removed")
+	eventually(t, 30*time.Second, "the old pod's directory removed (after its sandbox)", func() bool {
+		_, err := os.Stat(filepath.Join(o.rootDir, "pods", oldUID))
+		return os.IsNotExist(err)
+	})
+
+	// A version that does not load: as under kubelet ("Could not process
+	// manifest file"), its pod is stopped and removed; once the file
+	// loads again the pod is made again, the same pod (same UID).
+	twoUID := o.sandboxes(t, name)[0].GetMetadata().GetUid()
+	o.write(t, "pod.yaml", strings.Replace(text("two"), "terminationGracePeriodSeconds: 5", "terminationGracePeriodSeconds: -5", 1))
+	eventually(t, 30*time.Second, "the pod of a file that does not load removed", func() bool { return len(o.sandboxes(t, name)) == 0 })
+	o.write(t, "pod.yaml", text("two"))
+	eventually(t, 30*time.Second, "made again once it loads", func() bool {
+		sbs := o.sandboxes(t, name)
+		return len(sbs) == 1 && sbs[0].GetMetadata().GetUid() == twoUID && o.running(t, name, "app") != ""
+	})
 
 	// Removed: preStop, then the pod and its files go.
 	sb := o.sandboxes(t, name)[0]
@@ -348,9 +362,11 @@ spec:
 	require.NoError(t, os.Remove(filepath.Join(o.dir, "pod.yaml")))
 	eventually(t, 30*time.Second, "removed", func() bool { return len(o.sandboxes(t, name)) == 0 })
 	assert.NotEmpty(t, o.events.matching(podName(name), "app", restart.ReasonKilling, "Stopping container app"))
-	_, err = os.Stat(filepath.Join(o.rootDir, "pods", uid))
-	assert.True(t, os.IsNotExist(err), "its directory removed")
-	_, err = os.Stat(filepath.Join(o.logsDir, testNamespace+"_"+podName(name)+"_"+uid))
+	eventually(t, 30*time.Second, "its directory removed", func() bool {
+		_, err := os.Stat(filepath.Join(o.rootDir, "pods", uid))
+		return os.IsNotExist(err)
+	})
+	_, err := os.Stat(filepath.Join(o.logsDir, testNamespace+"_"+podName(name)+"_"+uid))
 	assert.True(t, os.IsNotExist(err), "its logs removed")
 	_, err = c.ContainerStatus(t.Context(), app, false)
 	assert.True(t, cri.IsNotFound(err), "its containers removed")

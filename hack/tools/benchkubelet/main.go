@@ -40,7 +40,7 @@ const clockTicks = 100
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchkubelet wait|measure|report [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchkubelet wait|measure|report|startup|startup-report [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -51,6 +51,10 @@ func main() {
 		err = measure(os.Args[2:])
 	case "report":
 		err = report(os.Args[2:])
+	case "startup":
+		err = startup(os.Args[2:])
+	case "startup-report":
+		err = startupReport(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -557,7 +561,7 @@ func report(args []string) error {
 	fmt.Fprintf(&b, "\nReproduce: `%s` (as root; `BENCH_KUBELET_RUNS=N`, default 3; builds kubelet once into /var/cache/cri-prober,\n", *command)
 	b.WriteString("about 4 minutes with a warm module cache). The machine is shared: figures move from run to run with other load.\n")
 
-	return rewrite(*md, b.String())
+	return rewrite(*md, beginMarker, endMarker, section, b.String())
 }
 
 func spread(v []float64, prec int) string {
@@ -580,7 +584,7 @@ func median(v []float64) float64 {
 // rewrite replaces what is between the markers of file md with body, or
 // appends the section with its markers when they are missing. Nothing else
 // of the file changes.
-func rewrite(md, body string) error {
+func rewrite(md, beginMarker, endMarker, section, body string) error {
 	old, err := os.ReadFile(md)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -601,7 +605,7 @@ func rewrite(md, body string) error {
 		}
 		s += section + "\n\n" + block + "\n"
 	default:
-		return fmt.Errorf("%s: the kubelet markers are broken (begin at %d, end at %d); fix them by hand", md, i, j)
+		return fmt.Errorf("%s: the markers %q are broken (begin at %d, end at %d); fix them by hand", md, beginMarker, i, j)
 	}
 	// Write beside and rename, so that a reader never sees half a file.
 	tmp := md + ".bench-kubelet.tmp"
