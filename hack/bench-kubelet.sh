@@ -197,7 +197,7 @@ cleanup() {
   remove_cgroups all
   remove_log_links
   restore_sysctls
-  rm -rf "$STATIC" "$B/pod-logs"
+  rm -rf "$STATIC" "$B/pod-logs" "$B/floor-root"
   ((rc == 0)) || log "bench-kubelet failed (exit $rc); logs in $LOGS"
   exit "$rc"
 }
@@ -407,8 +407,8 @@ startup_once() { # startup_once RUN N MODE
       ;;
     floor)
       mkdir -p "$B/pod-logs"
-      run_waiting "$BENCH" startup -mode floor -pods "$2" -image "$IMAGE" -command "$CMD" \
-        -logs "$B/pod-logs" -endpoint "unix://$CONTAINERD_SOCK" -out "$out"
+      run_waiting "$BENCH" startup -mode floor -manifests "$MANIFESTS" -node "$NODE" -root-dir "$B/floor-root" \
+        -logs "$B/pod-logs" -cgroup-root "/$CGROUP_ROOT" -endpoint "unix://$CONTAINERD_SOCK" -out "$out"
       ;;
   esac
   rm -f "$STATIC"/*.yaml
@@ -431,7 +431,7 @@ startup_main() {
   done
   "$BENCH" startup-report -dir "$RESULTS" -md "$MD" \
     -command "$([[ $runs == 3 ]] || echo "BENCH_STARTUP_RUNS=$runs ")make bench-startup" \
-    -header "Each pod is one \`$IMAGE\` container (busybox httpd) with an HTTP readiness probe every 1 s. The clock starts when the manifests are written into the static pod directory (each written beside and renamed into place) of a kubelet $K8S_VERSION (standalone, \`-v=$KUBELET_V\`) or of \`cri-prober run --static-pod-path\` ($("$REPO_ROOT/bin/cri-prober" version | head -1 | awk '{print $2}')), each started ${STARTUP_SETTLE} s before, alone on one private containerd. *Running* is the container's StartedAt as the runtime reports it; *Ready* is when each one's API (kubelet's /pods, the agent's /api/v1/pods, polled every 20 ms) first shows the pod Ready. The floor makes the same sandboxes and containers directly through CRI, all at once, and counts a pod ready when its server first answers (polled every 10 ms: no probe period)."
+    -header "Each pod is one \`$IMAGE\` container (busybox httpd) with an HTTP readiness probe every 1 s. The clock starts when the manifests are written into the static pod directory (each written beside and renamed into place) of a kubelet $K8S_VERSION (standalone, \`-v=$KUBELET_V\`) or of \`cri-prober run --static-pod-path\` ($("$REPO_ROOT/bin/cri-prober" version | head -1 | awk '{print $2}')), each started ${STARTUP_SETTLE} s before, alone on one private containerd. *Running* is the container's StartedAt as the runtime reports it; *Ready* is when each one's API (kubelet's /pods, the agent's /api/v1/pods, polled every 20 ms) first shows the pod Ready. The floor makes the same sandboxes and containers (the CRI configs kubelet makes of the same manifests, \`pkg/podconfig\`) directly through CRI, all at once, with nothing else (no files, image checks, events or probes), and counts a pod ready when its server first answers (polled every 10 ms: no probe period)."
   log "bench-startup: wrote $(realpath --relative-to="$REPO_ROOT" "$MD") (results in $RESULTS)"
 }
 

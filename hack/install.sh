@@ -28,6 +28,9 @@ sed "s|^ExecStart=/usr/local/bin/cri-prober |ExecStart=$bindir/cri-prober |" \
 grep -q "^ExecStart=$bindir/cri-prober " "$unit.tmp" || die "deploy/systemd/cri-prober.service: no ExecStart=/usr/local/bin/cri-prober line to point at $bindir"
 chmod 0644 "$unit.tmp"
 mv "$unit.tmp" "$unit"
+# The drop-in for making pods (static-pod-path), not active until copied
+# into $SYSTEMDUNITDIR/cri-prober.service.d/ (docs/deployment.md).
+install -D -m 0644 "$REPO_ROOT/deploy/systemd/static-pods.conf" "$DESTDIR$PREFIX/share/cri-prober/systemd/static-pods.conf"
 # The configuration is the operator's: never overwritten. 0600: it may
 # hold a --webhook URL with a token in it.
 if [[ -e $DESTDIR$confdir/config.yaml ]]; then

@@ -47,8 +47,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	if err := checkElem("pod UID", uid); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockPod(uid)()
 	logger := klog.FromContext(ctx).WithValues("podUID", uid)
 	podDir := m.layout.PodDir(types.UID(uid))
 
@@ -250,8 +249,7 @@ func (m *Manager) RemovePodCgroups(uid string) error {
 	if m.node.CgroupRoot == "" || m.node.CgroupDriver == "systemd" {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockPod(uid)()
 	bases := []string{m.cgroupFS} // cgroup v2: the root is the hierarchy
 	if _, err := os.Stat(filepath.Join(m.cgroupFS, "cgroup.controllers")); err != nil {
 		// cgroup v1 (or hybrid): a hierarchy per directory, "unified"

@@ -58,8 +58,7 @@ func (m *Manager) PrepareContainer(ctx context.Context, in podconfig.ContainerIn
 		return in, err
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", uid, "containerName", c.Name)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockPod(uid)()
 	dfd, err := m.openOwnedPodDir(uid)
 	if err != nil {
 		return in, err

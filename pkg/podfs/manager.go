@@ -17,7 +17,9 @@
 //
 // Every operation can be repeated: a pod directory left half made or half
 // removed (the agent killed mid-way) is finished by calling the same
-// operation again. A Manager serialises its operations.
+// operation again. A Manager serialises the operations on one pod; those
+// on different pods run at once (their fsyncs share the file system's
+// commits instead of queueing behind each other).
 package podfs
 
 import (
@@ -57,8 +59,8 @@ type Config struct {
 }
 
 // Manager makes, maintains and removes the host side of pods under one
-// root directory. Its methods are safe for concurrent use: they run one at
-// a time.
+// root directory. Its methods are safe for concurrent use: those on one
+// pod run one at a time, and Pods runs alone.
 type Manager struct {
 	node      podconfig.Node
 	layout    podconfig.Layout
@@ -67,7 +69,45 @@ type Manager struct {
 	clock     clock.PassiveClock
 	mnt       mounter
 
-	mu sync.Mutex
+	// mu: a pod's operations hold it shared (and their pod's lock), Pods
+	// exclusively.
+	mu       sync.RWMutex
+	podsMu   sync.Mutex
+	podLocks map[string]*podLock
+}
+
+// podLock serialises the operations on one pod; refs counts its holders
+// and waiters, so that it is dropped when none is left.
+type podLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lockPod takes pod uid's lock (and the Manager's, shared) and returns
+// its release.
+func (m *Manager) lockPod(uid string) (unlock func()) {
+	m.mu.RLock()
+	m.podsMu.Lock()
+	if m.podLocks == nil {
+		m.podLocks = map[string]*podLock{}
+	}
+	l, ok := m.podLocks[uid]
+	if !ok {
+		l = &podLock{}
+		m.podLocks[uid] = l
+	}
+	l.refs++
+	m.podsMu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		m.podsMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(m.podLocks, uid)
+		}
+		m.podsMu.Unlock()
+		m.mu.RUnlock()
+	}
 }
 
 // New returns a Manager for cfg, creating the root directory when missing.

@@ -74,8 +74,7 @@ func (m *Manager) RecordOwner(o Owner) error {
 	if err := checkElem("pod UID", o.UID); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockPod(o.UID)()
 
 	if o.Created.IsZero() {
 		if old, err := m.readOwner(o.UID); err == nil && old.UID == o.UID {
@@ -155,8 +154,7 @@ func (m *Manager) ReadOwner(uid string) (Owner, error) {
 	if err := checkElem("pod UID", uid); err != nil {
 		return Owner{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockPod(uid)()
 	return m.readOwner(uid)
 }
 

@@ -1,13 +1,18 @@
 package podfs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
@@ -173,4 +178,54 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Pods are made at once, not one after the other (their records' fsyncs
+// no longer queue behind one lock), while Pods lists them: every record
+// is there, whole, at the end. Run with -race.
+func TestOwnersRecordedConcurrently(t *testing.T) {
+	m, _ := newTestManager(t)
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		uid := fmt.Sprintf("u%02d", i)
+		wg.Go(func() {
+			if err := m.RecordOwner(Owner{Namespace: "ns", Name: "web-" + uid, UID: uid, Source: "/s.yaml"}); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := m.SetUp(context.Background(), testPod(uid, corev1.Volume{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})); err != nil {
+				errs <- err
+			}
+		})
+	}
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for range 50 {
+			if _, err := m.Pods(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	<-listed
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	dirs, err := m.Pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != n {
+		t.Fatalf("%d pod directories, want %d", len(dirs), n)
+	}
+	for _, d := range dirs {
+		if d.Owner == nil || d.Owner.UID != d.UID {
+			t.Errorf("pod %s: record %+v", d.UID, d.Owner)
+		}
+	}
 }

@@ -91,8 +91,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (map[string]podcon
 	if err := checkElem("pod UID", uid); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockPod(uid)()
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", uid)
 
 	if _, err := m.readOwner(uid); err != nil {

@@ -458,3 +458,53 @@ func TestSystemdNotify(t *testing.T) {
 		}
 	}
 }
+
+// The drop-in for making pods (deploy/systemd/static-pods.conf) verifies
+// beside the unit, installed as docs/deployment.md says, and undoes every
+// setting of the unit that gives the agent a mount namespace of its own:
+// there, the volumes it mounts for its pods (a memory emptyDir's tmpfs,
+// subPath bind mounts) would not be seen by containerd. A new such setting
+// in the unit fails this test until the drop-in undoes it too.
+func TestSystemdStaticPodsDropIn(t *testing.T) {
+	t.Parallel()
+	root := installRoot(t, "/usr/local", "/etc/systemd/system")
+	shipped := filepath.Join(root, "usr/local/share/cri-prober/systemd/static-pods.conf")
+	dropIn := readFile(t, "deploy/systemd/static-pods.conf")
+	if got, err := os.ReadFile(shipped); err != nil || string(got) != string(dropIn) {
+		t.Fatalf("make install does not ship the drop-in at %s: %v", shipped, err)
+	}
+	dir := filepath.Join(root, "etc/systemd/system/cri-prober.service.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "static-pods.conf"), dropIn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	verifyUnit(t, root)
+
+	unit := parseUnit(t, readFile(t, unitPath))["Service"]
+	d := parseUnit(t, dropIn)["Service"]
+	// Each setting that makes a mount namespace, and the value that does not.
+	mountNamespace := map[string]string{
+		"PrivateTmp": "no", "PrivateDevices": "no", "PrivateMounts": "no", "ProtectSystem": "no", "ProtectHome": "no",
+		"ProtectKernelTunables": "no", "ProtectKernelModules": "no", "ProtectKernelLogs": "no", "ProtectControlGroups": "no",
+		"ProtectProc": "default", "ProcSubset": "all", "ReadOnlyPaths": "", "ReadWritePaths": "", "InaccessiblePaths": "",
+		"TemporaryFileSystem": "", "BindPaths": "", "BindReadOnlyPaths": "", "MountAPIVFS": "no",
+	}
+	for key, off := range mountNamespace {
+		if _, set := unit[key]; !set {
+			continue
+		}
+		vals, undone := d[key]
+		last := ""
+		if len(vals) > 0 {
+			last = vals[len(vals)-1]
+		}
+		if !undone || last != off {
+			t.Errorf("the unit sets %s, a mount namespace of the agent's own: the drop-in must set %s=%s", key, key, off)
+		}
+	}
+	if caps := d["CapabilityBoundingSet"]; len(caps) == 0 || !strings.Contains(caps[len(caps)-1], "CAP_SYS_ADMIN") {
+		t.Errorf("the drop-in must give CAP_SYS_ADMIN (mounting the pods' volumes): %v", caps)
+	}
+}

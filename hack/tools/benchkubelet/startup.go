@@ -5,11 +5,12 @@ package main
 // --static-pod-path) to each pod's container running (its StartedAt, as
 // the runtime says) and to the pod Ready (as kubelet's /pods or the
 // agent's /api/v1/pods first says, polled every pollEvery); or, for the
-// floor, the same sandboxes and containers made directly through CRI, all
-// at once, and Ready when the container's HTTP server first answers.
+// floor, the same sandboxes and containers (kubelet's configs of the same
+// manifests) made directly through CRI, all at once, and Ready when the
+// container's HTTP server first answers.
 //
 //	benchkubelet startup -mode kubelet|agent -manifests DIR -static DIR -url URL -endpoint unix://SOCK -out F
-//	benchkubelet startup -mode floor -pods N -image IMG -command CMD -logs DIR -endpoint unix://SOCK -out F
+//	benchkubelet startup -mode floor -manifests DIR -node NAME -root-dir DIR -logs DIR -cgroup-root /R -endpoint unix://SOCK -out F
 //	benchkubelet startup-report -dir DIR -md docs/performance.md -command '…'
 
 import (
@@ -20,15 +21,20 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/podconfig"
+	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 const pollEvery = 20 * time.Millisecond
@@ -40,6 +46,9 @@ type startupResult struct {
 	Pods    int                `json:"pods"`
 	Running map[string]float64 `json:"running"`
 	Ready   map[string]float64 `json:"ready"`
+	// The floor's steps: when each pod's sandbox and container were made.
+	Sandbox map[string]float64 `json:"sandbox,omitempty"`
+	Created map[string]float64 `json:"created,omitempty"`
 }
 
 func startup(args []string) error {
@@ -49,10 +58,10 @@ func startup(args []string) error {
 	static := fs.String("static", "", "kubelet, agent: the static pod directory")
 	url := fs.String("url", "", "kubelet: its /pods; agent: its /api/v1/pods")
 	endpoint := fs.String("endpoint", "", "the CRI endpoint")
-	pods := fs.Int("pods", 0, "floor: how many pods")
-	image := fs.String("image", "", "floor: the image")
-	command := fs.String("command", "", "floor: the container's shell command")
+	nodeName := fs.String("node", "", "floor: the node's name, as kubelet's --hostname-override")
+	rootDir := fs.String("root-dir", "", "floor: a root directory, as kubelet's")
 	logs := fs.String("logs", "", "floor: the pods' log directory")
+	cgroupRoot := fs.String("cgroup-root", "", "floor: the pods' cgroup root, as kubelet's")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after")
 	out := fs.String("out", "", "the result's JSON file")
 	_ = fs.Parse(args)
@@ -69,7 +78,13 @@ func startup(args []string) error {
 	case "kubelet", "agent":
 		r, err = startupStatic(ctx, client, *mode, *manifests, *static, *url)
 	case "floor":
-		r, err = startupFloor(ctx, client, *pods, *image, *command, *logs)
+		var node podconfig.Node
+		node, err = podfs.DiscoverNode(podfs.NodeOptions{HostnameOverride: *nodeName, RootDir: *rootDir, CgroupRoot: path.Join(*cgroupRoot, "kubepods")})
+		if err != nil {
+			return err
+		}
+		node.PodLogsDir = *logs
+		r, err = startupFloor(ctx, client, *manifests, node)
 	default:
 		return fmt.Errorf("-mode %q: kubelet, agent or floor", *mode)
 	}
@@ -81,6 +96,9 @@ func startup(args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "benchkubelet: %s, %d pods: all running %.2fs, all ready %.2fs\n", r.Mode, r.Pods, maxOf(r.Running), maxOf(r.Ready))
+	if r.Sandbox != nil {
+		fmt.Fprintf(os.Stderr, "benchkubelet: %s, mean: sandbox made %.2fs, container created %.2fs, running %.2fs\n", r.Mode, meanOf(r.Sandbox), meanOf(r.Created), meanOf(r.Running))
+	}
 	return os.WriteFile(*out, data, 0o644)
 }
 
@@ -183,24 +201,50 @@ func startedAt(ctx context.Context, client *cri.Client, t0 time.Time, running ma
 	return nil
 }
 
-// startupFloor makes n pods directly through CRI, all at once, and
-// counts a pod ready when its container's HTTP server first answers.
-func startupFloor(ctx context.Context, client *cri.Client, n int, image, command, logs string) (*startupResult, error) {
-	r := &startupResult{Mode: "floor", Pods: n, Running: map[string]float64{}, Ready: map[string]float64{}}
+// startupFloor makes the pods of the manifests directly through CRI, all
+// at once, with the configs kubelet makes of them (pkg/podconfig, checked
+// against kubelet's own functions), and counts a pod ready when its first
+// container's HTTP server (port 8080) first answers. What kubelet does
+// beside the CRI calls (volumes, files, image checks, events, probes) is
+// left out: the floor is the runtime's own time.
+func startupFloor(ctx context.Context, client *cri.Client, manifests string, node podconfig.Node) (*startupResult, error) {
+	files, err := filepath.Glob(filepath.Join(manifests, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no manifests in %s: %v", manifests, err)
+	}
+	var objs []*corev1.Pod
+	for _, f := range files {
+		res := spec.Load(f, spec.AsStatic(spec.Static{NodeName: node.Name}))
+		if len(res.Errors) > 0 || len(res.Pods) != 1 {
+			return nil, fmt.Errorf("%s: %v", f, res.Errors)
+		}
+		objs = append(objs, res.Pods[0].Object)
+	}
+	image := objs[0].Spec.Containers[0].Image
+	st, err := client.ImageStatus(ctx, image, false)
+	if err != nil || st.GetImage() == nil {
+		return nil, fmt.Errorf("image %s: %v (import it first)", image, err)
+	}
+	info := podconfig.ImageInfo{Ref: st.GetImage().GetId(), Username: st.GetImage().GetUsername()}
+	if uid := st.GetImage().GetUid(); uid != nil {
+		v := uid.GetValue()
+		info.UID = &v
+	}
+	r := &startupResult{Mode: "floor", Pods: len(objs), Running: map[string]float64{}, Ready: map[string]float64{},
+		Sandbox: map[string]float64{}, Created: map[string]float64{}}
 	var mu sync.Mutex
-	errs := make(chan error, n)
+	errs := make(chan error, len(objs))
 	var wg sync.WaitGroup
 	t0 := time.Now()
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("floor-%02d", i)
+	for _, pod := range objs {
 		wg.Go(func() {
-			running, ready, err := floorPod(ctx, client, name, image, command, logs, t0)
+			steps, err := floorPod(ctx, client, pod, node, info, t0)
 			if err != nil {
-				errs <- fmt.Errorf("%s: %w", name, err)
+				errs <- fmt.Errorf("%s: %w", pod.Name, err)
 				return
 			}
 			mu.Lock()
-			r.Running[name], r.Ready[name] = running, ready
+			r.Sandbox[pod.Name], r.Created[pod.Name], r.Running[pod.Name], r.Ready[pod.Name] = steps[0], steps[1], steps[2], steps[3]
 			mu.Unlock()
 		})
 	}
@@ -212,53 +256,55 @@ func startupFloor(ctx context.Context, client *cri.Client, n int, image, command
 	return r, nil
 }
 
-func floorPod(ctx context.Context, client *cri.Client, name, image, command, logs string, t0 time.Time) (running, ready float64, err error) {
-	pid := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}
-	sbCfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: "bench-floor-" + name},
-		Hostname:     name,
-		LogDirectory: filepath.Join(logs, name),
-		Labels:       map[string]string{"io.kubernetes.pod.name": name},
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: pid}},
+// floorPod makes one pod and returns when (after t0) its sandbox was made,
+// its container created, running and answering.
+func floorPod(ctx context.Context, client *cri.Client, pod *corev1.Pod, node podconfig.Node, image podconfig.ImageInfo, t0 time.Time) (steps [4]float64, err error) {
+	sbCfg, err := podconfig.Sandbox(pod, 0, node)
+	if err != nil {
+		return steps, err
+	}
+	if err := os.MkdirAll(sbCfg.GetLogDirectory(), 0o755); err != nil {
+		return steps, err
 	}
 	sb, err := client.RunPodSandbox(ctx, sbCfg, "")
 	if err != nil {
-		return 0, 0, err
+		return steps, err
 	}
-	ctr, err := client.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "web"},
-		Image:    &runtimeapi.ImageSpec{Image: image},
-		Command:  []string{"/bin/sh", "-c", command},
-		LogPath:  "web/0.log",
-		Labels:   map[string]string{"io.kubernetes.pod.name": name},
-		Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: pid}},
-	}, sbCfg)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := client.StartContainer(ctx, ctr); err != nil {
-		return 0, 0, err
-	}
-	st, err := client.ContainerStatus(ctx, ctr, false)
-	if err != nil {
-		return 0, 0, err
-	}
-	running = time.Unix(0, st.GetStatus().GetStartedAt()).Sub(t0).Seconds()
+	steps[0] = time.Since(t0).Seconds()
 	sbs, err := client.PodSandboxStatus(ctx, sb, false)
 	if err != nil {
-		return 0, 0, err
+		return steps, err
 	}
-	url := "http://" + net.JoinHostPort(sbs.GetStatus().GetNetwork().GetIp(), "8080") + "/"
+	ip := sbs.GetStatus().GetNetwork().GetIp()
+	cfg, err := podconfig.Container(podconfig.ContainerInput{Pod: pod, Container: &pod.Spec.Containers[0], PodIP: ip, PodIPs: []string{ip}, Image: image}, node)
+	if err != nil {
+		return steps, err
+	}
+	ctr, err := client.CreateContainer(ctx, sb, cfg, sbCfg)
+	if err != nil {
+		return steps, err
+	}
+	steps[1] = time.Since(t0).Seconds()
+	if err := client.StartContainer(ctx, ctr); err != nil {
+		return steps, err
+	}
+	cs, err := client.ContainerStatus(ctx, ctr, false)
+	if err != nil {
+		return steps, err
+	}
+	steps[2] = time.Unix(0, cs.GetStatus().GetStartedAt()).Sub(t0).Seconds()
+	url := "http://" + net.JoinHostPort(ip, "8080") + "/"
 	hc := &http.Client{Timeout: time.Second}
 	for {
 		if resp, err := hc.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return running, time.Since(t0).Seconds(), nil
+				steps[3] = time.Since(t0).Seconds()
+				return steps, nil
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, 0, err
+			return steps, err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -270,6 +316,14 @@ func maxOf(m map[string]float64) float64 {
 		out = max(out, v)
 	}
 	return out
+}
+
+func meanOf(m map[string]float64) float64 {
+	sum := 0.0
+	for _, v := range m {
+		sum += v
+	}
+	return sum / float64(max(len(m), 1))
 }
 
 func medianOf(m map[string]float64) float64 {
