@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -229,8 +230,9 @@ const loggedSkips = 10
 // Run reloads when the directory changes (inotify, as kubelet's file
 // source watches its staticPodPath) and every interval (a change inotify
 // cannot see: a file behind a link, a directory that was not there yet),
-// until ctx is done. A burst of changes (a file truncated, then written)
-// is one reload, settleAfterChange after the first. It logs what it
+// until ctx is done. A file renamed into place is read at once; a burst of
+// writes in place (a file truncated, then written) is one reload,
+// settleAfterChange after the first. It logs what it
 // loaded and skipped at its start (the first reload may have been done
 // before) and after every reload that found a change.
 func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
@@ -252,23 +254,28 @@ func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-d.clock.After(interval):
-		case <-changes:
-			select {
-			case <-ctx.Done():
-				return
-			case <-d.clock.After(settleAfterChange):
+		case settle := <-changes:
+			if settle {
+				select {
+				case <-ctx.Done():
+					return
+				case <-d.clock.After(settleAfterChange):
+				}
 			}
 		}
 	}
 }
 
-// settleAfterChange is how long a reload waits after the first change
-// inotify reports, for the rest of a burst.
+// settleAfterChange is how long a reload waits after a file was written
+// in place, for the rest of the writes (a file truncated, then written).
+// A file renamed into the directory or removed is read at once.
 const settleAfterChange = 20 * time.Millisecond
 
-// watchDir reports changes in the directory (nil channel: none, the
-// interval alone then); stop ends the watch.
-func (d *ManifestDir) watchDir(logger klog.Logger) (changes <-chan struct{}, stop func()) {
+// watchDir reports changes in the directory (true: a write in place, to
+// settle; nil channel: no watch, the interval alone then); stop ends the
+// watch. Files whose names start with "." are never read, so their
+// changes (a manifest written beside before its rename) are not reported.
+func (d *ManifestDir) watchDir(logger klog.Logger) (changes <-chan bool, stop func()) {
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
 		err = w.Add(d.dir)
@@ -280,18 +287,21 @@ func (d *ManifestDir) watchDir(logger klog.Logger) (changes <-chan struct{}, sto
 		logger.Info("Not watching the manifest directory; changes are seen at the next look", "err", err)
 		return nil, func() {}
 	}
-	ch := make(chan struct{}, 1)
+	ch := make(chan bool, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case _, ok := <-w.Events:
+			case e, ok := <-w.Events:
 				if !ok {
 					return
 				}
+				if strings.HasPrefix(filepath.Base(e.Name), ".") {
+					continue
+				}
 				select {
-				case ch <- struct{}{}:
+				case ch <- e.Op.Has(fsnotify.Write):
 				default: // one pending change is enough
 				}
 			case err, ok := <-w.Errors:
