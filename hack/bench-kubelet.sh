@@ -156,12 +156,15 @@ restore_sysctls() {
   done
 }
 
-# wipe_kubelet_root: kubelet bind-mounts its root dir onto itself.
-wipe_kubelet_root() {
-  awk -v d="$KUBELET_ROOT" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
+# wipe_root DIR: unmounts what is mounted below DIR, then removes it.
+wipe_root() {
+  awk -v d="$1" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$KUBELET_ROOT"
+  rm -rf "$1"
 }
+
+# wipe_kubelet_root: kubelet bind-mounts its root dir onto itself.
+wipe_kubelet_root() { wipe_root "$KUBELET_ROOT"; }
 
 # kubelet links each container's log into /var/log/containers (a fixed
 # path); remove the links into our pod log directory.
@@ -317,9 +320,11 @@ create_pods() {
   log "$PODS pods made with crictl"
 }
 
+# start_agent ARGS...: bin/cri-prober run on our containerd, its pods from
+# ARGS, its API on AGENT_PORT.
 start_agent() {
   setsid "$REPO_ROOT/bin/cri-prober" run --runtime-endpoint "unix://$CONTAINERD_SOCK" \
-    --pod-manifests "$MANIFESTS" --listen "127.0.0.1:$AGENT_PORT" \
+    "$@" --listen "127.0.0.1:$AGENT_PORT" \
     >>"$LOGS/agent.log" 2>&1 </dev/null &
   echo $! >"$AGENT_PID"
   for _ in $(seq 1 100); do
@@ -365,24 +370,12 @@ YAML
 
 start_static_agent() {
   mkdir -p "$STATIC" "$AGENT_ROOT" "$B/pod-logs"
-  setsid "$REPO_ROOT/bin/cri-prober" run --runtime-endpoint "unix://$CONTAINERD_SOCK" \
-    --static-pod-path "$STATIC" --hostname-override "$NODE" --root-dir "$AGENT_ROOT" \
-    --pod-logs-dir "$B/pod-logs" --cgroup-root "/$CGROUP_ROOT" --listen "127.0.0.1:$AGENT_PORT" \
-    >>"$LOGS/agent.log" 2>&1 </dev/null &
-  echo $! >"$AGENT_PID"
-  for _ in $(seq 1 100); do
-    curl -fs "127.0.0.1:$AGENT_PORT/healthz" >/dev/null 2>&1 && break
-    alive "$AGENT_PID" "$REPO_ROOT/bin/cri-prober run" || { tail -20 "$LOGS/agent.log" >&2; die "cri-prober exited at start; see $LOGS/agent.log"; }
-    sleep 0.1
-  done
+  start_agent --static-pod-path "$STATIC" --hostname-override "$NODE" --root-dir "$AGENT_ROOT" \
+    --pod-logs-dir "$B/pod-logs" --cgroup-root "/$CGROUP_ROOT"
 }
 
 # wipe_agent_root: what the agent made on the host for its pods.
-wipe_agent_root() {
-  awk -v d="$AGENT_ROOT" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
-    while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$AGENT_ROOT"
-}
+wipe_agent_root() { wipe_root "$AGENT_ROOT"; }
 
 startup_once() { # startup_once RUN N MODE
   local out=$RESULTS/run-$1-$2-$3.json
@@ -482,7 +475,7 @@ for run in $(seq 1 "$RUNS"); do
 
   log "== run $run of $RUNS: cri-prober"
   create_pods
-  start_agent
+  start_agent --pod-manifests "$MANIFESTS"
   run_waiting "$BENCH" wait -format agent -url "http://127.0.0.1:$AGENT_PORT/api/v1/pods" -pods "$PODS" -timeout 3m
   measure agent "$AGENT_PID" "http://127.0.0.1:$AGENT_PORT/metrics/probes" "$run"
   stop_bench_agent

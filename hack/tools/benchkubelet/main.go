@@ -90,39 +90,8 @@ type agentPods struct {
 }
 
 func readyCount(url, format string) (int, int, error) {
-	body, err := get(url)
-	if err != nil {
-		return 0, 0, err
-	}
-	switch format {
-	case "kubelet":
-		var l kubeletPods
-		if err := json.Unmarshal(body, &l); err != nil {
-			return 0, 0, err
-		}
-		ready := 0
-		for _, p := range l.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Type == "Ready" && c.Status == "True" {
-					ready++
-				}
-			}
-		}
-		return ready, len(l.Items), nil
-	case "agent":
-		var l agentPods
-		if err := json.Unmarshal(body, &l); err != nil {
-			return 0, 0, err
-		}
-		ready := 0
-		for _, p := range l.Pods {
-			if p.Ready {
-				ready++
-			}
-		}
-		return ready, len(l.Pods), nil
-	}
-	return 0, 0, fmt.Errorf("unknown format %q (kubelet or agent)", format)
+	names, total, err := readyPods(url, format)
+	return len(names), total, err
 }
 
 func wait(args []string) error {

@@ -131,7 +131,7 @@ func startupStatic(ctx context.Context, client *cri.Client, mode, manifests, sta
 			return nil, fmt.Errorf("%s: %d of %d pods running, %d ready: %w", mode, len(r.Running), r.Pods, len(r.Ready), err)
 		}
 		now := time.Now()
-		ready, err := readyPods(url, mode)
+		ready, _, err := readyPods(url, mode)
 		if err == nil {
 			for _, name := range ready {
 				if _, seen := r.Ready[name]; !seen {
@@ -147,17 +147,19 @@ func startupStatic(ctx context.Context, client *cri.Client, mode, manifests, sta
 	return r, nil
 }
 
-// readyPods are the names of the pods the API says are ready.
-func readyPods(url, format string) ([]string, error) {
+// readyPods are the names of the pods the API says are ready, and how
+// many pods it lists.
+func readyPods(url, format string) ([]string, int, error) {
 	body, err := get(url)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var names []string
-	if format == "kubelet" {
+	switch format {
+	case "kubelet":
 		var l kubeletPods
 		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, p := range l.Items {
 			for _, c := range p.Status.Conditions {
@@ -166,18 +168,20 @@ func readyPods(url, format string) ([]string, error) {
 				}
 			}
 		}
-		return names, nil
-	}
-	var l agentPods
-	if err := json.Unmarshal(body, &l); err != nil {
-		return nil, err
-	}
-	for _, p := range l.Pods {
-		if p.Ready {
-			names = append(names, p.Name)
+		return names, len(l.Items), nil
+	case "agent":
+		var l agentPods
+		if err := json.Unmarshal(body, &l); err != nil {
+			return nil, 0, err
 		}
+		for _, p := range l.Pods {
+			if p.Ready {
+				names = append(names, p.Name)
+			}
+		}
+		return names, len(l.Pods), nil
 	}
-	return names, nil
+	return nil, 0, fmt.Errorf("unknown format %q (kubelet or agent)", format)
 }
 
 // startedAt records, for each pod with a running container not yet
