@@ -311,7 +311,7 @@ func (r *Resolver) reportProblems(ctx context.Context, v *View) {
 		if warning {
 			logger.Info("WARNING: probe configuration makes a probe inert", "warning", msg)
 		} else {
-			logger.Error(e, "Invalid probe configuration; fix it and it is picked up without a restart")
+			logger.Error(e, "Invalid pod manifest; fix it and it is picked up without a restart")
 		}
 		if e.Pod != "" {
 			r.recorder.Record(events.Event{Time: r.clock.Now(), Type: events.Warning, Reason: ReasonInvalidConfig,
