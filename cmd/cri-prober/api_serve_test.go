@@ -25,7 +25,12 @@ import (
 // the test ends, and returns its stderr.
 func startRun(t *testing.T, args ...string) func() string {
 	t.Helper()
-	rt := fakeruntime.NewForTest(t)
+	return startRunOn(t, fakeruntime.NewForTest(t), args...)
+}
+
+// startRunOn is startRun against the fake runtime rt.
+func startRunOn(t *testing.T, rt *fakeruntime.Runtime, args ...string) func() string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
 	var mu sync.Mutex
 	var stderr bytes.Buffer
@@ -164,4 +169,34 @@ func TestAPIFlagsInTheConfigFile(t *testing.T) {
 	assert.Equal(t, "node1,node1.example", o.allowedHosts)
 	assert.Equal(t, 64, o.maxConnections, "the command line wins")
 	assert.Equal(t, 8, o.maxEventStreams)
+}
+
+// An address another process holds (a local user can bind 127.0.0.1:9440
+// while the agent restarts) no longer stops the agent: it probes and
+// restarts as ever, tries the address again, and serves it once free;
+// cri_prober_api_up says which. Fails on the old code: run exited with
+// "address already in use".
+func TestRunProbesWhileItsAPIAddressIsHeld(t *testing.T) {
+	old := listenRetry
+	listenRetry = 20 * time.Millisecond
+	t.Cleanup(func() { listenRetry = old })
+	squatter, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := squatter.Addr().String()
+	impostor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })} //nolint:errcheck // test
+	served := make(chan struct{})
+	go func() { defer close(served); impostor.Serve(squatter) }() //nolint:errcheck // closed below
+
+	rt := fakeruntime.NewForTest(t)
+	stderr := startRunOn(t, rt, "--listen", addr)
+	require.Eventually(t, func() bool { return rt.Calls("ListContainers") >= 3 }, 10*time.Second, 10*time.Millisecond,
+		"the agent lists the runtime while its address is held: %s", stderr())
+
+	impostor.Close()
+	<-served
+	client := &http.Client{Timeout: time.Second}
+	require.Eventually(t, func() bool {
+		code, body, err := request(t, client, "http://"+addr+"/metrics", "", "")
+		return err == nil && code == http.StatusOK && strings.Contains(body, "cri_prober_api_up 1")
+	}, 10*time.Second, 10*time.Millisecond, "the agent serves the address once it is free")
 }

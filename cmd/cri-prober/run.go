@@ -74,6 +74,7 @@ type runOptions struct {
 	hostIP             string
 	restartMode        string
 	listen             string
+	systemdSocket      bool
 	config             string
 	maxExecPerPod      int
 	maxInFlight        int
@@ -117,13 +118,14 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes): host:port, or unix:///path for a unix socket only the agent's user can use (0600); empty: none")
 	fs.StringVar(&o.probeMetrics, "probe-metrics", string(prober.PerProbeMetrics), "kubelet's probe series on /metrics/probes (prober_probe_total, prober_probe_duration_seconds): per-probe (kubelet's labels: container, pod, namespace and, on the total, pod_uid; about 470 bytes of memory per probe) or aggregate (by probe_type and result only: a few series for the node, whatever the number of probes)")
+	fs.BoolVar(&o.systemdSocket, "web.systemd-socket", false, "serve the state API on the sockets systemd passes (socket activation, as Prometheus exporters' --web.systemd-socket) instead of --listen: systemd binds them before any user can and holds them across the agent's restarts (deploy/systemd/cri-prober.socket)")
 	fs.StringVar(&o.webConfigFile, "web.config.file", "", "Prometheus exporter web configuration `file` for the state API: TLS, basic auth, headers (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md); read again at every request")
 	fs.StringVar(&o.allowedHosts, "web.allowed-hosts", "", "comma-separated `names` a request's Host header may carry besides the --listen address (and localhost on loopback), e.g. the node's name or a Service's that Prometheus scrapes; * for any. Others get 421, against DNS rebinding; unix sockets are not checked")
 	fs.IntVar(&o.maxConnections, "web.max-connections", api.DefaultMaxConnections, "connections to the state API served at once; at the cap a new one replaces the oldest idle one, or is closed if none is idle")
 	fs.IntVar(&o.maxEventStreams, "web.max-event-streams", api.DefaultMaxEventStreams, "event streams (events -f, /api/v1/events?watch=1) served at once, below --web.max-connections; beyond it 503 with Retry-After")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of flag values (keys: the flag names, e.g. pod-manifests: /etc/cri-prober/pods); flags given on the command line win")
 	fs.IntVar(&o.maxExecPerPod, "max-concurrent-exec-per-pod", 0, "exec probes of one pod run at once at most (its others wait their turn, not counted against their timeout; other pods never wait for them); 0: no limit, kubelet's way")
-	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles on the state API under /debug/pprof/ (as Kubernetes components' --profiling; CPU profiles of at most 25s, the API's write timeout being 30s); off by default: they show the process's internals")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles on the state API under /debug/pprof/ (as Kubernetes components' --profiling; CPU profiles of at most 25s, the API's write timeout being 30s), only on a unix socket or behind --web.config.file (never the command line); off by default: they show the process's internals")
 	fs.IntVar(&o.maxInFlight, "max-probes-in-flight", prober.DefaultMaxProbesInFlight, "HTTP, TCP and gRPC probes running at once at most: beyond it, due probes wait for a slot in the order they fell due (lateness shows in cri_prober_probe_lateness_seconds), which bounds the agent's memory and CPU run queue under overload; exec probes wait on the runtime and are not counted; 0: no bound")
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
@@ -267,11 +269,10 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	// A relist makes up to 3 CRI calls, each bounded by the request
 	// timeout: a loop that has not finished one in that long is stuck.
 	live := loopCheck{lastRelist: engine.Poller.LastRelist, start: time.Now(), alive: o.relistPeriod + 3*o.requestTimeout + time.Minute, now: time.Now}
-	var listener net.Listener
-	var apiServer *api.Server
+	var listeners *apiListeners
 	serveConfig := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
-	if o.listen != "" {
-		apiServer = api.New(api.Config{
+	if o.listen != "" || o.systemdSocket {
+		apiServer := api.New(api.Config{
 			Pods: engine, History: engine.Histories, Ledger: ledger, Events: ring, Health: engine.Health, Live: live.err,
 			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
@@ -284,11 +285,16 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		if err := apiServer.Check(serveConfig); err != nil {
 			return usageError{cmd: cmd, err: err}
 		}
-		if listener, err = api.Listen(o.listen); err != nil {
-			return fmt.Errorf("listen on %s: %w (choose another address with --listen)", o.listen, err)
+		if !o.systemdSocket {
+			if err := api.CheckAddress(o.listen); err != nil {
+				return usageErrorf(cmd, "--listen %v", err)
+			}
 		}
-		if !isLocal(listener.Addr()) && o.webConfigFile == "" {
-			logger.Info("WARNING: the state API and metrics are reachable from other hosts; they show probe output and have no authentication (give them TLS and basic auth with --web.config.file)", "listen", listener.Addr().String())
+		if o.profiling && !o.systemdSocket && !strings.HasPrefix(o.listen, "unix://") && o.webConfigFile == "" {
+			return usageErrorf(cmd, "--profiling serves the agent's internals, which any local user (and any web page) could read on %s: listen on a unix socket (--listen unix:///run/cri-prober/api.sock, or the systemd socket unit) or give --web.config.file", o.listen)
+		}
+		if listeners, err = newAPIListeners(apiServer, serveConfig, o.listen, o.systemdSocket, agentRegistry); err != nil {
+			return err
 		}
 	}
 
@@ -300,16 +306,16 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if transitions != nil {
 		wg.Go(func() { transitions.Run(ctx) })
 	}
-	if listener != nil {
-		wg.Go(func() {
-			if err := apiServer.Serve(ctx, listener, serveConfig); err != nil {
-				logger.Error(err, "State API stopped")
-			}
-		})
+	if listeners != nil {
+		wg.Go(func() { listeners.run(ctx) })
 	}
 	notifier := systemdNotifier{ready: engine.Health, live: live.err}
 	wg.Go(func() { notifier.run(ctx) })
-	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "listen", o.listen)
+	var serving []string
+	if listeners != nil {
+		serving = listeners.addresses()
+	}
+	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "api", serving)
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil

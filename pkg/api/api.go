@@ -92,7 +92,12 @@ type Config struct {
 	Metrics      http.Handler // /metrics
 	ProbeMetrics http.Handler // /metrics/probes
 	// Profiling serves Go's profiles under /debug/pprof/ (net/http/pprof),
-	// as Kubernetes components do with --profiling.
+	// as Kubernetes components do with --profiling, but only where every
+	// client is vetted: on a unix socket (0600) or behind a web
+	// configuration (TLS, authentication). A loopback port is any local
+	// user's, and a web page's (a profile or a 25 s trace is a GET an
+	// <img> can send). The command line is never served: it may hold a
+	// --webhook token that the unit hides from other users.
 	Profiling bool
 
 	// Registerer gets the API's own metrics (cri_prober_api_…); nil: they
@@ -125,7 +130,10 @@ func New(cfg Config) *Server {
 }
 
 // Handler routes the API.
-func (s *Server) Handler() http.Handler {
+func (s *Server) Handler() http.Handler { return s.routes(false) }
+
+// routes is the API, with Go's profiles if profiles (and Config.Profiling).
+func (s *Server) routes(profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.statusPage)
 	mux.HandleFunc("GET /ui/{file}", serveStatic)
@@ -147,9 +155,8 @@ func (s *Server) Handler() http.Handler {
 	if s.probes != nil {
 		mux.Handle("GET /metrics/probes", s.probes)
 	}
-	if s.profiling {
+	if s.profiling && profiles {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

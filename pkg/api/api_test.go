@@ -352,20 +352,25 @@ func TestRestartsEndpoint(t *testing.T) {
 	assert.JSONEq(t, `{"namespace":"shop","name":"gone","restarts":[]}`, body)
 }
 
-// Go's profiles are served only when asked for (--profiling), and only to
-// GET.
+// Go's profiles are served only when asked for (--profiling), only to
+// GET, only where every client is vetted (a unix socket, or a web
+// configuration: a loopback port is any local user's and any web page's),
+// and never the command line (it may hold a --webhook token).
 func TestProfilingIsOptIn(t *testing.T) {
 	off, _ := newServer(healthy)
 	code, _ := get(t, off.Handler(), "/debug/pprof/")
 	assert.Equal(t, http.StatusNotFound, code, "off by default")
 
 	on := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Profiling: true})
-	code, body := get(t, on.Handler(), "/debug/pprof/")
+	code, _ = get(t, on.Handler(), "/debug/pprof/")
+	assert.Equal(t, http.StatusNotFound, code, "not where clients are not vetted")
+	vetted := on.routes(true)
+	code, body := get(t, vetted, "/debug/pprof/")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "goroutine")
-	code, _ = get(t, on.Handler(), "/debug/pprof/cmdline")
-	assert.Equal(t, http.StatusOK, code)
+	code, _ = get(t, vetted, "/debug/pprof/cmdline")
+	assert.Equal(t, http.StatusNotFound, code, "never the command line")
 	rec := httptest.NewRecorder()
-	on.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/debug/pprof/symbol", nil))
+	vetted.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/debug/pprof/symbol", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 }

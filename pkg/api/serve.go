@@ -143,12 +143,12 @@ func (s *Server) Check(c ServeConfig) error {
 // the listener is closed. Call it at start-up, before anything else makes
 // files: it sets the process's umask for the instant of bind(2).
 func Listen(address string) (net.Listener, error) {
+	if err := CheckAddress(address); err != nil {
+		return nil, err
+	}
 	path, ok := strings.CutPrefix(address, unixScheme)
 	if !ok {
 		return net.Listen("tcp", address)
-	}
-	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("%q: want unix:// and an absolute path, as unix:///run/cri-prober/api.sock", address)
 	}
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
@@ -168,6 +168,26 @@ func Listen(address string) (net.Listener, error) {
 		return nil, fmt.Errorf("make %s %#o: %w", path, socketMode, err)
 	}
 	return l, nil
+}
+
+// CheckAddress says what is wrong with a listen address, without binding
+// it: host:port, or unix:// and an absolute path.
+func CheckAddress(address string) error {
+	path, ok := strings.CutPrefix(address, unixScheme)
+	if ok {
+		if !filepath.IsAbs(path) {
+			return fmt.Errorf("%q: want unix:// and an absolute path, as unix:///run/cri-prober/api.sock", address)
+		}
+		return nil
+	}
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port (an IPv6 address in brackets, [::1]:9440) or unix:///path: %w", address, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: port %q: %w", address, port, err)
+	}
+	return nil
 }
 
 // removeStaleSocket removes the socket at path if no one listens on it. It
@@ -220,7 +240,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, c ServeConfig) error
 	}
 	limited := newConnLimiter(l, c.MaxConnections, s.m)
 	server := &http.Server{
-		Handler:           s.servingHandler(hosts, logger),
+		Handler:           s.servingHandler(hosts, logger, l.Addr().Network() == "unix" || c.WebConfigFile != ""),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
@@ -275,9 +295,11 @@ const hostRefused = "cri-prober: this request's Host header names none of this a
 	"(a web page could otherwise read the API through DNS rebinding). To reach the agent by that name, " +
 	"add it to the agent's --web.allowed-hosts.\n"
 
-// servingHandler is the API as served: the routes behind the Host check.
-func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger) http.Handler {
-	routes := s.Handler()
+// servingHandler is the API as served: the routes behind the Host check;
+// vetted says every client is (a unix socket, or a web configuration), so
+// that Go's profiles may be served.
+func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger, vetted bool) http.Handler {
+	routes := s.routes(vetted)
 	if hosts.any {
 		return routes
 	}

@@ -504,3 +504,24 @@ func TestCheckSaysWhatToFix(t *testing.T) {
 	_, err = l.Accept()
 	assert.ErrorIs(t, err, net.ErrClosed)
 }
+
+// As served: Go's profiles on a unix socket, not on a loopback port
+// without a web configuration.
+func TestProfilesServedOnlyToVettedClients(t *testing.T) {
+	tcp := serve(t, listenLoopback(t), Config{Profiling: true}, ServeConfig{})
+	code, _ := getHost(t, http.DefaultClient, "http://"+tcp.addr+"/debug/pprof/", tcp.addr)
+	assert.Equal(t, http.StatusNotFound, code, "a loopback port: any local user, any web page")
+
+	path := filepath.Join(t.TempDir(), "api.sock")
+	l, err := Listen("unix://" + path)
+	require.NoError(t, err)
+	serve(t, l, Config{Profiling: true}, ServeConfig{})
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	t.Cleanup(client.CloseIdleConnections)
+	code, _ = getHost(t, client, "http://agent/debug/pprof/", "agent")
+	assert.Equal(t, http.StatusOK, code, "the unix socket: the agent's user alone")
+	code, _ = getHost(t, client, "http://agent/debug/pprof/cmdline", "agent")
+	assert.Equal(t, http.StatusNotFound, code)
+}
