@@ -212,6 +212,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 			return p.IP()
 		}
 		return ""
+	}, func(namespace, pod string) bool {
+		_, ok := engine.View().ByName(namespace, pod)
+		return ok
 	})
 	if err != nil {
 		return usageError{cmd: cmd, err: err}
@@ -351,7 +354,7 @@ func parseSpecSources(list string) (manifests, annotations bool, err error) {
 }
 
 // hooks returns the transition hooks the flags ask for (nil: none).
-func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod string) string) (*hooks.Hooks, error) {
+func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod string) string, podExists func(namespace, pod string) bool) (*hooks.Hooks, error) {
 	var opts []hooks.Option
 	if o.onTransition != "" {
 		opts = append(opts, hooks.WithCommand([]string{"/bin/sh", "-c", o.onTransition}))
@@ -366,7 +369,7 @@ func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod 
 	if len(opts) == 0 {
 		return nil, nil
 	}
-	return hooks.New(append(opts, hooks.WithRegisterer(reg), hooks.WithPodIP(podIP))...), nil
+	return hooks.New(append(opts, hooks.WithRegisterer(reg), hooks.WithPodIP(podIP), hooks.WithPodExists(podExists))...), nil
 }
 
 // recorders sends each event to several recorders.

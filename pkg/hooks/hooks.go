@@ -18,13 +18,27 @@
 //   - In parallel across containers: at most 4 deliveries at once per
 //     hook, each of a different container, so one slow delivery does not
 //     hold up the others' (until all 4 are slow).
-//   - Bounded: at most 100 transitions wait per hook. One more drops the
-//     oldest waiting one, whatever its container, counted in
-//     cri_prober_hook_deliveries_total{result="dropped"} and logged. A
-//     dropped transition is never delivered and the rest keep their order:
-//     a receiver may miss a state, never sees two out of order, and the
-//     last transition of a container is dropped only if 100 newer ones
-//     wait behind it.
+//   - Coalesced per container: while transitions wait, a container keeps
+//     only its latest readiness result (ready or not-ready) and its latest
+//     restart, in the order they came; an older one of the same kind is
+//     superseded, never delivered, and counted in
+//     cri_prober_hook_deliveries_total{result="coalesced"}. A receiver may
+//     miss the flaps on the way, never a container's latest state, and
+//     never sees two out of order, whatever other containers do. A restart
+//     and a readiness result never supersede each other: a restart says
+//     the container was replaced (its readiness starts over), which no
+//     readiness result says.
+//   - Containers take turns: in the order they began to wait, and one
+//     with a transition still waiting after its turn goes to the back, so
+//     a flapping container holds up no other.
+//   - Bounded by the containers: at most 2 transitions wait per container.
+//     When 1000 containers wait, the waiting transitions of those whose
+//     pod is gone (WithPodExists) are dropped, counted in
+//     cri_prober_hook_deliveries_total{result="dropped"} and logged; the
+//     next look comes when twice as many wait as were left. A container
+//     whose pod exists never loses its latest state, and what waits is
+//     bounded by the node's pods: at most 1000 containers, or twice as
+//     many as were left at the last look.
 //   - When Run's context ends (the agent shuts down), waiting transitions
 //     are not delivered and deliveries in flight are cut short (a command's
 //     process group is killed); Run returns when they have ended.
@@ -95,9 +109,9 @@ type Transition struct {
 }
 
 const (
-	// queueSize is how many transitions wait for each hook at most; one
-	// more drops the oldest.
-	queueSize = 100
+	// maxWaiting is how many containers may wait for each hook before the
+	// transitions of those whose pod is gone are dropped.
+	maxWaiting = 1000
 	// maxInFlight is how many transitions each hook delivers at once at
 	// most, each of a different container.
 	maxInFlight = 4
@@ -110,6 +124,7 @@ type Hooks struct {
 	webhook        string   // URL; "": none
 	webhookShown   string   // webhook as logs show it (RedactURL)
 	podIP          func(namespace, pod string) string
+	podExists      func(namespace, pod string) bool
 	client         *http.Client
 	backoff        time.Duration
 	commandTimeout time.Duration
@@ -135,6 +150,14 @@ func WithWebhook(url string) Option { return func(h *Hooks) { h.webhook = url } 
 // WithPodIP looks up a pod's IP for the transition's podIP.
 func WithPodIP(f func(namespace, pod string) string) Option { return func(h *Hooks) { h.podIP = f } }
 
+// WithPodExists says whether a pod is still there: when too many
+// containers wait, those of gone pods are dropped (see the package doc).
+// It is called with a queue's lock held: it must be quick and must not
+// record events. Without it, no pod is taken for gone.
+func WithPodExists(f func(namespace, pod string) bool) Option {
+	return func(h *Hooks) { h.podExists = f }
+}
+
 // WithRegisterer exports cri_prober_hook_deliveries_total,
 // cri_prober_hook_in_flight and cri_prober_hook_waiting to reg.
 func WithRegisterer(reg prometheus.Registerer) Option {
@@ -155,7 +178,7 @@ func New(opts ...Option) *Hooks {
 		waitDelay:      commandWaitDelay,
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cri_prober_hook_deliveries_total",
-			Help: "Transitions given to the --on-transition command or the --webhook, by hook and result (ok, error, dropped: the oldest waiting one, when " + strconv.Itoa(queueSize) + " wait).",
+			Help: "Transitions given to the --on-transition command or the --webhook, by hook and result (ok, error, coalesced: superseded by a newer one of its container before its delivery, dropped: its pod gone when " + strconv.Itoa(maxWaiting) + " containers wait).",
 		}, []string{"hook", "result"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cri_prober_hook_in_flight",
@@ -163,7 +186,7 @@ func New(opts ...Option) *Hooks {
 		}, []string{"hook"}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cri_prober_hook_waiting",
-			Help: "Transitions waiting for their delivery, by hook (at most " + strconv.Itoa(queueSize) + " per hook).",
+			Help: "Transitions waiting for their delivery, by hook (at most 2 per container: its latest readiness result and its latest restart).",
 		}, []string{"hook"}),
 	}
 	for _, opt := range opts {

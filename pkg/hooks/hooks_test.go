@@ -77,11 +77,16 @@ func TestWebhook(t *testing.T) {
 	defer srv.Close()
 	h := New(WithWebhook(srv.URL), withRetryBackoff(time.Millisecond), WithPodIP(func(ns, pod string) string { return "10.0.0.5" }))
 	run(t, h)
+	delivered := func(n int) func() bool { return func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n } }
+	// Each after the one before is delivered: a waiting ready would be
+	// superseded by the not-ready.
 	h.Record(event("ContainerReady", "Container app is ready"))
+	require.Eventually(t, delivered(1), 5*time.Second, time.Millisecond)
 	h.Record(event("Unhealthy", "Liveness probe failed: boom")) // not a transition
 	h.Record(event("ContainerNotReady", "Container app is not ready: readiness probe failed 3 times in a row"))
+	require.Eventually(t, delivered(2), 5*time.Second, time.Millisecond)
 	h.Record(event("Started", "Container started"))
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, delivered(3), 5*time.Second, time.Millisecond)
 	assert.Equal(t, []Transition{
 		{Transition: Ready, Time: t0, Namespace: "shop", Pod: "web", Container: "app", PodIP: "10.0.0.5", Reason: "ContainerReady", Message: "Container app is ready"},
 		{Transition: NotReady, Time: t0, Namespace: "shop", Pod: "web", Container: "app", PodIP: "10.0.0.5", Reason: "ContainerNotReady", Message: "Container app is not ready: readiness probe failed 3 times in a row"},
@@ -128,7 +133,7 @@ func TestCommand(t *testing.T) {
 	require.Eventually(t, func() bool { return testutil.ToFloat64(failing.deliveries.WithLabelValues("command", "error")) == 1 }, 5*time.Second, time.Millisecond)
 }
 
-// Record never blocks: past the queue, transitions are dropped and counted.
+// Record never blocks: waiting transitions are coalesced and counted.
 func TestRecordNeverBlocks(t *testing.T) {
 	block := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -139,10 +144,10 @@ func TestRecordNeverBlocks(t *testing.T) {
 	defer close(block)
 	h := New(WithWebhook(srv.URL))
 	run(t, h)
-	for range queueSize + 10 {
+	for range 2 * maxWaiting {
 		h.Record(event("ContainerReady", "ready")) // returns at once, the webhook stuck
 	}
-	assert.GreaterOrEqual(t, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "dropped")), 9.0)
+	assert.GreaterOrEqual(t, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "coalesced")), float64(2*maxWaiting-2))
 }
 
 // logs keeps what the hooks log.
@@ -431,27 +436,129 @@ func TestWebhookOrderPerContainer(t *testing.T) {
 	assert.Equal(t, []string{"a not-ready", "b ready", "a ready"}, seen())
 }
 
-// Past queueSize waiting, the oldest waiting transition is dropped and
-// counted; the newest are delivered, in order.
-func TestQueueDropsOldest(t *testing.T) {
-	url, seen, release := gatedWebhook(t, func(tr Transition) string { return tr.Message },
+// A container flapping 1,000 times against a stuck receiver does not push
+// out another container's single not-ready: each container keeps its
+// latest waiting transition, so both final states are delivered, the
+// flapping one's after the one it had in flight.
+func TestFlappingDoesNotPushOutOthers(t *testing.T) {
+	url, seen, release := gatedWebhook(t, func(tr Transition) string { return tr.Pod + " " + tr.Transition + " " + tr.Message },
+		func(Transition) bool { return true })
+	reg := prometheus.NewRegistry()
+	h := New(WithWebhook(url), WithRegisterer(reg))
+	run(t, h)
+	h.Record(containerEvent("flapping", "m0"))
+	for i := 1; i < maxInFlight; i++ {
+		h.Record(containerEvent(fmt.Sprintf("held-%d", i), "held"))
+	}
+	require.Eventually(t, func() bool { return len(seen()) == maxInFlight }, 5*time.Second, time.Millisecond, "every worker held")
+	notReady := event("ContainerNotReady", "the only one")
+	notReady.Pod = "other"
+	h.Record(notReady)
+	for i := 1; i <= 1000; i++ {
+		e := event("ContainerReady", fmt.Sprintf("m%d", i))
+		if i%2 == 0 {
+			e = event("ContainerNotReady", fmt.Sprintf("m%d", i))
+		}
+		e.Pod = "flapping"
+		h.Record(e)
+	}
+	assert.Equal(t, 999.0, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "coalesced")))
+	assert.Equal(t, 2.0, value(t, reg, "cri_prober_hook_waiting", "webhook"), "one transition per container waits")
+	release()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "ok")) == maxInFlight+2 }, 10*time.Second, time.Millisecond)
+	of := func(pod string) []string {
+		return slices.DeleteFunc(seen(), func(s string) bool { return !strings.HasPrefix(s, pod+" ") })
+	}
+	assert.Equal(t, []string{"other not-ready the only one"}, of("other"))
+	assert.Equal(t, []string{"flapping ready m0", "flapping not-ready m1000"}, of("flapping"))
+	assert.Zero(t, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "dropped")))
+}
+
+// Waiting transitions coalesce by kind: a readiness result supersedes the
+// waiting readiness result, a restart the waiting restart, never one the
+// other; what is delivered keeps the order they happened in and ends at
+// the container's latest readiness.
+func TestCoalescingKeepsRestarts(t *testing.T) {
+	url, seen, release := gatedWebhook(t, func(tr Transition) string { return tr.Transition + " " + tr.Message },
 		func(tr Transition) bool { return tr.Message == "m0" })
 	h := New(WithWebhook(url))
-	l, _ := runLogged(t, h)
+	run(t, h)
 	h.Record(event("ContainerReady", "m0"))
 	require.Eventually(t, func() bool { return len(seen()) == 1 }, 5*time.Second, time.Millisecond)
-	for i := 1; i <= queueSize+10; i++ {
-		h.Record(event("ContainerReady", fmt.Sprintf("m%d", i)))
+	for i, reason := range []string{"ContainerNotReady", "Started", "ContainerReady", "ContainerNotReady", "Started", "ContainerReady", "Started", "ContainerNotReady"} {
+		h.Record(event(reason, fmt.Sprintf("m%d", i+1)))
 	}
-	assert.Equal(t, 10.0, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "dropped")))
+	// m1 by m3, m2 by m5, m3 by m4, m4 by m6, m5 by m7, m6 by m8.
+	assert.Equal(t, 6.0, testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "coalesced")))
 	release()
-	require.Eventually(t, func() bool { return len(seen()) == queueSize+1 }, 10*time.Second, time.Millisecond)
-	want := []string{"m0"}
-	for i := 11; i <= queueSize+10; i++ {
-		want = append(want, fmt.Sprintf("m%d", i))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "ok")) == 3 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, []string{"ready m0", "restarted m7", "not-ready m8"}, seen())
+}
+
+// A container whose next transition waits after its turn goes behind the
+// others: containers flapping on every worker do not starve one that
+// waits.
+func TestContainersTakeTurns(t *testing.T) {
+	h := New(WithWebhook("http://127.0.0.1:1/unused")) // not run: the test takes the turns
+	q := h.queues[0]
+	restarted := func(pod string) events.Event { e := event("Started", "restarted"); e.Pod = pod; return e }
+	for i := range maxInFlight {
+		h.Record(restarted(fmt.Sprintf("flapping-%d", i)))
+		h.Record(containerEvent(fmt.Sprintf("flapping-%d", i), "ready"))
 	}
-	assert.Equal(t, want, seen())
-	assert.Contains(t, l.String(), `"dropped"=10`)
+	notReady := event("ContainerNotReady", "not ready")
+	notReady.Pod = "other"
+	h.Record(notReady)
+	var inFlight []Transition
+	for range maxInFlight {
+		tr, _, ok := q.next()
+		require.True(t, ok)
+		inFlight = append(inFlight, tr)
+	}
+	for i := range maxInFlight {
+		h.Record(restarted(fmt.Sprintf("flapping-%d", i))) // each keeps two waiting
+	}
+	q.done(inFlight[0])
+	tr, _, ok := q.next()
+	require.True(t, ok)
+	assert.Equal(t, "other", tr.Pod)
+}
+
+// When maxWaiting containers wait, the waiting transitions of those whose
+// pod is gone are dropped and counted; a container whose pod exists keeps
+// its latest state however many wait.
+func TestGonePodsDropped(t *testing.T) {
+	var mu sync.Mutex
+	gone := map[string]bool{}
+	h := New(WithWebhook("http://127.0.0.1:1/unused"), WithPodExists(func(namespace, pod string) bool { // not run: nothing is delivered
+		mu.Lock()
+		defer mu.Unlock()
+		return !gone[pod]
+	}))
+	waiting := func() float64 { return testutil.ToFloat64(h.waiting.WithLabelValues("webhook")) }
+	dropped := func() float64 { return testutil.ToFloat64(h.deliveries.WithLabelValues("webhook", "dropped")) }
+	for i := range maxWaiting + 10 {
+		h.Record(containerEvent(fmt.Sprintf("live-%d", i), "ready"))
+	}
+	assert.Equal(t, float64(maxWaiting+10), waiting(), "every live container waits")
+	assert.Zero(t, dropped())
+
+	mu.Lock()
+	for i := range maxWaiting/2 + 10 {
+		gone[fmt.Sprintf("live-%d", i)] = true
+	}
+	mu.Unlock()
+	// The next look is at twice the containers left by the first one.
+	for i := range maxWaiting + 10 {
+		h.Record(containerEvent(fmt.Sprintf("new-%d", i), "ready"))
+	}
+	assert.Equal(t, float64(maxWaiting/2+10), dropped())
+	assert.Equal(t, float64(maxWaiting/2+maxWaiting+10), waiting())
+	q := h.queues[0]
+	tr, since, ok := q.next()
+	require.True(t, ok)
+	assert.Equal(t, fmt.Sprintf("live-%d", maxWaiting/2+10), tr.Pod, "the oldest one left goes first")
+	assert.Equal(t, lost{dropped: maxWaiting/2 + 10}, since, "for the log line")
 }
 
 // Redirects are not followed, to another host or to the same one.
