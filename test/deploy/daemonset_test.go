@@ -3,13 +3,26 @@
 package deploy
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"maps"
+	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -326,16 +340,12 @@ func TestDaemonSetRunsTheAgent(t *testing.T) {
 	}
 }
 
-// Contract: the DaemonSet's arguments are flags `run` has, and the agent
-// starts with them (paths on the node replaced by the test's, the
-// runtime a fake one), probing host-network pods at the node's address.
-func TestDaemonSetArgsStartTheAgent(t *testing.T) {
-	t.Parallel()
-	ds := loadDaemonSet(t)
-	c := agentContainer(t, ds)
-	flags := flagArgs(t, c)
+// checkArgs checks that c's arguments are flags `run` has, and that the
+// variables they name are c's.
+func checkArgs(t *testing.T, c *corev1.Container) {
+	t.Helper()
 	help := run(t, "", nil, agentBinary(t), "run", "--help")
-	for name := range flags {
+	for name := range flagArgs(t, c) {
 		if !regexp.MustCompile(`(?m)^\s+(-\w, )?--` + regexp.QuoteMeta(name) + `\b`).MatchString(help) {
 			t.Errorf("--%s is not a flag of cri-prober run", name)
 		}
@@ -344,11 +354,24 @@ func TestDaemonSetArgsStartTheAgent(t *testing.T) {
 	for _, e := range c.Env {
 		defined[e.Name] = true
 	}
-	for _, m := range regexp.MustCompile(`\$\((\w+)\)`).FindAllStringSubmatch(strings.Join(c.Args, " "), -1) {
+	for _, m := range envRef.FindAllStringSubmatch(strings.Join(c.Args, " "), -1) {
 		if !defined[m[1]] {
 			t.Errorf("$(%s) in args, not in env", m[1])
 		}
 	}
+}
+
+// envRef is kubelet's reference to a container's variable in its args.
+var envRef = regexp.MustCompile(`\$\((\w+)\)`)
+
+// Contract: the DaemonSet's arguments are flags `run` has, and the agent
+// starts with them (paths on the node replaced by the test's, the
+// runtime a fake one), probing host-network pods at the node's address.
+func TestDaemonSetArgsStartTheAgent(t *testing.T) {
+	t.Parallel()
+	ds := loadDaemonSet(t)
+	c := agentContainer(t, ds)
+	checkArgs(t, c)
 
 	rt := fakeruntime.NewForTest(t)
 	dir := t.TempDir()
@@ -375,6 +398,427 @@ func TestDaemonSetArgsStartTheAgent(t *testing.T) {
 	if got := p.waitLog(probingLine, 30*time.Second)[1]; got != nodeIP {
 		t.Errorf("the agent probes host-network pods at %s, want --host-ip's %s", got, nodeIP)
 	}
+	if err := p.stop(); err != nil {
+		t.Errorf("the agent's exit on SIGTERM: %v", err)
+	}
+}
+
+// remoteVariant is the DaemonSet file with its "Scraped from other hosts"
+// variant applied as its comments tell an operator: the commented flags
+// replace the active ones of the same names, the other commented lines of
+// the DaemonSet (annotations, the web volume and its mount) are
+// uncommented, and so is the Secret after it (returned apart: it is its
+// own document). The probes stay as shipped: probeAdvice says how they
+// change.
+func remoteVariant(t *testing.T) (*appsv1.DaemonSet, *corev1.Secret) {
+	t.Helper()
+	lines := strings.Split(string(readFile(t, daemonSetPath)), "\n")
+	// The Secret, commented out, is a second document after the
+	// DaemonSet.
+	end := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "# apiVersion:") })
+	if end < 0 {
+		t.Fatalf("%s: no commented Secret (# apiVersion: …)", daemonSetPath)
+	}
+	// Commented YAML, told from prose: a flag, or a key with nothing, one
+	// word or a quoted or flow value after it (prose goes on in words).
+	commentedFlag := regexp.MustCompile(`^(\s*)# (- --([\w.-]+)=\S*)$`)
+	value := `(?:"[^"]*"|'[^']*'|\{[^{}]*\}|\[[^\]]*\]|[^\s#{}\[\]"']+)`
+	commentedYAML := regexp.MustCompile(`^(\s*)# (\s*(?:- )?(?:[\w./-]+:(?: ` + value + `)?|\{[^{}]*\})(?:\s+#.*)?)$`)
+	activeFlag := regexp.MustCompile(`^\s*- --([\w.-]+)=`)
+	replaced := map[string]bool{}
+	for _, l := range lines[:end] {
+		if m := commentedFlag.FindStringSubmatch(l); m != nil {
+			replaced[m[3]] = true
+		}
+	}
+	var dsLines []string
+	for _, l := range lines[:end] {
+		if m := activeFlag.FindStringSubmatch(l); m != nil && replaced[m[1]] {
+			continue
+		}
+		if m := commentedFlag.FindStringSubmatch(l); m != nil {
+			l = m[1] + m[2]
+		} else if m := commentedYAML.FindStringSubmatch(l); m != nil {
+			l = m[1] + m[2]
+		}
+		dsLines = append(dsLines, l)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict([]byte(strings.Join(dsLines, "\n")), &ds); err != nil {
+		t.Fatalf("%s, its remote variant uncommented: %v", daemonSetPath, err)
+	}
+
+	var secretLines []string
+	for _, l := range lines[end:] {
+		text, _ := strings.CutPrefix(l, "#")
+		secretLines = append(secretLines, strings.TrimPrefix(text, " "))
+	}
+	var secret corev1.Secret
+	if err := yaml.UnmarshalStrict([]byte(strings.Join(secretLines, "\n")), &secret); err != nil {
+		t.Fatalf("%s, its commented Secret: %v", daemonSetPath, err)
+	}
+	if secret.Kind != "Secret" || secret.Namespace != ds.Namespace {
+		t.Fatalf("the commented %s in %s: want a Secret in the DaemonSet's namespace %s", secret.Kind, secret.Namespace, ds.Namespace)
+	}
+	return &ds, &secret
+}
+
+// probeAdvice is the probe handler the DaemonSet's comments give for the
+// remote variant: the one tcpSocket {…} in them.
+func probeAdvice(t *testing.T) *corev1.TCPSocketAction {
+	t.Helper()
+	var prose []string
+	for _, l := range strings.Split(string(readFile(t, daemonSetPath)), "\n") {
+		if text, ok := strings.CutPrefix(strings.TrimSpace(l), "#"); ok {
+			prose = append(prose, strings.TrimSpace(text))
+		}
+	}
+	found := regexp.MustCompile(`tcpSocket:? *(\{[^}]*\})`).FindAllStringSubmatch(strings.Join(prose, " "), -1)
+	if len(found) != 1 {
+		t.Fatalf("%s: %d tcpSocket {…} in the comments, want the one the probes take scraped from other hosts", daemonSetPath, len(found))
+	}
+	var a corev1.TCPSocketAction
+	if err := yaml.UnmarshalStrict([]byte(found[0][1]), &a); err != nil {
+		t.Fatalf("%s: the advice %s: %v", daemonSetPath, found[0][1], err)
+	}
+	return &a
+}
+
+// standInNodeIP is an address of this machine, not a loopback one, of the
+// family asked, standing in for the node's (status.hostIP). Without such
+// an IPv4 address, 127.0.0.2: Linux gives the loopback all of 127/8, and
+// it is not the 127.0.0.1 the probes must not count on. The IPv6 loopback
+// has one address: then there is nothing to stand in.
+func standInNodeIP(t *testing.T, v6 bool) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() && (n.IP.To4() == nil) == v6 {
+			return n.IP.String()
+		}
+	}
+	if !v6 {
+		return "127.0.0.2"
+	}
+	t.Skip("no IPv6 address on this machine but the loopback's")
+	return ""
+}
+
+// squat holds 127.0.0.1 on a free port, as any local user can, accepting
+// and closing every connection; it returns the port.
+func squat(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepting sync.WaitGroup
+	accepting.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return // closed
+			}
+			c.Close()
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		accepting.Wait()
+	})
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// selfSigned is a certificate for name alone (not the node's address: the
+// one Secret's certificate serves every node) and its key, in PEM.
+func selfSigned(t *testing.T, name string) (certPEM, keyPEM []byte, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), pool
+}
+
+// Contract (security review, finding 9): the DaemonSet's variant for a
+// Prometheus on other hosts, applied as its comments say, starts the
+// agent; its probes, dialed as kubelet dials them, reach the agent; and
+// Prometheus scrapes it as the annotations and comments say. For a
+// host-network pod, tcpSocket without host dials the pod's IP, the node's,
+// where the agent listens. The advice was host: 127.0.0.1, where nothing
+// listens then: kubelet would restart the agent every minute, or whoever
+// holds 127.0.0.1:9440 (the squatter here) passes the probes for it.
+func TestDaemonSetRemoteVariant(t *testing.T) {
+	t.Parallel()
+	for _, family := range []string{"IPv4", "IPv6"} {
+		t.Run(family, func(t *testing.T) {
+			t.Parallel()
+			testRemoteVariant(t, standInNodeIP(t, family == "IPv6"))
+		})
+	}
+}
+
+// testRemoteVariant runs TestDaemonSetRemoteVariant on a node whose
+// address (status.hostIP, the pod's IP) is nodeIP.
+func testRemoteVariant(t *testing.T, nodeIP string) {
+	const (
+		nodeName = "node1"
+		certName = "cri-prober" // Prometheus' tls_config.server_name
+		password = "dave123"
+		// bcrypt(password), from exporter-toolkit's own tests: what
+		// `htpasswd -nBC 10` gives, without htpasswd.
+		passwordHash = "$2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq"
+	)
+	ds, secret := remoteVariant(t)
+	pod := &ds.Spec.Template.Spec
+	c := agentContainer(t, ds)
+	advice := probeAdvice(t)
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil {
+			t.Fatal("a probe is missing")
+		}
+		p.ProbeHandler = corev1.ProbeHandler{TCPSocket: advice}
+	}
+	checkArgs(t, c)
+	if !pod.HostNetwork {
+		t.Fatal("hostNetwork: false; the pod's IP would not be the node's")
+	}
+	var metricsPort int32
+	for _, p := range c.Ports {
+		if p.Name == "metrics" {
+			metricsPort = p.ContainerPort
+		}
+	}
+	// kubelet's values of the variables: the test's node.
+	fields := map[string]string{"status.hostIP": nodeIP, "spec.nodeName": nodeName}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil && fields[e.ValueFrom.FieldRef.FieldPath] != "":
+			env[e.Name] = fields[e.ValueFrom.FieldRef.FieldPath]
+		default:
+			t.Fatalf("env %s: the test stands in for %v only", e.Name, fields)
+		}
+	}
+	expand := func(s string) string {
+		return envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			if v, ok := env[envRef.FindStringSubmatch(ref)[1]]; ok {
+				return v
+			}
+			return ref
+		})
+	}
+
+	// The Secret's volume, as kubelet mounts it: a file per key, the
+	// operator's certificate, key and password hash in place of the "...".
+	dir := t.TempDir()
+	webDir := filepath.Join(dir, "web")
+	webMount, mode := "", os.FileMode(0o644)
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == secret.Name {
+				webMount = m.MountPath
+				if v.Secret.DefaultMode != nil {
+					mode = os.FileMode(*v.Secret.DefaultMode)
+				}
+			}
+		}
+	}
+	if webMount == "" {
+		t.Fatalf("Secret %s is not mounted", secret.Name)
+	}
+	secretKey := func(path string) string {
+		rel, err := filepath.Rel(webMount, path)
+		if err != nil || !filepath.IsLocal(rel) || secret.StringData[rel] == "" {
+			t.Fatalf("%s: not a key of Secret %s mounted at %s", path, secret.Name, webMount)
+		}
+		return rel
+	}
+	var webFlag string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--web.config.file="); ok {
+			webFlag = v
+		}
+	}
+	configKey := secretKey(webFlag)
+	var webConfig struct {
+		TLS struct {
+			CertFile string `json:"cert_file"`
+			KeyFile  string `json:"key_file"`
+		} `json:"tls_server_config"`
+		Users map[string]string `json:"basic_auth_users"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(secret.StringData[configKey]), &webConfig); err != nil {
+		t.Fatalf("Secret %s, %s: %v", secret.Name, configKey, err)
+	}
+	if len(webConfig.Users) == 0 {
+		t.Fatalf("Secret %s, %s: no basic_auth_users", secret.Name, configKey)
+	}
+	certPEM, keyPEM, pool := selfSigned(t, certName)
+	certKey, keyKey := secretKey(webConfig.TLS.CertFile), secretKey(webConfig.TLS.KeyFile)
+	secret.StringData[certKey], secret.StringData[keyKey] = string(certPEM), string(keyPEM)
+	// The files where the test mounts them, not under /etc.
+	webConfig.TLS.CertFile, webConfig.TLS.KeyFile = filepath.Join(webDir, certKey), filepath.Join(webDir, keyKey)
+	user := slices.Sorted(maps.Keys(webConfig.Users))[0]
+	for u := range webConfig.Users {
+		webConfig.Users[u] = passwordHash
+	}
+	data, err := yaml.Marshal(&webConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.StringData[configKey] = string(data)
+	if err := os.Mkdir(webDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range secret.StringData {
+		if err := os.WriteFile(filepath.Join(webDir, key), []byte(value), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The agent with the variant's args as kubelet passes them, paths on
+	// the node replaced by the test's, the runtime a fake one. 9440 may be
+	// taken here: the manifest's port stands for the squatter's, which it
+	// holds on 127.0.0.1 only, free on the node's address for the agent.
+	rt := fakeruntime.NewForTest(t)
+	if err := os.Mkdir(filepath.Join(dir, "pods"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := squat(t)
+	hostPort := func(p int32) int {
+		if p != metricsPort {
+			t.Fatalf("port %d: the agent listens on port metrics (%d)", p, metricsPort)
+		}
+		return port
+	}
+	replace := map[string]func(string) string{
+		"runtime-endpoint": func(string) string { return rt.Endpoint() },
+		"pod-manifests":    func(string) string { return filepath.Join(dir, "pods") },
+		"state-dir":        func(string) string { return filepath.Join(dir, "state") },
+		"web.config.file":  func(v string) string { return filepath.Join(webDir, secretKey(v)) },
+		"listen": func(v string) string {
+			host, p, err := net.SplitHostPort(v)
+			if err != nil {
+				t.Fatalf("--listen=%s on node %s: %v", v, nodeIP, err)
+			}
+			n, _ := strconv.Atoi(p)
+			return net.JoinHostPort(host, strconv.Itoa(hostPort(int32(n))))
+		},
+	}
+	args := []string{"run", "--containerd-address=none"}
+	for _, a := range c.Args[1:] {
+		a = expand(a)
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if f, ok := replace[name]; ok {
+			a = "--" + name + "=" + f(value)
+		}
+		args = append(args, a)
+	}
+	p := startAgent(t, nil, rt, args)
+	p.waitLog(probingLine, 30*time.Second) // it listens before it logs this
+
+	// The probes as kubelet runs a tcpSocket one: it dials host, or the
+	// pod's IP (the node's, with hostNetwork), and a connection passes.
+	// The TLS handshake then tells the agent (its key) from whoever else
+	// holds that address.
+	for _, probe := range []struct {
+		kind string
+		*corev1.Probe
+	}{{"readiness", c.ReadinessProbe}, {"liveness", c.LivenessProbe}} {
+		host, probePort := probe.TCPSocket.Host, probe.TCPSocket.Port.IntVal
+		if host == "" {
+			host = nodeIP
+		}
+		if probe.TCPSocket.Port.Type == intstr.String {
+			probePort = 0
+			for _, cp := range c.Ports {
+				if cp.Name == probe.TCPSocket.Port.StrVal {
+					probePort = cp.ContainerPort
+				}
+			}
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(hostPort(probePort)))
+		conn, err := net.DialTimeout("tcp", addr, time.Duration(max(probe.TimeoutSeconds, 1))*time.Second)
+		if err != nil {
+			t.Errorf("the %s probe, tcpSocket {port: %s, host: %q}, dials %s: %v; kubelet fails it (and restarts the agent)", probe.kind, &probe.TCPSocket.Port, probe.TCPSocket.Host, addr, err)
+			continue
+		}
+		tconn := tls.Client(conn, &tls.Config{RootCAs: pool, ServerName: certName})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			t.Errorf("the %s probe, tcpSocket {port: %s, host: %q}, dials %s, where something other than the agent answers (%v): it passes the probe for the agent", probe.kind, &probe.TCPSocket.Port, probe.TCPSocket.Host, addr, err)
+		}
+		cancel()
+		tconn.Close()
+	}
+
+	// Prometheus, from the annotations: https to the pod's IP at their
+	// port, tls_config with the CA and server_name, basic auth; the Host
+	// header is the target, or the node's name in a static target.
+	ann := ds.Spec.Template.Annotations
+	annPort, _ := strconv.Atoi(ann["prometheus.io/port"])
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/scheme"] != "https" {
+		t.Errorf("annotations %v: want prometheus.io/scrape true and scheme https", ann)
+	}
+	target := net.JoinHostPort(nodeIP, strconv.Itoa(hostPort(int32(annPort))))
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: certName}}}
+	defer client.CloseIdleConnections()
+	scrape := func(host string, auth bool) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+target+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if auth {
+			req.SetBasicAuth(user, password)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("scrape %s: %v", target, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	if code, body := scrape(target, true); code != http.StatusOK || !strings.Contains(body, "cri_prober_build_info") {
+		t.Errorf("scrape of %s with basic auth: %d, want 200 and the agent's metrics:\n%.500s", target, code, body)
+	}
+	if code, _ := scrape(target, false); code != http.StatusUnauthorized {
+		t.Errorf("scrape of %s without basic auth: %d, want 401", target, code)
+	}
+	if code, _ := scrape(net.JoinHostPort(nodeName, strconv.Itoa(port)), true); code != http.StatusOK {
+		t.Errorf("scrape with Host %s (--web.allowed-hosts): %d, want 200", nodeName, code)
+	}
+	if code, _ := scrape("rebinding.example", true); code != http.StatusMisdirectedRequest {
+		t.Errorf("scrape with Host rebinding.example: %d, want 421", code)
+	}
+
 	if err := p.stop(); err != nil {
 		t.Errorf("the agent's exit on SIGTERM: %v", err)
 	}
