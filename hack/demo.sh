@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo: a private containerd and the cri-prober agent making the pods of
-# examples/demo/pods.yaml alone, as kubelet makes static pods:
+# examples/demo/pods.yaml alone (a copy of it, root's, under
+# $CRI_PROBER_DIR/demo-pods), as kubelet makes static pods:
 #   web    an init container, postStart; readiness flips off and on; a
 #          liveness failure restarts it
 #   slow   a sidecar whose startup probe holds the app back; the app starts
@@ -40,11 +41,19 @@ for old in $("$crictl" pods --namespace demo -q 2>/dev/null); do
   "$crictl" stopp "$old" >/dev/null && "$crictl" rmp "$old" >/dev/null
 done
 
-step "Checking the demo's manifests, then starting the agent (log: $AGENT_LOG)"
-run "$prober" validate --static examples/demo
+# The agent reads a manifest directory only when it is root's (or its own
+# uid's) and no one else may write in it: a manifest starts any container.
+# The repository may be the user's who cloned it, so the demo's pods are a
+# copy of examples/demo, root's, under $CRI_PROBER_DIR.
+pods_dir="$CRI_PROBER_DIR/demo-pods"
+step "Checking the demo's manifests (copied to $pods_dir), then starting the agent (log: $AGENT_LOG)"
+rm -rf "$pods_dir"
+install -d -m 0755 "$pods_dir"
+install -m 0644 examples/demo/pods.yaml "$pods_dir/pods.yaml"
+run "$prober" validate --static "$pods_dir"
 node_flags=(--hostname-override demo --root-dir "$CRI_PROBER_DIR/agent-root" --pod-logs-dir "$CRI_PROBER_DIR/pod-logs")
-echo "\$ cri-prober run --static-pod-path examples/demo ${node_flags[*]} --listen 127.0.0.1:9440 &"
-setsid "$prober" run --static-pod-path examples/demo "${node_flags[@]}" --listen 127.0.0.1:9440 >"$AGENT_LOG" 2>&1 </dev/null &
+echo "\$ cri-prober run --static-pod-path $pods_dir ${node_flags[*]} --listen 127.0.0.1:9440 &"
+setsid "$prober" run --static-pod-path "$pods_dir" "${node_flags[@]}" --listen 127.0.0.1:9440 >"$AGENT_LOG" 2>&1 </dev/null &
 echo $! >"$AGENT_PID"
 wait_for 10 "the agent's API" /usr/bin/busybox wget -q -O /dev/null "$api/healthz"
 
@@ -114,8 +123,9 @@ backing off), so you can explore:
   $prober why demo/web-demo       # why each restart happened: the failures, the grace period, the back-off
   $prober history demo/flaky-demo # each probe's last runs and, kept apart, its last failures
   $prober logs demo/slow-demo -c app
-  $prober explain -f examples/demo/pods.yaml
+  $prober explain -f $pods_dir/pods.yaml
   curl $api/api/v1/pods   $api/metrics/probes
-Edit examples/demo/pods.yaml and the agent makes the edited pods anew, as
+Edit $pods_dir/pods.yaml (the agent's copy of
+examples/demo/pods.yaml) and the agent makes the edited pods anew, as
 kubelet does with static pods. Remove everything with: make demo-down
 MSG

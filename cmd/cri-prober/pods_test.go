@@ -204,10 +204,20 @@ func TestValidateCommand(t *testing.T) {
 	assert.ErrorIs(t, err, errProblemsFound, "an inert probe is said loudly")
 	assert.Equal(t, `warning: ../../pkg/spec/testdata/named-port-missing.yaml:13: pod shop/named-port-missing: container app: spec.containers[0].livenessProbe.httpGet.port: Invalid value: "http": no port named "http" among the container's ports: this probe errors at every run and never changes its result, as under kubelet; declare the port or use its number`+"\n0 problem(s), 1 warning(s); 1 valid pod(s)\n", out)
 
-	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", "../../pkg/spec/testdata/good")
+	// A directory as the agent reads it: a copy, the test's own (the
+	// checkout may be another user's, which the agent refuses).
+	good := t.TempDir()
+	files, err := filepath.Glob("../../pkg/spec/testdata/good/*")
+	require.NoError(t, err)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(good, filepath.Base(f)), data, 0o644))
+	}
+	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", good)
 	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
 	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n"+
-		"warning: ../../pkg/spec/testdata/good/readiness-gates.yaml:5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates\n"+
+		"warning: "+filepath.Join(good, "readiness-gates.yaml")+":5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates\n"+
 		"1 problem(s), 1 warning(s); 5 valid pod(s)\n", out)
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")

@@ -8,8 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
 // Limits on what a manifest directory can make the agent read. Whoever can
@@ -37,9 +42,18 @@ const (
 
 // listing is one bounded look at a manifest directory.
 type listing struct {
+	dir     *os.File  // the directory, checked; its files are read beneath it; close it
 	files   []string  // the manifest files to read, in name order
 	errs    []*Error  // manifest files not read (the limits), in name order
 	skipped []*Notice // entries that are not manifest files, in name order
+}
+
+// close closes the listing's directory.
+func (l *listing) close() { l.dir.Close() }
+
+// read reads the manifest file path of the listing (see readManifestAt).
+func (l *listing) read(path string) ([]byte, error) {
+	return readManifestAt(l.dir, filepath.Base(path))
 }
 
 // listDir lists the manifest files of dir in name order: names ending in
@@ -50,15 +64,28 @@ type listing struct {
 // names and subdirectories are skipped with a notice; manifest files past
 // the limits are reported as errors. Whether a listed name leads to a
 // regular file is found out when it is read. err is set when dir cannot
-// be read.
+// be read or is refused (checkManifestDir). Close the listing.
 func listDir(dir string, anyName bool) (*listing, error) {
 	// O_DIRECTORY: a FIFO given as the directory fails at once instead of
-	// waiting for a writer.
+	// waiting for a writer. A link to the directory is followed: the path
+	// is the operator's choice, and the directory it leads to is checked.
 	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the manifest directory: %w", err)
 	}
-	defer d.Close()
+	l, err := list(d, dir, anyName)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// list is listDir of the directory d, opened.
+func list(d *os.File, dir string, anyName bool) (*listing, error) {
+	if err := checkManifestDir(d, dir); err != nil {
+		return nil, err
+	}
 	var entries []fs.DirEntry
 	more := false
 	for {
@@ -77,7 +104,7 @@ func listDir(dir string, anyName bool) (*listing, error) {
 		}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	l := &listing{}
+	l := &listing{dir: d}
 	if more {
 		l.errs = append(l.errs, &Error{Source: dir, Detail: fmt.Sprintf(
 			"more than %d entries: only the first %d the system listed are looked at, the others are ignored; keep manifests in a directory of their own", MaxManifestDirEntries, MaxManifestDirEntries)})
@@ -100,7 +127,7 @@ func listDir(dir string, anyName bool) (*listing, error) {
 		case len(l.files) == MaxManifestFiles:
 			skipped = append(skipped, path)
 		default:
-			// Whatever its type: readManifest looks at what the name
+			// Whatever its type: readManifestAt looks at what the name
 			// leads to when it opens it, and says why it refuses.
 			l.files = append(l.files, path)
 		}
@@ -115,9 +142,9 @@ func listDir(dir string, anyName bool) (*listing, error) {
 }
 
 // fingerprint summarises what a reload of the listing would read: the
-// files' sizes, times and types (following links, so a swapped target is a
-// change) and what was reported. Dot files are not in it: they are never
-// read.
+// files' sizes, times, modes and owners (following links, so a swapped
+// target is a change) and what was reported. Dot files are not in it:
+// they are never read.
 func (l *listing) fingerprint() string {
 	var b strings.Builder
 	b.WriteString("ok:")
@@ -127,7 +154,11 @@ func (l *listing) fingerprint() string {
 			fmt.Fprintf(&b, "%s:error;", path)
 			continue
 		}
-		fmt.Fprintf(&b, "%s:%d:%d:%v;", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		var uid uint32 // a refused file's chown is a change
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid = st.Uid
+		}
+		fmt.Fprintf(&b, "%s:%d:%d:%v:%d;", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode(), uid)
 	}
 	for _, e := range l.errs {
 		fmt.Fprintf(&b, "%s;", e.Error())
@@ -141,47 +172,98 @@ func (l *listing) fingerprint() string {
 // errTooLarge refuses a file over MaxManifestSize.
 var errTooLarge = fmt.Errorf("refused: larger than %d bytes (1 MiB), the most a manifest file may hold; split it into several files", MaxManifestSize)
 
-// readManifest reads a manifest file if it is a regular file (directly or
-// through a symbolic link) of at most MaxManifestSize bytes. Nothing it does
-// waits on anything but the file system: a FIFO, a device or a socket is
-// refused, and an endless file is read no further than the limit.
+// readManifest reads a file given by name (validate FILE, play FILE) if it
+// is a regular file (directly or through a symbolic link, wherever it
+// leads) of at most MaxManifestSize bytes. Its owner and mode are not
+// checked: the file is the invoking user's own choice, as a script they
+// run is, and whoever can start pods with play already is root.
 func readManifest(path string) ([]byte, error) {
-	// Look before opening: a FIFO's open waits for a writer, and opening a
-	// device can act (a tape rewinds, a watchdog arms).
-	lfi, err := os.Lstat(path)
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0) // found, not opened: see openBeneath
 	if err != nil {
 		return nil, err
 	}
-	linked := lfi.Mode()&fs.ModeSymlink != 0
-	fi := lfi
-	if linked {
-		if fi, err = os.Stat(path); err != nil {
-			return nil, err
+	return readFound(fd, path, false, func() bool {
+		fi, err := os.Lstat(path)
+		return err == nil && fi.Mode()&fs.ModeSymlink != 0
+	})
+}
+
+// readManifestAt reads the file name of a manifest directory, dir, if it
+// is a regular file beneath the directory (directly or through symbolic
+// links that stay beneath it, as a ConfigMap volume's do) of at most
+// MaxManifestSize bytes, root's or the agent's and writable by no one
+// else: an exec probe or a lifecycle hook in it runs any command in the
+// containers of the pod it names, and with --static-pod-path it starts any
+// container, so whoever can change it must already be root.
+func readManifestAt(dir *os.File, name string) ([]byte, error) {
+	dirfd := int(dir.Fd())
+	fd, err := openBeneath(dirfd, name)
+	if errors.Is(err, errOutside) {
+		to := ""
+		if target, err := readlinkAt(dirfd, name); err == nil {
+			to = fmt.Sprintf(" (to %q)", target)
 		}
+		return nil, fmt.Errorf("refused: a symbolic link out of the manifest directory%s: only files beneath it are read, through relative links, "+
+			"as whoever can change a file elsewhere could run commands in containers; copy the file into the directory", to)
 	}
-	if err := regular(fi, linked); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	return readFound(fd, filepath.Join(dir.Name(), name), true, func() bool {
+		var st unix.Stat_t
+		return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+	})
+}
+
+// readFound reads the file found as fd (O_PATH, which it closes), path in
+// what it says, if it is a regular file of at most MaxManifestSize bytes
+// and, with trust, root's or the agent's alone (untrusted). Nothing it
+// does waits on anything but the file system, and it opens nothing but
+// that regular file: a FIFO's open waits for a writer, and opening a
+// device can act (a tape rewinds, a watchdog arms). What was found is what
+// is checked and read, whatever its name leads to by now: it is reopened
+// through /proc/self/fd, not by its name. linked says whether the name is
+// a symbolic link, for what a refusal says.
+func readFound(fd int, path string, trust bool, linked func() bool) ([]byte, error) {
+	found := os.NewFile(uintptr(fd), path)
+	defer found.Close()
+	fi, err := found.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, regular(fi, linked())
+	}
+	if trust {
+		if u := untrusted(fi); u != nil {
+			return nil, refused(u, path, whyFile)
+		}
 	}
 	if fi.Size() > MaxManifestSize {
 		return nil, errTooLarge
 	}
-	// The name may lead elsewhere by now. O_NONBLOCK: should it be a FIFO,
-	// the open returns at once (it changes nothing for a regular file's
-	// reads); O_NOCTTY: a terminal does not become ours.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	f, err := os.OpenFile(procFD(fd), os.O_RDONLY|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // its path is /proc's, not the file's
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// Not %w: the file is there, and its pods must not go.
+			return nil, fmt.Errorf("cannot open it through /proc/self/fd: %v; the agent needs /proc mounted", err)
+		}
 		return nil, err
 	}
 	defer f.Close()
-	// What was opened decides, whatever the name leads to now.
-	if fi, err = f.Stat(); err != nil {
+	opened, err := f.Stat()
+	if err != nil {
 		return nil, err
 	}
-	if err := regular(fi, linked); err != nil {
-		return nil, err
+	if !os.SameFile(fi, opened) {
+		return nil, fmt.Errorf("not read: %s opened another file than the one found; is /proc the proc file system?", procFD(fd))
 	}
 	// One byte over the limit tells a file at the limit from a larger one
-	// (or one that grew since the Stat, or a /proc file that says 0).
+	// (or one that grew since the Stat).
 	data, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
 	if err != nil {
 		return nil, err
@@ -190,6 +272,162 @@ func readManifest(path string) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return data, nil
+}
+
+// Why a manifest directory and its files must be root's (or the agent's)
+// alone, for what a refusal says.
+const (
+	whyDir  = "whoever can write in the manifest directory can add a manifest, and a manifest runs commands in containers (exec probes, lifecycle hooks) or, as a static pod, starts any container"
+	whyFile = "whoever can change a manifest changes the commands it runs in containers (exec probes, lifecycle hooks) or, as a static pod, the containers it starts"
+)
+
+// untrusted says why fi, a manifest directory's or file's, could be
+// changed by someone other than root or the agent, as statefile.Trust
+// checks the state directory; nil when it cannot.
+func untrusted(fi fs.FileInfo) *statefile.Untrusted {
+	st := fi.Sys().(*syscall.Stat_t)
+	return statefile.Trust(st.Uid, st.Mode, 0, os.Geteuid())
+}
+
+// refused says why the manifest directory or file at path is refused (u),
+// what whoever could change it could do (why), and what to do.
+func refused(u *statefile.Untrusted, path, why string) error {
+	if !u.OtherOwner {
+		return fmt.Errorf("refused: it is writable by its group or others (mode %04o): %s; chmod go-w %s", u.Mode, why, path)
+	}
+	owners := "root"
+	if euid := os.Geteuid(); euid != 0 {
+		owners = fmt.Sprintf("root or the agent's uid %d", euid)
+	}
+	fix := "chown root " + path
+	if u.Mode&0o022 != 0 {
+		fix += fmt.Sprintf(", and chmod go-w it (mode %04o)", u.Mode)
+	}
+	return fmt.Errorf("refused: it belongs to uid %d, not to %s: %s; %s", u.UID, owners, why, fix)
+}
+
+// checkManifestDir refuses a manifest directory, d at path, that someone
+// other than root or the agent could write in, but reads a volume kubelet
+// wrote and mounted read-only (kubeletVolume).
+func checkManifestDir(d *os.File, path string) error {
+	fi, err := d.Stat()
+	if err != nil {
+		return fmt.Errorf("cannot read the manifest directory: %w", err)
+	}
+	u := untrusted(fi)
+	if u == nil || !u.OtherOwner && kubeletVolume(int(d.Fd())) {
+		return nil
+	}
+	return refused(u, path, whyDir)
+}
+
+// kubeletVolume reports whether the directory dirfd, root's or the agent's
+// and writable by its group or others, is a volume kubelet wrote (a
+// ConfigMap's, a Secret's, a projected one) mounted read-only, as the
+// DaemonSet mounts its ConfigMap of manifests: kubelet makes the volume's
+// directory 0777 (an emptyDir's mode), writes its files in a directory of
+// their own that the link ..data leads to, and links each name to
+// ..data/name. Nobody writes in it through this read-only mount; kubelet
+// writes in it through its own path, under /var/lib/kubelet/pods, which is
+// root's alone. Its files are checked as any manifest is. A directory an
+// operator made writable by others has no ..data leading to a directory
+// of root's that no one else can write in (a read-only mount alone would
+// not do: systemd's ProtectSystem= makes every mount read-only for the
+// agent, not for the node's users).
+func kubeletVolume(dirfd int) bool {
+	var sfs unix.Statfs_t
+	if err := fstatfs(dirfd, &sfs); err != nil || sfs.Flags&unix.ST_RDONLY == 0 {
+		return false
+	}
+	fd, err := openBeneath(dirfd, "..data")
+	if err != nil {
+		return false
+	}
+	data := os.NewFile(uintptr(fd), "..data")
+	defer data.Close()
+	fi, err := data.Stat()
+	return err == nil && fi.IsDir() && untrusted(fi) == nil
+}
+
+// fstatfs is unix.Fstatfs; a test says a directory is on a read-only
+// mount with it.
+var fstatfs = unix.Fstatfs
+
+// openat2 is unix.Openat2; a test makes it fail as on a kernel without it.
+var openat2 = unix.Openat2
+
+// errOutside is a name leading out of its directory.
+var errOutside = errors.New("leads out of the directory")
+
+// resolveAttempts bounds the openat2 calls of one resolution that a rename
+// elsewhere made fail with EAGAIN.
+const resolveAttempts = 100
+
+// openBeneath finds the file name leads to in the directory dirfd and
+// returns it as an O_PATH descriptor: found, not opened (a device does not
+// act, a FIFO does not wait; nor is the open interrupted, so there is no
+// EINTR to retry). Links are followed only while they stay beneath the
+// directory (errOutside otherwise): openat2's RESOLVE_BENEATH (Linux 5.6),
+// which also refuses an absolute link; without it, the file found is
+// refused unless /proc/self/fd names it beneath the directory.
+func openBeneath(dirfd int, name string) (int, error) {
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	for range resolveAttempts {
+		fd, err := openat2(dirfd, name, how)
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			// A rename elsewhere raced a ".." in a link.
+			continue
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
+			// No openat2 (before Linux 5.6), or a seccomp profile older
+			// than it (an O_PATH open is refused with EACCES, never EPERM).
+			return openBeneathProc(dirfd, name)
+		case errors.Is(err, unix.EXDEV):
+			return -1, errOutside
+		}
+		return fd, err
+	}
+	return -1, fmt.Errorf("resolving %s: renames elsewhere kept interrupting it: %w", name, unix.EAGAIN)
+}
+
+// openBeneathProc is openBeneath without openat2: the links are followed
+// wherever they lead (an absolute one into the directory too), and the
+// file found is refused unless /proc/self/fd names it beneath the
+// directory.
+func openBeneathProc(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	dir, err := os.Readlink(procFD(dirfd))
+	if err == nil {
+		var file string
+		if file, err = os.Readlink(procFD(fd)); err == nil && !strings.HasPrefix(file, strings.TrimSuffix(dir, "/")+"/") {
+			err = errOutside
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		if !errors.Is(err, errOutside) {
+			// Not %w: the file is there, and its pods must not go.
+			err = fmt.Errorf("cannot tell where it leads without /proc/self/fd: %v; the agent needs /proc mounted", err)
+		}
+		return -1, err
+	}
+	return fd, nil
+}
+
+// procFD is the name of the descriptor fd in /proc.
+func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// readlinkAt is where the link name in dirfd leads.
+func readlinkAt(dirfd int, name string) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // regular refuses anything but a regular file, saying what it is.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // webPod is a one-pod manifest; period tells versions apart.
@@ -139,12 +140,15 @@ func TestLoadDirSkipsAFIFOPromptly(t *testing.T) {
 }
 
 // A link to /dev/zero used to be read until memory ran out: now it is
-// skipped as not a regular file, having read nothing. Fails on the old
-// code: the load allocates without end (the test panics past 512 MiB).
+// refused having read nothing, in a manifest directory as a link out of
+// it, given by name as not a regular file; and a device made in the
+// directory is not opened either. Fails on the old code: the load
+// allocates without end (the test panics past 512 MiB).
 func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 	if _, err := os.Stat("/dev/zero"); err != nil {
 		t.Skip("no /dev/zero")
 	}
+	const only = "only regular files, directly or through a symbolic link, are read"
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
 	link := filepath.Join(dir, "zero.yaml")
@@ -154,8 +158,28 @@ func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 	var errs []*Error
 	promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
 	require.Len(t, pods, 1)
-	assert.Equal(t, []string{link + ": skipped: a symbolic link to a character device, not to a regular file: only regular files, directly or through a symbolic link, are read"},
+	assert.Equal(t, []string{link + `: refused: a symbolic link out of the manifest directory (to "/dev/zero"): ` + outsideText},
 		messages(errs))
+
+	t.Run("given by name", func(t *testing.T) {
+		promptly(t, 8<<20, nil, func() { r := Load(link); pods, errs = r.Pods, r.Errors })
+		assert.Empty(t, pods)
+		assert.Equal(t, []string{link + ": skipped: a symbolic link to a character device, not to a regular file: " + only}, messages(errs))
+	})
+	t.Run("made in the directory", func(t *testing.T) {
+		require.NoError(t, os.Remove(link))
+		dev := filepath.Join(dir, "dev.yaml")
+		if err := unix.Mknod(dev, unix.S_IFCHR|0o644, int(unix.Mkdev(1, 5))); err != nil {
+			t.Skipf("cannot make a device like /dev/zero: %v", err)
+		}
+		require.NoError(t, os.Symlink("dev.yaml", filepath.Join(dir, "devlink.yaml")))
+		promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
+		require.Len(t, pods, 1)
+		assert.Equal(t, []string{
+			dev + ": skipped: a character device, not a regular file: " + only,
+			filepath.Join(dir, "devlink.yaml") + ": skipped: a symbolic link to a character device, not to a regular file: " + only,
+		}, messages(errs))
+	})
 }
 
 // A file over MaxManifestSize is refused by name, not read in part; one at
@@ -220,6 +244,7 @@ func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 
 	l, err := listDir(dir, false)
 	require.NoError(t, err)
+	l.close()
 	files, ignored := l.files, l.errs
 	assert.Equal(t, MaxManifestFiles, len(files))
 	pods, errs := LoadDir(dir)
@@ -240,6 +265,7 @@ func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
 	}
 	l, err := listDir(dir, false)
 	require.NoError(t, err)
+	l.close()
 	ignored := l.errs
 	assert.Equal(t, []string{dir + ": more than 10000 entries: only the first 10000 the system listed are looked at, the others are ignored; keep manifests in a directory of their own"},
 		messages(ignored))

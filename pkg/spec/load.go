@@ -20,14 +20,15 @@ import (
 // ManifestExtensions are the files a manifest directory is read from.
 var ManifestExtensions = []string{".yaml", ".yml", ".json"}
 
-// loadFile reads a file of a manifest directory, or one given by name
-// (named): then a crictl config is validated as one. Only a regular file
-// (directly or through a symbolic link) of at most MaxManifestSize bytes
-// is read: the agent's commands read a file as the agent does. gone says
-// whether the file is gone (removed since it was listed, or a dangling
-// link): its pods go with it.
-func loadFile(path string, named bool, static *Static) (f loadedFile, gone bool) {
-	data, err := readManifest(path)
+// loadFile reads the file path with read: a file of a manifest directory
+// (listing.read), or one given by name (named, readManifest): then a
+// crictl config is validated as one. Only a regular file (directly or
+// through a symbolic link) of at most MaxManifestSize bytes is read: the
+// agent's commands read a file as the agent does. gone says whether the
+// file is gone (removed since it was listed, or a dangling link): its pods
+// go with it.
+func loadFile(path string, read func(string) ([]byte, error), named bool, static *Static) (f loadedFile, gone bool) {
+	data, err := read(path)
 	if err != nil {
 		return loadedFile{errs: []*Error{{Source: path, Detail: err.Error()}}}, errors.Is(err, fs.ErrNotExist)
 	}
@@ -154,9 +155,10 @@ func loadDir(dir string, static *Static) *Result {
 	if err != nil {
 		return &Result{Errors: []*Error{{Source: dir, Detail: err.Error()}}}
 	}
+	defer l.close()
 	loaded := make([]loadedFile, 0, len(l.files))
 	for _, path := range l.files {
-		f, _ := loadFile(path, false, static)
+		f, _ := loadFile(path, l.read, false, static)
 		loaded = append(loaded, f)
 	}
 	return combine(l, loaded)

@@ -64,13 +64,14 @@ func (r *Result) OK() bool { return len(r.Errors) == 0 && len(r.Warnings) == 0 }
 
 // Load reads path as the agent reads --pod-manifests: a directory's
 // manifest files (see listDir; other names, subdirectories, and files or
-// documents that are not Pod manifests are skipped with a notice), or one
-// file given by name, whatever its name. A file given by name that is a
-// crictl container or pod sandbox config (JSON or YAML without apiVersion
-// and kind) is validated as the agent reads the annotations it gives the
-// container or sandbox: every problem at its line in the file, with the
-// field inside the annotation. A config with an image is a container
-// config, any other a pod sandbox config.
+// documents that are not Pod manifests are skipped with a notice; the
+// directory and its files refused as the agent refuses them), or one file
+// given by name, whatever its name and owner (see readManifest). A file
+// given by name that is a crictl container or pod sandbox config (JSON or
+// YAML without apiVersion and kind) is validated as the agent reads the
+// annotations it gives the container or sandbox: every problem at its
+// line in the file, with the field inside the annotation. A config with
+// an image is a container config, any other a pod sandbox config.
 func Load(path string, opts ...LoadOption) *Result {
 	var o loadOptions
 	for _, opt := range opts {
@@ -88,7 +89,7 @@ func Load(path string, opts ...LoadOption) *Result {
 	if fi.IsDir() {
 		r = loadDir(path, o.static)
 	} else {
-		f, _ := loadFile(path, true, o.static)
+		f, _ := loadFile(path, readManifest, true, o.static)
 		r = combine(nil, []loadedFile{f})
 	}
 	r.collectWarnings()

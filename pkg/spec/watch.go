@@ -88,8 +88,8 @@ func (d *ManifestDir) Reload() bool { return d.reload(context.Background()) }
 
 // reload is Reload that gives up between files once ctx is done, leaving
 // what is in force as it was. Nothing in it waits on anything but the file
-// system (see readManifest), and it reads at most MaxManifestFiles files of
-// at most MaxManifestSize bytes.
+// system (see readManifestAt), and it reads at most MaxManifestFiles files
+// of at most MaxManifestSize bytes.
 func (d *ManifestDir) reload(ctx context.Context) bool {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
@@ -100,6 +100,7 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 	if err != nil {
 		fp += err.Error()
 	} else {
+		defer l.close()
 		fp = l.fingerprint()
 	}
 	if fp == d.fingerprint && d.fingerprint != "" {
@@ -115,7 +116,7 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 			if ctx.Err() != nil {
 				return false // stopping; the next reload, if any, starts over
 			}
-			loaded, gone := loadFile(path, false, d.static)
+			loaded, gone := loadFile(path, l.read, false, d.static)
 			last, hadLast := d.lastGood[path]
 			var f loadedFile
 			if d.keepLastGood {

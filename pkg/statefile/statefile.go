@@ -105,21 +105,47 @@ func checkDir(path string, fd int) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("state directory %s is not a directory: remove it, or give another path", path)
 	}
-	if uid := os.Geteuid(); int64(st.Uid) != int64(uid) {
-		return fmt.Errorf("state directory %s belongs to uid %d, not to the agent's uid %d: "+
-			"chown %d %s (and chmod 0700 it), or give a directory of the agent's own", path, st.Uid, uid, uid, path)
+	uid := os.Geteuid()
+	if u := Trust(st.Uid, st.Mode, uid); u != nil {
+		if u.OtherOwner {
+			return fmt.Errorf("state directory %s belongs to uid %d, not to the agent's uid %d: "+
+				"chown %d %s (and chmod 0700 it), or give a directory of the agent's own", path, st.Uid, uid, uid, path)
+		}
+		return fmt.Errorf("state directory %s is writable by its group or others (mode %04o): "+
+			"whoever can write there can plant links or files in the agent's state; chmod 0700 %s", path, u.Mode, path)
 	}
 	mode := st.Mode & 0o7777
-	if mode&0o022 != 0 {
-		return fmt.Errorf("state directory %s is writable by its group or others (mode %04o): "+
-			"whoever can write there can plant links or files in the agent's state; chmod 0700 %s", path, mode, path)
-	}
 	if mode != 0o700 {
 		if err := unix.Fchmod(fd, 0o700); err != nil {
 			return fmt.Errorf("state directory %s has mode %04o and cannot be made 0700: %w", path, mode, err)
 		}
 	}
 	return nil
+}
+
+// Untrusted says why a file or directory is not its owner's alone, so that
+// what it holds may be another user's doing.
+type Untrusted struct {
+	UID        uint32 // its owner
+	Mode       uint32 // its permission bits (07777)
+	OtherOwner bool   // it belongs to none of the trusted uids; else its group or others may write it
+}
+
+// Trust returns nil when only one of the trusted uids can change a file or
+// directory of owner uid and mode (st_uid and st_mode, as fstat gives
+// them): it belongs to one of them, and neither its group nor others may
+// write it. Otherwise it says which is wrong, its owner first.
+func Trust(uid, mode uint32, trusted ...int) *Untrusted {
+	u := &Untrusted{UID: uid, Mode: mode & 0o7777, OtherOwner: true}
+	for _, t := range trusted {
+		if int64(t) == int64(uid) {
+			u.OtherOwner = false
+		}
+	}
+	if !u.OtherOwner && u.Mode&0o022 == 0 {
+		return nil
+	}
+	return u
 }
 
 // Path returns the directory's path.

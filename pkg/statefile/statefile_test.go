@@ -431,3 +431,27 @@ func TestNamesStayInTheDirectory(t *testing.T) {
 		assert.Error(t, d.Rename(name, "x"), name)
 	}
 }
+
+// Trust accepts a file or directory that only one of the trusted uids can
+// change, and otherwise says why not, its owner first.
+func TestTrust(t *testing.T) {
+	tests := []struct {
+		name    string
+		uid     uint32
+		mode    uint32
+		trusted []int
+		want    *Untrusted
+	}{
+		{"root's, 0644", 0, unix.S_IFREG | 0o644, []int{0}, nil},
+		{"the second uid's, 0700", 1000, unix.S_IFDIR | 0o700, []int{0, 1000}, nil},
+		{"group-writable", 0, unix.S_IFREG | 0o664, []int{0}, &Untrusted{UID: 0, Mode: 0o664}},
+		{"sticky and writable by all", 0, unix.S_IFDIR | 0o1777, []int{0}, &Untrusted{UID: 0, Mode: 0o1777}},
+		{"another uid's", 65534, unix.S_IFREG | 0o644, []int{0, 1000}, &Untrusted{UID: 65534, Mode: 0o644, OtherOwner: true}},
+		{"another uid's, writable by all", 65534, unix.S_IFREG | 0o666, []int{0}, &Untrusted{UID: 65534, Mode: 0o666, OtherOwner: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, Trust(tt.uid, tt.mode, tt.trusted...))
+		})
+	}
+}

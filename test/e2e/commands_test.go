@@ -207,8 +207,15 @@ func TestWaitStartedAndHealthy(t *testing.T) {
 }
 
 // Contract (issue 5): validate and explain, as shipped, on the examples.
+// The demo's manifests are validated as a directory the agent reads: a
+// copy, the test's own (the checkout may be another user's, which the
+// agent refuses).
 func TestValidateAndExplainBinary(t *testing.T) {
-	out, code := exitCode(t, "validate", "../../examples/demo")
+	demo := t.TempDir()
+	data, err := os.ReadFile("../../examples/demo/pods.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(demo, "pods.yaml"), data, 0o644))
+	out, code := exitCode(t, "validate", demo)
 	assert.Equal(t, 0, code, out)
 	assert.Equal(t, "ok: 3 valid pod(s)\n", out)
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
