@@ -237,14 +237,23 @@ func (s *Snapshot) Select(keep func(*Pod) bool) *Snapshot {
 }
 
 // Key identifies the pod a sandbox belongs to: its UID, so that a re-created
-// sandbox (same UID, next attempt) is the same pod, as for kubelet; or
-// "sandbox:<id>" for a sandbox created without one.
+// sandbox (same UID, next attempt) is the same pod, as for kubelet; or its
+// OwnKey for a sandbox created without one, or with a UID that could be
+// taken for an OwnKey. (The resolver gives a sandbox whose UID another pod
+// holds the OwnKey of its pod's oldest sandbox instead: pkg/pods.)
 func (p *Pod) Key() string {
-	if p.UID != "" {
+	if p.UID != "" && !strings.HasPrefix(p.UID, ownKeyPrefix) {
 		return p.UID
 	}
-	return "sandbox:" + p.ID
+	return p.OwnKey()
 }
+
+// OwnKey is "sandbox:<id>": a key of this sandbox alone, never another
+// sandbox's (IDs are unique) nor a UID's (Key never gives a UID of that
+// form).
+func (p *Pod) OwnKey() string { return ownKeyPrefix + p.ID }
+
+const ownKeyPrefix = "sandbox:"
 
 // AnnotationRestartOf is set by cri-prober on a container it creates to
 // replace another (the value is the replaced container's ID), so that a

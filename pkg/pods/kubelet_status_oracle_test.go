@@ -103,7 +103,7 @@ func oraclePod(t *testing.T, c oracleCase) *Pod {
 		if sb.IP != "" {
 			p.IPs = []string{sb.IP}
 		}
-		sandboxes = append(sandboxes, p)
+		sandboxes = append(sandboxes, agents(p))
 	}
 	var containers []*cri.Container
 	for _, ct := range c.Containers {

@@ -24,6 +24,13 @@ func sandbox(id, name, uid string, ready bool, created int) *cri.Pod {
 		IPs: []string{"10.0.0." + id[len(id)-1:]}}
 }
 
+// agents makes sb one the agent made: it carries the annotations the agent
+// writes into every sandbox config it makes (TestAgentsSandboxesAreItsOwn).
+func agents(sb *cri.Pod) *cri.Pod {
+	sb.Annotations = map[string]string{spec.ConfigSourceAnnotation: spec.ConfigSourceFile, spec.ConfigHashAnnotation: sb.UID}
+	return sb
+}
+
 func ctr(id, sandbox, name string, attempt uint32, state cri.ContainerState, created int) *cri.Container {
 	return &cri.Container{ID: id, SandboxID: sandbox, Name: name, Attempt: attempt, State: state, CreatedAt: t0.Add(time.Duration(created) * time.Second)}
 }
@@ -142,7 +149,7 @@ func TestOwnedPods(t *testing.T) {
 	require.True(t, ok)
 	assert.Same(t, p, byName)
 
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web-node", "hash1", true, 0)},
+	snap := cri.NewSnapshot(t0, []*cri.Pod{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
 		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1), ctr("x0", "sb1", "extra", 0, cri.StateRunning, 1)})
 	p = mustPod(t, Resolve(snap, Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
 	assert.Equal(t, "sb1", p.Sandbox.ID)
@@ -156,7 +163,7 @@ func TestOwnedPods(t *testing.T) {
 // owned, terminating, stopped with its last manifest when the agent saw
 // it, else with what kubelet's annotations on its containers record.
 func TestOrphans(t *testing.T) {
-	sb := sandbox("sb1", "web-node", "hash1", true, 0)
+	sb := agents(sandbox("sb1", "web-node", "hash1", true, 0))
 	app := ctr("a0", "sb1", "app", 0, cri.StateRunning, 1)
 	app.Annotations = map[string]string{"io.kubernetes.pod.terminationGracePeriod": "7",
 		"io.kubernetes.container.preStopHandler": `{"exec":{"command":["drain"]}}`}
@@ -206,7 +213,7 @@ func TestActiveDeadline(t *testing.T) {
 
 	owned := *m
 	owned.UID = "u"
-	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), sbs, ctrs), Inputs{Owned: []*spec.Pod{&owned},
+	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Pod{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{Owned: []*spec.Pod{&owned},
 		Made: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
 	assert.Equal(t, t0.Add(30*time.Second), p.StartTime, "an owned pod started when the agent first made it")
 	assert.Empty(t, p.Reason)

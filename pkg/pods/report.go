@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +41,7 @@ type PodReport struct {
 	// Conditions are kubelet's: PodReadyToStartContainers, Initialized,
 	// Ready, ContainersReady and PodScheduled (conditions.go).
 	Conditions []Condition
-	Problems   []string // invalid pod-level configuration
+	Problems   []string // invalid pod-level configuration, UID conflicts
 	Containers []ContainerReport
 }
 
@@ -103,7 +104,7 @@ func ReportPod(p *Pod, store *results.Store) PodReport {
 	if p.Sandbox != nil {
 		pr.SandboxID, pr.CreatedAt = p.Sandbox.ID, p.Sandbox.CreatedAt
 	}
-	for _, e := range p.Problems {
+	for _, e := range slices.Concat(p.Problems, p.Conflicts) {
 		pr.Problems = append(pr.Problems, e.Error())
 	}
 	// Each container's status once: the phase, the conditions and the

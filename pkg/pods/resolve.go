@@ -60,14 +60,19 @@ type Inputs struct {
 	ProbeNetwork string
 }
 
-// Resolve builds the view of snap under the specs. An owned pod is the
-// pod of its manifest, matched to sandboxes by UID. A manifest applies to
-// the other pods with its namespace and name (and UID, when it sets one);
+// Resolve builds the view of snap under the specs. A pod is a UID and a
+// namespace/name: a sandbox that reuses another pod's UID is kept apart
+// (identify). An owned pod is the pod of its manifest, matched to the
+// sandboxes the agent made for it by UID. A manifest applies to the other
+// pods with its namespace and name (and UID, when it sets one);
 // CRI annotations apply to containers no manifest lists. A pod named by
 // an invalid manifest gets that manifest's errors and nothing else: it is
 // never reported ready, rather than treated as unprobed.
 func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	v := &View{ManifestErrors: in.ManifestErrors}
+	for _, m := range slices.Concat(in.Manifests, in.Owned) {
+		v.ManifestWarnings = append(v.ManifestWarnings, m.Warnings...)
+	}
 	if snap == nil {
 		v.index()
 		return v
@@ -93,11 +98,15 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		owned[m.UID] = m
 		add(m.UID, m.Namespace, m.Name, m.UID).Owned = true
 	}
+	apart, conflicts := identify(snap.Pods(), claims(in))
 	for _, sb := range snap.Pods() {
-		key := sb.Key()
+		key, keptApart := apart[sb.ID]
+		if !keptApart {
+			key = sb.Key()
+		}
 		p := add(key, sb.Namespace, sb.Name, sb.UID)
 		p.Sandboxes = append(p.Sandboxes, sb)
-		if _, made := in.Made[sb.UID]; owned[sb.UID] == nil && made && sb.UID != "" {
+		if _, made := in.Made[sb.UID]; owned[sb.UID] == nil && made && key == sb.UID {
 			p.Owned, p.Orphaned = true, true
 		}
 		for _, c := range snap.PodContainers(sb.ID) {
@@ -117,6 +126,7 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	})
 	specs := indexSpecs(in)
 	for _, p := range v.pods {
+		p.Conflicts = conflicts[p.Key]
 		slices.SortStableFunc(p.Sandboxes, currentSandboxFirst)
 		if len(p.Sandboxes) > 0 {
 			p.Sandbox = p.Sandboxes[0]

@@ -27,6 +27,10 @@ type Recorder interface {
 // ReasonInvalidConfig is the event reason of a configuration problem.
 const ReasonInvalidConfig = "InvalidProbeConfig"
 
+// ReasonUIDConflict is the event reason of sandboxes of two pods with one
+// UID (Pod.Conflicts).
+const ReasonUIDConflict = "PodUIDConflict"
+
 // Resolver resolves every relist and every change of the specs into a
 // View and hands it to its subscribers. Create it with NewResolver and run
 // it with Run.
@@ -211,7 +215,7 @@ func (r *Resolver) removedOwned(owned []*spec.Pod) map[string]*spec.Pod {
 		if current[uid] {
 			continue
 		}
-		if !r.hasSandbox(uid) {
+		if !r.hasSandbox(uid, m) {
 			delete(r.lastOwned, uid)
 			continue
 		}
@@ -223,13 +227,12 @@ func (r *Resolver) removedOwned(owned []*spec.Pod) map[string]*spec.Pod {
 	return removed
 }
 
-func (r *Resolver) hasSandbox(uid string) bool {
-	for _, sb := range r.snapshot.Pods() {
-		if sb.UID == uid {
-			return true
-		}
-	}
-	return false
+// hasSandbox reports whether the agent's sandbox of the owned pod of uid
+// (manifest m) is left.
+func (r *Resolver) hasSandbox(uid string, m *spec.Pod) bool {
+	return slices.ContainsFunc(r.snapshot.Pods(), func(sb *cri.Pod) bool {
+		return sb.UID == uid && agentsSandbox(sb, claim{m.Namespace, m.Name})
+	})
 }
 
 // readAnnotations parses each container's annotations once: its config
@@ -274,6 +277,7 @@ func samePod(a, b *Pod) bool {
 	if a.Source != b.Source || a.Manifest != b.Manifest || a.Policy != b.Policy || a.Phase != b.Phase || a.Terminating != b.Terminating ||
 		a.Owned != b.Owned || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
+		!slices.EqualFunc(a.Conflicts, b.Conflicts, func(x, y *spec.Error) bool { return *x == *y }) ||
 		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && x.IP() == y.IP() }) ||
 		len(a.Containers) != len(b.Containers) {
 		return false
@@ -296,44 +300,68 @@ func sameInstance(a, b *cri.Container) bool {
 	return a.ID == b.ID && a.State == b.State
 }
 
+// problemKind is what a reported problem is.
+type problemKind int
+
+const (
+	invalid         problemKind = iota // a spec refused
+	inert                              // a probe that errors at every run
+	manifestWarning                    // a manifest's pod does what its author may not expect
+	uidConflict                        // two pods' sandboxes with one UID
+)
+
 // reportProblems logs each configuration problem once while it lasts
-// (again if it comes back after being fixed); container-level ones are
-// also events. Warnings (inert probes) are logged and evented the same way.
+// (again if it comes back after being fixed); those of a pod are also
+// events. Warnings (inert probes, manifests' warnings) and UID conflicts
+// are logged and evented the same way.
 func (r *Resolver) reportProblems(ctx context.Context, v *View) {
 	logger := klog.FromContext(ctx)
 	seen := map[string]bool{}
-	report := func(e *spec.Error, warning bool) {
+	report := func(e *spec.Error, kind problemKind) {
 		msg := e.Error()
 		seen[msg] = true
 		if r.reported[msg] {
 			return
 		}
-		if warning {
-			logger.Info("WARNING: probe configuration makes a probe inert", "warning", msg)
-		} else {
+		reason := ReasonInvalidConfig
+		switch kind {
+		case invalid:
 			logger.Error(e, "Invalid pod manifest; fix it and it is picked up without a restart")
+		case inert:
+			logger.Info("WARNING: probe configuration makes a probe inert", "warning", msg)
+		case manifestWarning:
+			logger.Info("WARNING: pod manifest", "warning", msg)
+		case uidConflict:
+			logger.Info("WARNING: sandboxes of two pods have one UID; one pod is kept apart", "problem", msg)
+			reason = ReasonUIDConflict
 		}
 		if e.Pod != "" {
-			r.recorder.Record(events.Event{Time: r.clock.Now(), Type: events.Warning, Reason: ReasonInvalidConfig,
+			r.recorder.Record(events.Event{Time: r.clock.Now(), Type: events.Warning, Reason: reason,
 				Namespace: e.Namespace, Pod: e.Pod, Container: e.Container, Message: msg})
 		}
 	}
 	for _, e := range v.ManifestErrors {
-		report(e, false)
+		report(e, invalid)
+	}
+	for _, w := range v.ManifestWarnings {
+		report(w, manifestWarning)
 	}
 	for _, p := range v.Pods() {
 		if !p.ManifestInvalid {
 			for _, e := range p.Problems {
-				report(e, false) // annotations' (manifest errors were reported above)
+				report(e, invalid) // annotations' (manifest errors were reported above)
 			}
+		}
+		for _, e := range p.Conflicts {
+			report(e, uidConflict)
 		}
 		for _, c := range p.Containers {
 			for _, e := range c.Problems {
-				report(e, false)
+				report(e, invalid)
 			}
 			if c.Spec != nil && (p.Manifest == nil || inSpec(p, c)) {
 				for _, w := range c.Spec.Warnings {
-					report(w, true)
+					report(w, inert)
 				}
 			}
 		}

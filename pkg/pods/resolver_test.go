@@ -124,3 +124,27 @@ func TestResolverPublishesChanges(t *testing.T) {
 	assert.Equal(t, []string{"uid-db"}, b.Changed)
 	assert.Equal(t, 1, recorder.count(), "told once while it lasts")
 }
+
+// A UID conflict is told on both pods, as a PodUIDConflict event each, and
+// a manifest's warning (a credential sent to any sandbox of its name) as
+// an event of its pod, whether or not a sandbox runs: each once while it
+// lasts.
+func TestConflictsAndManifestWarningsAreTold(t *testing.T) {
+	unpinned := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "app"}},
+		Warnings:   []*spec.Error{{Source: "web.yaml:9", Namespace: "ns", Pod: "db", Container: "app", Field: "spec.containers[0].readinessProbe.httpGet.httpHeaders[0].name", Detail: "credential header"}}}
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "evil", "u", true, 10)}, nil)
+	recorder := &eventRecorder{}
+	r := NewResolver(WithRecorder(recorder))
+	v := Resolve(snap, Inputs{Manifests: []*spec.Pod{unpinned}})
+	r.reportProblems(context.Background(), v)
+
+	var told []string
+	for _, e := range recorder.list {
+		assert.Equal(t, events.Warning, e.Type)
+		told = append(told, e.Reason+" "+e.Namespace+"/"+e.Pod+"/"+e.Container)
+	}
+	assert.ElementsMatch(t, []string{"InvalidProbeConfig ns/db/app", "PodUIDConflict ns/web/", "PodUIDConflict ns/evil/"}, told)
+	r.reportProblems(context.Background(), Resolve(snap, Inputs{Manifests: []*spec.Pod{unpinned}}))
+	assert.Equal(t, 3, recorder.count(), "told once while it lasts")
+}

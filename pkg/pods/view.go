@@ -29,10 +29,13 @@ type View struct {
 	byKey  map[string]*Pod
 	byName map[nsName]*Pod
 	// ManifestErrors are the problems of the manifests (whether or not a
-	// running pod matches them); Warnings are resolution notes (a manifest
-	// winning over a container's annotations).
-	ManifestErrors []*spec.Error
-	Warnings       []string
+	// running pod matches them), and ManifestWarnings what the manifests'
+	// pods do that their authors may not expect (spec.Pod.Warnings: a
+	// credential sent to any sandbox of the pod's name); Warnings are
+	// resolution notes (a manifest winning over a container's annotations).
+	ManifestErrors   []*spec.Error
+	ManifestWarnings []*spec.Error
+	Warnings         []string
 }
 
 type nsName struct{ namespace, name string }
@@ -40,7 +43,9 @@ type nsName struct{ namespace, name string }
 // index fills byKey and byName from pods (ordered by namespace, name and
 // key). When two pods share a name (a pod re-created with a new UID while
 // its old sandbox lingers), the name stands for the one whose current
-// sandbox is ready, else the newest.
+// sandbox is ready, else the newest; a pod kept apart loses to any other
+// (a sandbox someone else made with the UID and name of a pod the agent
+// makes never stands for that pod).
 func (v *View) index() {
 	v.byKey = make(map[string]*Pod, len(v.pods))
 	v.byName = make(map[nsName]*Pod, len(v.pods))
@@ -53,10 +58,16 @@ func (v *View) index() {
 	}
 }
 
-// currentPodFirst orders two pods of one name by their current sandboxes
-// (currentSandboxFirst); a pod with no sandbox yet comes last.
+// currentPodFirst orders two pods of one name: a pod kept apart last, then
+// by their current sandboxes (currentSandboxFirst); a pod with no sandbox
+// yet comes after those with one.
 func currentPodFirst(a, b *Pod) int {
 	switch {
+	case a.KeptApart() != b.KeptApart():
+		if a.KeptApart() {
+			return 1
+		}
+		return -1
 	case a.Sandbox == nil && b.Sandbox == nil:
 		return 0
 	case a.Sandbox == nil:
@@ -115,8 +126,9 @@ func (v *View) Pod(key string) (*Pod, bool) {
 // ByName returns the pod a namespace and name stand for. When a pod was
 // re-created with a new UID while its old sandbox lingers, two pods share
 // the name: the one with a ready sandbox wins, then the one whose current
-// sandbox is newest. The state API, the CLI, the hooks and /ready all ask
-// this, so they all mean the same pod.
+// sandbox is newest; a pod kept apart (KeptApart) loses to any other. The
+// state API, the CLI, the hooks and /ready all ask this, so they all mean
+// the same pod.
 func (v *View) ByName(namespace, name string) (*Pod, bool) {
 	if v == nil {
 		return nil, false
@@ -125,10 +137,13 @@ func (v *View) ByName(namespace, name string) (*Pod, bool) {
 	return p, ok
 }
 
-// Pod is one pod: a UID, or a sandbox created without one.
+// Pod is one pod: a UID and a namespace/name, or a sandbox created
+// without a UID.
 type Pod struct {
-	// Key identifies the pod across its sandboxes (cri.Pod.Key): its UID,
-	// or "sandbox:<id>".
+	// Key identifies the pod across its sandboxes: its UID (cri.Pod.Key),
+	// or the OwnKey ("sandbox:<id>") of a sandbox created without one, or
+	// of the oldest sandbox of a pod kept apart because another pod holds
+	// its UID (KeptApart).
 	Key       string
 	Namespace string
 	Name      string
@@ -165,6 +180,10 @@ type Pod struct {
 	// and no container is ready: what was asked to be checked is not.
 	Problems        []*spec.Error
 	ManifestInvalid bool
+	// Conflicts say that sandboxes of another namespace/name, or not made
+	// by the agent for a pod it makes, have this pod's UID: one of the two
+	// pods is kept apart (KeptApart). Nothing else changes for either.
+	Conflicts []*spec.Error
 	// Containers are in kubelet's order: the spec's init containers, then
 	// its regular containers, then containers the runtime has that no
 	// spec lists, by name.
@@ -192,6 +211,10 @@ type Pod struct {
 	// first of the node's IP family, else the first of the other (PodIP).
 	PodIP string
 }
+
+// KeptApart reports whether another pod holds the pod's UID: its
+// sandboxes reuse that UID (Conflicts), and it is keyed by its own.
+func (p *Pod) KeptApart() bool { return len(p.Conflicts) > 0 && p.Key != p.UID }
 
 // SandboxReady reports whether the pod's current sandbox is ready.
 func (p *Pod) SandboxReady() bool { return p.Sandbox != nil && p.Sandbox.State == cri.SandboxReady }

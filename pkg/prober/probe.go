@@ -114,7 +114,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 	}
 	switch {
 	case p.Exec != nil:
-		r, err := d.exec.Run(ctx, t.pod, t.containerID, expandCommand(p.Exec.Command, t.container.Env), timeout)
+		r, err := d.exec.Run(ctx, t.pod, t.containerID, spec.ExpandCommand(p.Exec.Command, t.container.Env), timeout)
 		switch {
 		case err != nil:
 			return outcome{err: err, queued: r.Queued}

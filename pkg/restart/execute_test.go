@@ -31,7 +31,14 @@ type fakeMaker struct {
 
 func (m *fakeMaker) Sandbox(_ context.Context, p *pods.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	m.calls = append(m.calls, "sandbox "+strconv.Itoa(int(attempt)))
-	return &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: p.Namespace, Name: p.Name, Uid: p.UID, Attempt: attempt}}, nil
+	return &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: p.Namespace, Name: p.Name, Uid: p.UID, Attempt: attempt},
+		Annotations: agentsAnnotations(p.UID)}, nil
+}
+
+// agentsAnnotations are what the agent writes into the config of every
+// sandbox it makes (spec.StaticPod): they make the sandbox its pod's.
+func agentsAnnotations(uid string) map[string]string {
+	return map[string]string{spec.ConfigSourceAnnotation: spec.ConfigSourceFile, spec.ConfigHashAnnotation: uid}
 }
 
 func (m *fakeMaker) Container(_ context.Context, p *pods.Pod, sandbox *cri.Pod, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
@@ -175,7 +182,7 @@ func TestSyncOwnedPodFromNothing(t *testing.T) {
 func TestSyncOwnedPodNewSandbox(t *testing.T) {
 	st := newSyncTest(t)
 	m := ownedPod(spec.Container{Name: "init", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular})
-	old := st.rt.AddSandbox("ns", "web-node", "uid")
+	old := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	st.rt.AddContainer(old, "init", runtimeapi.ContainerState_CONTAINER_EXITED)
 	st.rt.AddContainer(old, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	_, err := st.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
@@ -215,7 +222,7 @@ func TestSyncKillThenCreate(t *testing.T) {
 	grace := int64(7)
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{TerminationGracePeriodSeconds: &grace},
 		Lifecycle: &corev1.Lifecycle{PreStop: hook("preStop", "ok")}})
-	sb := st.rt.AddSandbox("ns", "web-node", "uid")
+	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	app := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
 		"io.kubernetes.container.restartCount": "3"}))
 	st.store.Set(results.Key{ContainerID: app, Type: results.Liveness}, results.Failure, "uid")
@@ -239,7 +246,7 @@ func TestSyncRestartAll(t *testing.T) {
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
 	m := ownedPod(spec.Container{Name: "init", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular, RestartPolicy: &never, RestartPolicyRules: rules},
 		spec.Container{Name: "side", Kind: spec.Regular})
-	sb := st.rt.AddSandbox("ns", "web-node", "uid")
+	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	st.rt.AddContainer(sb, "init", runtimeapi.ContainerState_CONTAINER_EXITED)
 	app := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	side := st.rt.AddContainer(sb, "side", runtimeapi.ContainerState_CONTAINER_RUNNING)
@@ -262,7 +269,7 @@ func TestSyncRestartAll(t *testing.T) {
 func TestSyncOrphanTeardown(t *testing.T) {
 	st := newSyncTest(t)
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
-	sb := st.rt.AddSandbox("ns", "web-node", "uid")
+	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	p := st.view(t, m, true)
 	p.Orphaned = true
@@ -272,6 +279,30 @@ func TestSyncOrphanTeardown(t *testing.T) {
 	assert.False(t, ok, "the sandbox removed")
 	assert.Equal(t, []string{"uid"}, st.maker.tornDown)
 	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed, edited or no longer loads", st.events.messages()[0])
+}
+
+// A sandbox someone else made with an owned pod's UID and name is not the
+// pod's: tearing the pod down removes the agent's sandbox and never stops
+// or removes that one, nor its containers.
+func TestSyncOwnedPodSparesOthersSandbox(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
+	mine := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
+	st.rt.AddContainer(mine, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	theirs := st.rt.AddSandbox("ns", "web-node", "uid")
+	st.rt.AddContainer(theirs, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	p := st.view(t, m, true)
+	require.Len(t, p.Sandboxes, 1, "the agent's sandbox only")
+	assert.Equal(t, mine, p.Sandbox.ID)
+	p.Orphaned = true
+
+	st.sync(t, p)
+	_, ok := st.rt.SandboxState(mine)
+	assert.False(t, ok, "the agent's sandbox removed")
+	state, ok := st.rt.SandboxState(theirs)
+	require.True(t, ok, "the other sandbox is left")
+	assert.Equal(t, runtimeapi.PodSandboxState_SANDBOX_READY, state)
+	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, st.states(theirs), "its container untouched")
 }
 
 // A failing runtime call ends the sync and says so; nothing after it is

@@ -306,6 +306,9 @@ func decodePod(source string, doc []byte, root *yaml.Node, static *staticFile) (
 	}
 	p := fromPod(source, &pod)
 	p.Warnings = warnings[""]
+	if static == nil {
+		p.Warnings = append(p.Warnings, unpinnedWarnings(source, &pod)...)
+	}
 	for i := range p.Containers {
 		p.Containers[i].Warnings = warnings[p.Containers[i].Name]
 	}

@@ -73,8 +73,14 @@ func runPod(t testing.TB, c *cri.Client, prefix string) *pod {
 // runPodNamed starts a sandbox with this exact name and annotations.
 func runPodNamed(t testing.TB, c *cri.Client, name string, annotations map[string]string) *pod {
 	t.Helper()
+	return runPodWithUID(t, c, name, uniqueName("uid"), annotations)
+}
+
+// runPodWithUID starts a sandbox with this exact name, UID and annotations.
+func runPodWithUID(t testing.TB, c *cri.Client, name, uid string, annotations map[string]string) *pod {
+	t.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:    &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uniqueName("uid")},
+		Metadata:    &runtimeapi.PodSandboxMetadata{Namespace: testNamespace, Name: name, Uid: uid},
 		Hostname:    name,
 		Linux:       &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: kubeletNamespaces()}},
 		Annotations: annotations,

@@ -2,13 +2,10 @@ package netprobe
 
 import (
 	"net/http"
-	"slices"
 	"strings"
-)
 
-// secretHeaderWords mark a header whose value is a credential: standard
-// ones and the usual custom names (X-Api-Key, X-Auth-Token, …).
-var secretHeaderWords = []string{"authorization", "cookie", "auth", "token", "key", "secret", "password", "session", "credential"}
+	"github.com/cri-prober/cri-prober/pkg/credential"
+)
 
 // RedactCredentials removes the values of header's credential headers from
 // text that a probe reports (a response body shown in a redirect warning,
@@ -17,7 +14,7 @@ var secretHeaderWords = []string{"authorization", "cookie", "auth", "token", "ke
 // in half would no longer be found whole.
 func RedactCredentials(text string, header http.Header) string {
 	for name, values := range header {
-		if !credentialHeader(name) {
+		if !credential.Header(name) {
 			continue
 		}
 		for _, value := range values {
@@ -30,17 +27,4 @@ func RedactCredentials(text string, header http.Header) string {
 		}
 	}
 	return text
-}
-
-// credentialHeader reports whether a header's name marks a credential,
-// without allocating: it runs on every HTTP probe.
-func credentialHeader(name string) bool {
-	return slices.ContainsFunc(secretHeaderWords, func(w string) bool {
-		for i := 0; i+len(w) <= len(name); i++ {
-			if strings.EqualFold(name[i:i+len(w)], w) {
-				return true
-			}
-		}
-		return false
-	})
 }

@@ -1,17 +1,18 @@
-package prober
+package spec
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// expandCommand substitutes $(VAR) in an exec probe's command as kubelet's
+// ExpandCommand substitutes $(VAR) in an exec probe's command as kubelet's
 // ExpandContainerCommandOnlyStatic does: from the container's env entries
 // as written (an entry set with valueFrom has no value, so it expands to
 // ""), "$$" for a literal "$", and an undefined or unclosed reference left
 // as it is.
-func expandCommand(command []string, env []corev1.EnvVar) []string {
+func ExpandCommand(command []string, env []corev1.EnvVar) []string {
 	if len(command) == 0 {
 		return command
 	}
@@ -24,6 +25,16 @@ func expandCommand(command []string, env []corev1.EnvVar) []string {
 		out[i] = expand(arg, vars)
 	}
 	return out
+}
+
+// expandsEnv reports whether ExpandCommand brings some env value into the
+// command: it differs from the command expanded with every value empty.
+func expandsEnv(command []string, env []corev1.EnvVar) bool {
+	blank := make([]corev1.EnvVar, len(env))
+	for i, e := range env {
+		blank[i] = corev1.EnvVar{Name: e.Name}
+	}
+	return !slices.Equal(ExpandCommand(command, env), ExpandCommand(command, blank))
 }
 
 func expand(s string, vars map[string]string) string {

@@ -1,4 +1,4 @@
-package prober
+package spec
 
 import (
 	"testing"
@@ -28,7 +28,7 @@ func TestExpandCommand(t *testing.T) {
 		{"$()", "$()"},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, []string{tt.want}, expandCommand([]string{tt.in}, env), "expand %q", tt.in)
+		assert.Equal(t, []string{tt.want}, ExpandCommand([]string{tt.in}, env), "expand %q", tt.in)
 	}
-	assert.Nil(t, expandCommand(nil, env))
+	assert.Nil(t, ExpandCommand(nil, env))
 }
