@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/logs"
 )
@@ -348,7 +349,7 @@ func (o *logsOptions) chooseContainers(cmd *cobra.Command, sandbox *runtimeapi.P
 		if _, ok := byName[d]; ok {
 			return []string{d}, nil
 		}
-		safef(cmd.ErrOrStderr(), "Default container name %q not found in pod %s\n", d, pod)
+		safef(cmd.ErrOrStderr(), "Default container name %q not found in pod %s\n", bounded.String(d, bounded.Message), pod) // a sandbox annotation: anyone's
 	}
 	return nil, usageErrorf(cmd, "pod %q has %d containers: say which with -c (one of %s), or use --all-containers", pod, len(names), terminalSafe(strings.Join(names, ", ")))
 }

@@ -144,6 +144,16 @@ func TestLogsChoosesAsKubectl(t *testing.T) {
 		assert.Contains(t, stderr, "Default container name \"gone\" not found in pod web\n")
 	})
 
+	t.Run("an annotation of 200 KB naming no container: quoted bounded", func(t *testing.T) {
+		p := newLogPod(t, fakeruntime.WithSandboxAnnotations(map[string]string{defaultContainerAnnotation: strings.Repeat("x", 200<<10)}))
+		p.add(t, "app", 0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+		p.add(t, "sidecar", 0, runtimeapi.ContainerState_CONTAINER_RUNNING)
+		_, stderr, err := p.logs(t, "shop/web")
+		assert.ErrorIs(t, err, errUsage)
+		assert.Contains(t, stderr, "more bytes cut)\" not found in pod web\n")
+		assert.Less(t, len(stderr), 2<<10)
+	})
+
 	t.Run("the current instance, -p the one before", func(t *testing.T) {
 		p := newLogPod(t)
 		p.add(t, "app", 0, runtimeapi.ContainerState_CONTAINER_EXITED, rec("01", "stdout", "F", "first run"))

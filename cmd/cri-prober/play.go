@@ -59,6 +59,7 @@ type playOptions struct {
 	keep    bool
 	down    bool
 	output  string
+	policy  probePolicy
 }
 
 func newPlayCommand() *cobra.Command {
@@ -85,6 +86,7 @@ func newPlayCommand() *cobra.Command {
 	fs.BoolVar(&o.keep, "keep", false, "leave the pods when play ends (they run on unprobed); remove them later with --down")
 	fs.BoolVar(&o.down, "down", false, "stop and remove the pods of the files that an earlier play --keep or --wait left, then exit (as podman kube down)")
 	fs.StringVarP(&o.output, "output", "o", outputTable, "how pods are shown as they change: table or wide")
+	o.policy.registerDestinations(fs)
 	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"ready", "started", "healthy"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
@@ -138,11 +140,13 @@ func (o *playOptions) run(cmd *cobra.Command, args []string) error {
 		owned.Set(manifests)
 	}
 	out := &playPrinter{w: stdout, wide: o.output == outputWide, seen: map[string]string{}, uids: uids}
-	engine, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client), Restart: restart.Recreate,
 		Recorder: out, Owned: owned, Node: node, Owns: func(o podfs.Owner) bool { return uids[o.UID] },
 		ProberOptions: []prober.Option{prober.WithoutStartupJitter()},
-	})
+	}
+	o.policy.apply(&cfg)
+	engine, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -84,6 +84,8 @@ container not found, runtime unreachable, probe could not run).`,
 	fs.StringVar(&o.probeNetwork, "probe-network", "", "node or pod: where network probes are dialled from (default: the pod's "+spec.ProbeNetworkAnnotation+", else node)")
 	fs.StringVar(&o.address, "address", "", "probe this `HOST[:PORT]` or http(s) URL instead of a container: no runtime needed (HOST:PORT alone: a TCP connect; a URL: an HTTP GET of it)")
 	fs.StringVar(&o.specText, "spec", "", "the probe as a Kubernetes `Probe` in JSON or YAML, as the cri-prober.io/ annotations take it (e.g. '{\"httpGet\":{\"port\":8080,\"path\":\"/healthz\"},\"timeoutSeconds\":2}')")
+	o.policy.registerAnnotationHosts(fs)
+	o.policy.registerDestinations(fs)
 	fs.BoolVar(&o.debug, "debug", false, "print what was sent and received, as blackbox_exporter's debug output: the address dialled, the request and its headers, the response's status, headers and body excerpt, and timings")
 	addOutputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
 	return cmd
@@ -103,6 +105,7 @@ type probeOptions struct {
 	probeNetwork                    string
 	address, specText, output       string
 	debug                           bool
+	policy                          probePolicy
 }
 
 func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
@@ -168,7 +171,8 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	if o.manifests != "" {
 		manifests, manifestErrs = spec.LoadDir(o.manifests)
 	}
-	view := pods.Resolve(snap, pods.Inputs{Manifests: manifests, ManifestErrors: manifestErrs})
+	view := pods.Resolve(snap, pods.Inputs{Manifests: manifests, ManifestErrors: manifestErrs,
+		Annotations: pods.ReadAnnotationsWith(string(o.policy.annotationProbeHosts))})
 	pod, ctr, instance, err := findContainer(view, o.containerID, namespace, name, o.containerName)
 	if err != nil {
 		return err
@@ -206,7 +210,7 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	if o.probeNetwork != "" {
 		host, inPodNetwork = pods.ProbeAddress(pod.Sandbox, o.probeNetwork, "127.0.0.1")
 	}
-	target := prober.Target{Host: host, ContainerID: instance.ID, Container: cspec, Extensions: extensions}
+	target := prober.Target{Host: host, ContainerID: instance.ID, Container: cspec, Extensions: extensions, AllowedDestinations: o.policy.allowedDestinations}
 	if inPodNetwork {
 		if pod.Sandbox.NetNS == "" {
 			return fmt.Errorf("the runtime does not report pod %s/%s's network namespace; --probe-network pod needs containerd", pod.Namespace, pod.Name)
@@ -248,7 +252,7 @@ func (o *probeOptions) runAt(cmd *cobra.Command, inline *corev1.Probe) error {
 		tr = &netprobe.Transcript{}
 	}
 	start := time.Now()
-	out, err := prober.RunProbeAt(cmd.Context(), inline, o.address, tr)
+	out, err := prober.RunProbeAt(cmd.Context(), inline, o.address, tr, o.policy.allowedDestinations)
 	if err != nil {
 		return usageErrorf(cmd, "--address %s: %v", o.address, err)
 	}
@@ -388,13 +392,14 @@ func (o *probeOptions) portValue(s string) intstr.IntOrString {
 }
 
 // probeFromSpec reads --spec: a Probe in JSON or YAML, decoded and checked
-// as the agent reads a probe annotation.
+// as the agent reads a probe annotation, but with any host: the caller
+// wrote it.
 func probeFromSpec(text string) (*corev1.Probe, error) {
 	js, err := yaml.YAMLToJSON([]byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("--spec: not JSON or YAML: %w", err)
 	}
-	c, errs := spec.ContainerFromAnnotations("cli", "probe", "probe", map[string]string{spec.ReadinessAnnotation: string(js)})
+	c, errs := spec.ContainerFromAnnotations("cli", "probe", "probe", map[string]string{spec.ReadinessAnnotation: string(js)}, spec.AnnotationProbeHostsAny)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("--spec: %s", strings.TrimPrefix(errs[0].Error(), spec.ReadinessAnnotation+"."))
 	}

@@ -89,6 +89,7 @@ type runOptions struct {
 	maxEventStreams    int
 	specSources        string
 	probeMetrics       string
+	policy             probePolicy
 }
 
 // newRunCommand is run; its flags are also the keys of its config file.
@@ -131,6 +132,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why) and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
+	o.policy.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("pod-manifests")
@@ -234,6 +236,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, Ledger: ledger, Recorder: recorder,
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
+	o.policy.apply(&cfg)
 	if o.stateDir != "" {
 		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
 	}

@@ -67,6 +67,8 @@ Probe specs come from --pod-manifests or the containers' annotations.`,
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long (exit code 1)")
 	fs.StringVarP(&o.server, "server", "s", "", "ask the agent at this state API address (as --server of status) instead of probing here")
 	fs.StringVar(&o.progress, "progress", "auto", "the progress line on stderr: auto (when stderr is a terminal), always, never")
+	o.policy.registerAnnotationHosts(fs)
+	o.policy.registerDestinations(fs)
 	return cmd
 }
 
@@ -75,6 +77,7 @@ type waitOptions struct {
 	podRef
 	cond, pod, container, manifests, server, progress string
 	timeout                                           time.Duration
+	policy                                            probePolicy
 }
 
 func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
@@ -182,6 +185,7 @@ func (o *waitOptions) startEngine(ctx context.Context, namespace, name string) (
 			prober.WithoutStartupJitter(),
 		},
 	}
+	o.policy.apply(&cfg)
 	if o.manifests != "" {
 		dir := spec.NewManifestDir(o.manifests, nil)
 		dir.Reload()

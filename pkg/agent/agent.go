@@ -65,6 +65,9 @@ type Config struct {
 	// IgnoreAnnotations leaves CRI annotations out as a spec source
 	// (--spec-sources=manifests).
 	IgnoreAnnotations bool
+	// AnnotationProbeHosts says which hosts annotation probes may name
+	// (--annotation-probe-hosts; "": spec.AnnotationProbeHostsPod, none).
+	AnnotationProbeHosts string
 	// MaxExecPerPod bounds the exec probes of one pod run at once (0: no
 	// limit, kubelet's way).
 	MaxExecPerPod int
@@ -125,6 +128,9 @@ func New(cfg Config) (*Agent, error) {
 	ropts := []pods.Option{pods.WithProbeNetwork(cfg.ProbeNetwork)}
 	if cfg.IgnoreAnnotations {
 		ropts = append(ropts, pods.WithoutAnnotations())
+	}
+	if cfg.AnnotationProbeHosts != "" {
+		ropts = append(ropts, pods.WithAnnotationProbeHosts(cfg.AnnotationProbeHosts))
 	}
 	if cfg.HostIP != "" {
 		ropts = append(ropts, pods.WithHostIP(cfg.HostIP))

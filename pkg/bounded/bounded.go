@@ -35,6 +35,18 @@ func String(s string, limit int) string {
 	return s[:cut] + "… (" + strconv.Itoa(len(s)-cut) + " more bytes cut)"
 }
 
+// Within is String with the marker counted: the result is at most limit
+// bytes whole, for a text that has a hard size (limit must leave room for
+// a marker, a few dozen bytes).
+func Within(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	// The marker names how much was cut, at most len(s) bytes.
+	marker := len("… ( more bytes cut)") + len(strconv.Itoa(len(s)))
+	return String(s, max(limit-marker, 0))
+}
+
 // Error returns err if its text is at most limit bytes, else an error
 // whose text is cut to limit. The cut error does not wrap err, on purpose:
 // keeping err would keep its whole text; classify (errors.Is) before

@@ -37,6 +37,22 @@ func TestStringStaysValidUTF8(t *testing.T) {
 	}
 }
 
+// Within's result, marker included, is never over its limit.
+func TestWithin(t *testing.T) {
+	assert.Equal(t, "abc", Within("abc", 3))
+	for _, n := range []int{65, 100, 1 << 10, 200 << 10, 5 << 20} {
+		in := strings.Repeat("é", n/2) + strings.Repeat("x", n%2)
+		for _, limit := range []int{64, 100, 1 << 10} {
+			out := Within(in, limit)
+			assert.LessOrEqual(t, len(out), limit, "%d bytes within %d", n, limit)
+			assert.True(t, utf8.ValidString(out))
+			if n > limit {
+				assert.Contains(t, out, "more bytes cut)")
+			}
+		}
+	}
+}
+
 func TestError(t *testing.T) {
 	assert.NoError(t, Error(nil, 10))
 	small := errors.New("small")

@@ -291,6 +291,37 @@ func TestResolveWithoutAnnotations(t *testing.T) {
 	assert.Empty(t, off.Source)
 }
 
+// A container's annotation probe naming a host is a problem of that
+// container (not probed, never ready) unless the operator lets annotations
+// name hosts (--annotation-probe-hosts=any), in the resolver as in Resolve.
+func TestAnnotationProbesArePinnedToTheirPod(t *testing.T) {
+	app := ctr("a", "sb1", "app", 0, cri.StateRunning, 1)
+	app.Annotations = map[string]string{spec.ReadinessAnnotation: `{"httpGet":{"host":"127.0.0.1","port":18080,"path":"/computeMetadata/v1/instance/service-accounts/default/token","httpHeaders":[{"name":"Metadata-Flavor","value":"Google"}]}}`}
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{app})
+	resolved := func(r *Resolver) *Container {
+		r.snapshot = snap
+		return mustContainer(t, mustPod(t, r.resolve(), "uid-web"), "app")
+	}
+
+	for name, c := range map[string]*Container{
+		"Resolve":          mustContainer(t, mustPod(t, Resolve(snap, Inputs{}), "uid-web"), "app"),
+		"the resolver":     resolved(NewResolver()),
+		"the resolver, ''": resolved(NewResolver(WithAnnotationProbeHosts(""))),
+	} {
+		require.Len(t, c.Problems, 1, name)
+		assert.Equal(t, "annotations: pod ns/web: container app: cri-prober.io/readiness-probe.httpGet.host: Forbidden: annotation probes go to their own pod (its IP, or 127.0.0.1 in its network namespace): remove the host, or let annotations name hosts with run --annotation-probe-hosts=any",
+			c.Problems[0].Error(), name)
+		assert.False(t, c.Probed(), name)
+	}
+
+	c := resolved(NewResolver(WithAnnotationProbeHosts(spec.AnnotationProbeHostsAny)))
+	assert.Empty(t, c.Problems)
+	require.True(t, c.Probed())
+	assert.Equal(t, "127.0.0.1", c.Spec.Readiness.HTTPGet.Host)
+	c = mustContainer(t, mustPod(t, Resolve(snap, Inputs{Annotations: ReadAnnotationsWith(spec.AnnotationProbeHostsAny)}), "uid-web"), "app")
+	assert.True(t, c.Probed())
+}
+
 // kubelet 1.36's getPhase, with sidecars and init containers.
 func TestPhase(t *testing.T) {
 	never, onFailure, always := corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure, corev1.RestartPolicyAlways

@@ -21,9 +21,17 @@ import (
 // AnnotationReader reads a container's specs from its CRI annotations.
 type AnnotationReader func(namespace, pod string, c *cri.Container) (*spec.Container, []*spec.Error)
 
-// ReadAnnotations is the AnnotationReader that parses every time.
-func ReadAnnotations(namespace, pod string, c *cri.Container) (*spec.Container, []*spec.Error) {
-	return spec.ContainerFromAnnotations(namespace, pod, c.Name, c.Annotations)
+// ReadAnnotations is the AnnotationReader that parses every time, with
+// annotation probes pinned to their pod (the default).
+var ReadAnnotations = ReadAnnotationsWith(spec.AnnotationProbeHostsPod)
+
+// ReadAnnotationsWith is the AnnotationReader that parses every time, with
+// annotation probes allowed the hosts probeHosts says
+// (spec.AnnotationProbeHostsPod or …Any).
+func ReadAnnotationsWith(probeHosts string) AnnotationReader {
+	return func(namespace, pod string, c *cri.Container) (*spec.Container, []*spec.Error) {
+		return spec.ContainerFromAnnotations(namespace, pod, c.Name, c.Annotations, probeHosts)
+	}
 }
 
 // Inputs are what a view is resolved from besides the snapshot.

@@ -40,8 +40,11 @@ type Resolver struct {
 	probeNetwork string
 	// ignoreAnnotations: CRI annotations are not a spec source.
 	ignoreAnnotations bool
-	recorder          Recorder
-	clock             clock.PassiveClock
+	// readContainer reads a container's annotations, as
+	// WithAnnotationProbeHosts says.
+	readContainer AnnotationReader
+	recorder      Recorder
+	clock         clock.PassiveClock
 
 	owned  OwnedSource
 	owners OwnerRecords
@@ -102,6 +105,12 @@ func WithProbeNetwork(network string) Option { return func(r *Resolver) { r.prob
 // manifests say what is probed and restarted.
 func WithoutAnnotations() Option { return func(r *Resolver) { r.ignoreAnnotations = true } }
 
+// WithAnnotationProbeHosts says which hosts annotation probes may name
+// (spec.AnnotationProbeHostsPod, the default: none, or …Any).
+func WithAnnotationProbeHosts(hosts string) Option {
+	return func(r *Resolver) { r.readContainer = ReadAnnotationsWith(hosts) }
+}
+
 // WithRecorder receives configuration problems as events (default: logged).
 func WithRecorder(rec Recorder) Option { return func(r *Resolver) { r.recorder = rec } }
 
@@ -111,11 +120,12 @@ func WithClock(c clock.PassiveClock) Option { return func(r *Resolver) { r.clock
 // NewResolver returns a resolver.
 func NewResolver(opts ...Option) *Resolver {
 	r := &Resolver{
-		hostIP:      "127.0.0.1",
-		clock:       clock.RealClock{},
-		annotations: map[string]annotationSpec{},
-		reported:    map[string]bool{},
-		lastOwned:   map[string]*spec.Pod{},
+		hostIP:        "127.0.0.1",
+		clock:         clock.RealClock{},
+		readContainer: ReadAnnotations,
+		annotations:   map[string]annotationSpec{},
+		reported:      map[string]bool{},
+		lastOwned:     map[string]*spec.Pod{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -240,7 +250,7 @@ func (r *Resolver) hasSandbox(uid string, m *spec.Pod) bool {
 func (r *Resolver) readAnnotations(namespace, pod string, c *cri.Container) (*spec.Container, []*spec.Error) {
 	a, ok := r.annotations[c.ID]
 	if !ok {
-		a.spec, a.errs = ReadAnnotations(namespace, pod, c)
+		a.spec, a.errs = r.readContainer(namespace, pod, c)
 		r.annotations[c.ID] = a
 	}
 	return a.spec, a.errs

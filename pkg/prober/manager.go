@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type Manager struct {
 	lateness        prometheus.Observer // every worker's: the histogram, and extraLateness
 	maxInFlight     int
 	sched           *scheduler
+	// allowed are the refused destinations network probes may reach
+	// anyway; keepSuccessOutput keeps what passing probes print.
+	allowed           []netip.Prefix
+	keepSuccessOutput bool
 
 	// view is the latest view, read by the workers.
 	view atomic.Pointer[pods.View]
@@ -137,6 +142,23 @@ func WithMaxProbesInFlight(n int) Option {
 	}
 }
 
+// WithAllowedDestinations lets network probes reach the link-local and
+// cloud metadata addresses in allowed, which are refused otherwise
+// (--allow-probe-destination): kubelet probes any address, but there the
+// node's credentials are served to whoever asks, and a probe's author is
+// not always the operator.
+func WithAllowedDestinations(allowed []netip.Prefix) Option {
+	return func(m *Manager) error { m.allowed = allowed; return nil }
+}
+
+// WithSuccessOutput keeps what passing probes print (their HTTP body,
+// their command's output) in the results and histories, and so in the
+// API (--keep-success-output). By default it is dropped, as kubelet
+// drops it.
+func WithSuccessOutput() Option {
+	return func(m *Manager) error { m.keepSuccessOutput = true; return nil }
+}
+
 // withRunner replaces the probe dispatcher (tests).
 func withRunner(r probeRunner) Option {
 	return func(m *Manager) error { m.runner = r; return nil }
@@ -181,7 +203,7 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		if execRunner == nil {
 			return nil, fmt.Errorf("an exec runner is required")
 		}
-		m.runner = &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
+		m.runner = newDispatcher(execRunner, netprobe.NewDialer(m.allowed...), m.keepSuccessOutput)
 	}
 	m.start = m.clock.Now()
 	if m.noStartupJitter {

@@ -36,6 +36,9 @@ type Target struct {
 	// records), with the values of credential headers redacted as in the
 	// output (RunProbe sets its Redact).
 	Transcript *netprobe.Transcript
+	// AllowedDestinations are the link-local and cloud metadata addresses
+	// the probe may reach, as the agent's --allow-probe-destination.
+	AllowedDestinations []netip.Prefix
 }
 
 // Outcome is a one-off probe's result, as a worker would see it.
@@ -48,7 +51,8 @@ type Outcome struct {
 
 // RunProbe runs p once against t through the same handlers, retries and
 // result mapping as the agent's workers. execRunner may be nil for a
-// network probe.
+// network probe. A success's output is kept: it is shown to the caller
+// once, not kept or served.
 func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target) Outcome {
 	c := t.Container
 	if c == nil {
@@ -62,7 +66,7 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 		}
 		ctx = netprobe.WithTranscript(ctx, tr)
 	}
-	d := &dispatcher{exec: execRunner, http: netprobe.NewHTTPGet()}
+	d := newDispatcher(execRunner, netprobe.NewDialer(t.AllowedDestinations...), true)
 	o := d.probe(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
 		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions})
 	if tr != nil {
@@ -84,14 +88,15 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 //     no handler): a plain httpGet probe with kubelet's defaults.
 //
 // Exec probes run in containers, and cannot be aimed at an address. The
+// probe may reach the refused destinations in allowed, as RunProbe's. The
 // error says that p cannot be aimed at address (nothing was sent); a probe
 // that could not run is the Outcome's Err.
-func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netprobe.Transcript) (Outcome, error) {
+func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netprobe.Transcript, allowed []netip.Prefix) (Outcome, error) {
 	q, t, err := atAddress(p, address)
 	if err != nil {
 		return Outcome{}, err
 	}
-	t.Transcript = tr
+	t.Transcript, t.AllowedDestinations = tr, allowed
 	return RunProbe(ctx, nil, q, t), nil
 }
 

@@ -171,10 +171,10 @@ func TestRunProbeAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			without, err := RunProbeAt(t.Context(), tt.probe, tt.address, nil)
+			without, err := RunProbeAt(t.Context(), tt.probe, tt.address, nil, nil)
 			require.NoError(t, err)
 			tr := &netprobe.Transcript{}
-			with, err := RunProbeAt(t.Context(), tt.probe, tt.address, tr)
+			with, err := RunProbeAt(t.Context(), tt.probe, tt.address, tr, nil)
 			require.NoError(t, err)
 			assert.Equal(t, without, with, "a transcript does not change the outcome")
 			require.NoError(t, with.Err)
@@ -206,7 +206,7 @@ func TestRunProbeTranscriptRedactsCredentials(t *testing.T) {
 	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
 		{Name: "Authorization", Value: "Bearer s3cr3t-t0ken"}, {Name: "X-Api-Key", Value: "k3y-v4lue"}}}}}
 	tr := &netprobe.Transcript{}
-	out, err := RunProbeAt(t.Context(), p, srv.URL, tr)
+	out, err := RunProbeAt(t.Context(), p, srv.URL, tr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, results.OutcomeFailure, out.Raw)
 	var text strings.Builder
@@ -255,7 +255,7 @@ func TestRunProbeTranscriptRedactsLongCredentials(t *testing.T) {
 	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
 		{Name: "Authorization", Value: "Bearer " + token}}}}}
 	tr := &netprobe.Transcript{}
-	out, err := RunProbeAt(t.Context(), p, srv.URL, tr)
+	out, err := RunProbeAt(t.Context(), p, srv.URL, tr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "seen: [redacted]", out.Output)
 	var text strings.Builder

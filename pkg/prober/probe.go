@@ -73,8 +73,18 @@ type outcome struct {
 // dispatcher runs probes of every kind. It is the one place where a spec
 // becomes a probe kind and a kind's verdict becomes kubelet's result.
 type dispatcher struct {
-	exec ExecRunner
-	http *netprobe.HTTPGet
+	exec   ExecRunner
+	dialer *netprobe.Dialer
+	http   *netprobe.HTTPGet
+	// keepSuccessOutput keeps what passing probes print; kubelet keeps
+	// none (--keep-success-output).
+	keepSuccessOutput bool
+}
+
+// newDispatcher returns a dispatcher that runs exec probes with
+// execRunner and connects network probes through dialer.
+func newDispatcher(execRunner ExecRunner, dialer *netprobe.Dialer, keepSuccessOutput bool) *dispatcher {
+	return &dispatcher{exec: execRunner, dialer: dialer, http: netprobe.NewHTTPGet(dialer), keepSuccessOutput: keepSuccessOutput}
 }
 
 // probe runs p against t, retrying at once while it cannot run at all, and
@@ -83,7 +93,10 @@ type dispatcher struct {
 //
 // Every text that leaves here came from the workload or quotes it, and is
 // bounded here, once, before results, history, events, the ledger and
-// logs see it: output to kubelet's 10 KiB, an error to 1 KiB.
+// logs see it: output to kubelet's 10 KiB, an error to 1 KiB. A success's
+// output is dropped here too unless kept: kubelet discards it, and
+// whatever a probe fetched (from wherever its spec's author aimed it)
+// must not be served to every reader of the API.
 func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
 	var o outcome
 	for range maxProbeRetries {
@@ -97,6 +110,9 @@ func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outco
 			resourceCause: netprobe.ResourceCause(o.err), err: bounded.Error(o.err, bounded.Message), queued: o.queued}
 	}
 	o.output = bounded.String(o.output, bounded.Output)
+	if o.raw == results.OutcomeSuccess && !d.keepSuccessOutput {
+		o.output = ""
+	}
 	o.result = results.Failure
 	if o.raw == results.OutcomeSuccess || o.raw == results.OutcomeWarning {
 		o.result, o.reason = results.Success, ""
@@ -149,7 +165,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		if err != nil {
 			return outcome{err: err}
 		}
-		return fromNet(netprobe.TCP(ctx, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
+		return fromNet(netprobe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
 	case p.GRPC != nil:
 		if t.host == "" {
 			return outcome{err: errNoPodIP}
@@ -159,7 +175,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			service = *p.GRPC.Service
 		}
 		addr := net.JoinHostPort(t.host, strconv.Itoa(int(p.GRPC.Port)))
-		return fromNet(netprobe.GRPCHealth(ctx, addr, service, UserAgent, timeout))
+		return fromNet(netprobe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
 	}
@@ -173,6 +189,8 @@ func errorReason(err error) string {
 		return ReasonNetNS
 	case errors.Is(err, netprobe.ErrAgentResource):
 		return ReasonAgentResources
+	case errors.Is(err, netprobe.ErrDestinationRefused):
+		return ReasonDestinationRefused
 	case errors.Is(err, cri.ErrExecReplyTooLarge):
 		return ReasonExecReplyTooLarge
 	default:

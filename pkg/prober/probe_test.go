@@ -61,7 +61,7 @@ func TestDispatchExec(t *testing.T) {
 		want      outcome
 		wantCalls int
 	}{
-		{"exit 0", []execAnswer{{result: exec.Result{Output: "ok"}}}, outcome{result: results.Success, raw: results.OutcomeSuccess, output: "ok"}, 1},
+		{"exit 0: what it printed is not kept (kubelet's)", []execAnswer{{result: exec.Result{Output: "ok"}}}, outcome{result: results.Success, raw: results.OutcomeSuccess}, 1},
 		{"non-zero exit", []execAnswer{{result: exec.Result{ExitCode: 1, Output: "bad"}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: "bad", reason: ReasonExecExitCode}, 1},
 		{"timeout is a failure", []execAnswer{{result: exec.Result{TimedOut: true, Output: `command "x" timed out`}}}, outcome{result: results.Failure, raw: results.OutcomeFailure, output: `command "x" timed out`, reason: ReasonTimeout}, 1},
 		{"error, then success: retried", []execAnswer{{err: errBoom}, {err: errBoom}, {result: exec.Result{}}}, outcome{result: results.Success, raw: results.OutcomeSuccess}, 3},
@@ -71,7 +71,7 @@ func TestDispatchExec(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			runner := &scriptedExec{answers: tt.answers}
-			d := &dispatcher{exec: runner, http: netprobe.NewHTTPGet()}
+			d := newDispatcher(runner, netprobe.NewDialer(), false)
 			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.wantCalls, runner.calls)
@@ -100,7 +100,7 @@ func TestDispatchClassifiesAndBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{tt.answer}}}
+			d := newDispatcher(&scriptedExec{answers: []execAnswer{tt.answer}}, netprobe.NewDialer(), false)
 			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
 			assert.Equal(t, tt.wantRaw, got.raw)
 			assert.Equal(t, tt.wantReason, got.reason)
@@ -115,7 +115,7 @@ func TestDispatchClassifiesAndBounds(t *testing.T) {
 
 func TestDispatchExpandsExecCommand(t *testing.T) {
 	runner := &scriptedExec{answers: []execAnswer{{}}}
-	d := &dispatcher{exec: runner}
+	d := newDispatcher(runner, netprobe.NewDialer(), false)
 	d.probe(context.Background(), execProbe("some", "$(A)", "$(B)"), target{container: &spec.Container{Env: []corev1.EnvVar{{Name: "A", Value: "script"}}}})
 	assert.Equal(t, []string{"some", "script", "$(B)"}, runner.lastCmd)
 }
@@ -174,7 +174,7 @@ func TestDispatchNetworkProbes(t *testing.T) {
 		{"tcp refused", tcp(closedPort), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonConnectionRefused},
 		{"no handler", &corev1.Probe{TimeoutSeconds: 1}, "127.0.0.1", results.Failure, results.OutcomeUnknown, "missing probe handler", ReasonRuntimeError},
 	}
-	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
+	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), false)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := d.probe(context.Background(), tt.probe, target{host: tt.podIP, container: container})
@@ -211,7 +211,7 @@ func TestDispatchRedactsCredentialHeaders(t *testing.T) {
 			{Name: "X-Trace", Value: "trace-42"},
 		}}}}
 	spec.DefaultProbe(probe)
-	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
+	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), false)
 	got := d.probe(context.Background(), probe, target{host: "127.0.0.1", container: &spec.Container{}})
 	require.NoError(t, got.err)
 	assert.Equal(t, results.OutcomeWarning, got.raw)
@@ -222,7 +222,7 @@ func TestDispatchRedactsCredentialHeaders(t *testing.T) {
 // run; an exec probe does not use the network.
 func TestProbeInPodNetworkNeedsANamespace(t *testing.T) {
 	// In the pod's network without a namespace path: the probe cannot run.
-	d := &dispatcher{exec: &scriptedExec{answers: []execAnswer{{}}}, http: netprobe.NewHTTPGet()}
+	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), false)
 	tcp := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
 	spec.DefaultProbe(tcp)
 	got := d.probe(context.Background(), tcp, target{host: "10.0.0.1", container: &spec.Container{}, inPodNetwork: true})
@@ -230,4 +230,89 @@ func TestProbeInPodNetworkNeedsANamespace(t *testing.T) {
 	// An exec probe does not use the network.
 	got = d.probe(context.Background(), execProbe("true"), target{container: &spec.Container{}, inPodNetwork: true})
 	assert.NoError(t, got.err)
+}
+
+// What a passing probe printed is not kept (kubelet keeps none): not its
+// HTTP body, not its command's output. A warning's body is kept, as
+// kubelet's ProbeWarning event carries it, and so is every failure's
+// output. --keep-success-output keeps a success's too.
+func TestSuccessOutputIsKeptOnlyWhenAsked(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/token":
+			w.Write([]byte(`{"access_token":"ya29.secret"}`))
+		case "/moved":
+			http.Redirect(w, r, "http://192.0.2.1/", http.StatusFound) // another host: not followed
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	httpGet := func(path string) *corev1.Probe {
+		p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(port)}}}
+		spec.DefaultProbe(p)
+		return p
+	}
+	tests := []struct {
+		name        string
+		probe       *corev1.Probe
+		exec        exec.Result
+		wantRaw     results.Outcome
+		wantDefault string // what is kept by default
+		wantKept    string // with --keep-success-output
+	}{
+		{"an HTTP success", httpGet("/token"), exec.Result{}, results.OutcomeSuccess, "", `{"access_token":"ya29.secret"}`},
+		{"an exec success", execProbe("cat", "/token"), exec.Result{Output: "ya29.secret"}, results.OutcomeSuccess, "", "ya29.secret"},
+		{"an HTTP warning", httpGet("/moved"), exec.Result{}, results.OutcomeWarning,
+			"Probe terminated redirects, Response body: <a href=\"http://192.0.2.1/\">Found</a>.\n\n", "Probe terminated redirects, Response body: <a href=\"http://192.0.2.1/\">Found</a>.\n\n"},
+		{"an HTTP failure", httpGet("/broken"), exec.Result{}, results.OutcomeFailure, "HTTP probe failed with statuscode: 500", "HTTP probe failed with statuscode: 500"},
+		{"an exec failure", execProbe("false"), exec.Result{ExitCode: 1, Output: "sick"}, results.OutcomeFailure, "sick", "sick"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for keep, want := range map[bool]string{false: tt.wantDefault, true: tt.wantKept} {
+				d := newDispatcher(&scriptedExec{answers: []execAnswer{{result: tt.exec}}}, netprobe.NewDialer(), keep)
+				got := d.probe(context.Background(), tt.probe, target{host: "127.0.0.1", containerID: "c", container: &spec.Container{}})
+				require.NoError(t, got.err)
+				assert.Equal(t, tt.wantRaw, got.raw)
+				assert.Equal(t, want, got.output, "keep success output: %v", keep)
+			}
+		})
+	}
+}
+
+// A probe aimed at the node's cloud metadata service is refused before
+// anything is sent: it could not run (thrown away, never counted towards
+// a restart), with a reason of its own, and its error says where it was
+// aimed and which flag allows it.
+func TestDispatchRefusesMetadataDestinations(t *testing.T) {
+	metadata := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Host: "169.254.169.254", Port: intstr.FromInt(80), Path: "/computeMetadata/v1/instance/service-accounts/default/token",
+		HTTPHeaders: []corev1.HTTPHeader{{Name: "Metadata-Flavor", Value: "Google"}}}}}
+	spec.DefaultProbe(metadata)
+	scan := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "fd00:ec2::254", Port: intstr.FromInt(80)}}}
+	spec.DefaultProbe(scan)
+	for _, tt := range []struct {
+		name  string
+		probe *corev1.Probe
+		want  string
+	}{
+		{"httpGet", metadata, "refused to probe 169.254.169.254 ("},
+		{"tcpSocket", scan, "refused to probe fd00:ec2::254 ("},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), true)
+			got := d.probe(context.Background(), tt.probe, target{host: "10.0.0.5", container: &spec.Container{}})
+			require.Error(t, got.err)
+			assert.Equal(t, results.OutcomeUnknown, got.raw)
+			assert.Equal(t, ReasonDestinationRefused, got.reason)
+			assert.Contains(t, got.err.Error(), tt.want)
+			assert.Contains(t, got.err.Error(), "--allow-probe-destination")
+			assert.Empty(t, got.output)
+		})
+	}
 }

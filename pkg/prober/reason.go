@@ -27,11 +27,16 @@ const (
 	// ReasonExecReplyTooLarge: the command printed more than
 	// --max-exec-reply-bytes, so its exit code could not be read.
 	ReasonExecReplyTooLarge = "exec_reply_too_large"
+	// ReasonDestinationRefused: the probe was aimed at a link-local or
+	// cloud metadata address that --allow-probe-destination does not
+	// allow; nothing was sent.
+	ReasonDestinationRefused = "destination_refused"
 )
 
 // FailureReasons lists every reason, for metrics and docs.
 var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetwork, ReasonHTTPStatus, ReasonHTTPBody,
-	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS, ReasonAgentResources, ReasonExecReplyTooLarge}
+	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS, ReasonAgentResources, ReasonExecReplyTooLarge,
+	ReasonDestinationRefused}
 
 // failureReason names a network probe's failure cause, which the probe
 // reports where it knows it (never parsed back out of the output).

@@ -36,6 +36,18 @@ const (
 	CauseFirstStart Cause = ""
 )
 
+// causeFromAnnotation is the cause an interrupted restart's replacement
+// carries (cri.AnnotationRestartCause): one the agent writes, else
+// CauseUnknown. Whoever creates containers can write the annotation too,
+// and a cause becomes a metrics label and a ledger entry.
+func causeFromAnnotation(v string) Cause {
+	switch c := Cause(v); c {
+	case CauseLiveness, CauseStartup, CauseExit, CausePostStart, CauseUnknown, CausePodKill, CauseRestartAll:
+		return c
+	}
+	return CauseUnknown
+}
+
 // containerToKill is a container instance to stop, and why.
 type containerToKill struct {
 	container *pods.Container

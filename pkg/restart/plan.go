@@ -286,7 +286,7 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		}
 		s.resume, s.replaces, s.attempt = cur, nil, int64(cur.Attempt)
 		if cause := cur.Annotations[cri.AnnotationRestartCause]; cause != "" {
-			s.cause = Cause(cause)
+			s.cause = causeFromAnnotation(cause)
 		}
 		return s, true
 	}

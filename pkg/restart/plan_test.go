@@ -290,6 +290,16 @@ func TestMakePlan(t *testing.T) {
 			want: planSummary{starts: []string{"app (resume app-1, attempt 1, cause liveness)"}},
 		},
 		{
+			// Anyone who creates containers can write the annotation: a
+			// cause the agent does not write is unknown, not a 200 KB
+			// metrics label and ledger entry.
+			name: "someone else's pod, a replacement whose cause is not one the agent writes: started, cause unknown",
+			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil,
+				inst("app-1", "sb0", cri.StateCreated, 0, 0, cri.AnnotationRestartOf, "app-0", cri.AnnotationRestartCause, strings.Repeat("x", 200<<10)),
+				inst("app-0", "sb0", cri.StateExited, 137, 5))),
+			want: planSummary{starts: []string{"app (resume app-1, attempt 1, cause unknown)"}},
+		},
+		{
 			name: "someone else's pod, an exit seen at once: waits for a listing after the settle time",
 			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 1, 0))),
 			want: planSummary{retry: exitSettle, needView: exitSettle, waiting: nil},

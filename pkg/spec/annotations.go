@@ -52,7 +52,69 @@ func ValidateProbeNetwork(v string) error {
 	case "", ProbeNetworkNode, ProbeNetworkPod:
 		return nil
 	}
-	return fmt.Errorf("Unsupported value: %q: supported values: %q, %q", v, ProbeNetworkNode, ProbeNetworkPod)
+	return fmt.Errorf("Unsupported value: %q: supported values: %q, %q", clip(v), ProbeNetworkNode, ProbeNetworkPod)
+}
+
+// Which hosts probes given in annotations may name (run
+// --annotation-probe-hosts).
+const (
+	// AnnotationProbeHostsPod: none. An annotation probe goes to its own
+	// pod (its IP, or 127.0.0.1 in its network namespace), with no Host
+	// header: whoever can create a container cannot aim the agent at
+	// another host from the node (OpenKruise's fix of GHSA-9fj4-3849-rv9g).
+	// The default, also for "".
+	AnnotationProbeHostsPod = "pod"
+	// AnnotationProbeHostsAny: any host and Host header, as in a manifest
+	// (kubelet's rule).
+	AnnotationProbeHostsAny = "any"
+)
+
+// ValidateAnnotationProbeHosts checks an --annotation-probe-hosts value.
+func ValidateAnnotationProbeHosts(v string) error {
+	switch v {
+	case AnnotationProbeHostsPod, AnnotationProbeHostsAny:
+		return nil
+	}
+	return fmt.Errorf("Unsupported value: %q: supported values: %q, %q", clip(v), AnnotationProbeHostsPod, AnnotationProbeHostsAny)
+}
+
+// maxProblems is how many problems of one config's annotations are
+// reported: a 256 KiB annotation of unknown fields must not become
+// thousands of messages in every /api/v1/pods response and log line. The
+// first say what to fix; the others are counted.
+const maxProblems = 10
+
+// problems collects the problems of one config's annotations, at most
+// maxProblems of them.
+type problems struct {
+	base  Error // what every one is about: source, pod, container
+	list  []*Error
+	extra int
+}
+
+// add records a problem of the annotation or field at path.
+func (p *problems) add(path, detail string) {
+	if len(p.list) == maxProblems {
+		p.extra++
+		return
+	}
+	e := p.base
+	e.Field, e.Detail = clip(path), detail
+	p.list = append(p.list, &e)
+}
+
+func (p *problems) addField(fe *field.Error) { p.add(fromField(fe)) }
+
+func (p *problems) none() bool { return len(p.list) == 0 }
+
+// errors returns the problems, and how many more there were.
+func (p *problems) errors() []*Error {
+	if p.extra == 0 {
+		return p.list
+	}
+	more := p.base
+	more.Detail = fmt.Sprintf("and %d more problems in these annotations, not shown: fix the ones shown, then see the rest", p.extra)
+	return append(p.list, &more)
 }
 
 var containerAnnotations = []struct {
@@ -62,16 +124,14 @@ var containerAnnotations = []struct {
 
 // ContainerFromAnnotations reads the probes of a container from its CRI
 // config annotations. It returns nil when the container has none. Any
-// problem (bad JSON, an invalid probe, an unknown cri-prober.io/ key) is an
-// error and no probe of the container is used: half a spec would probe
-// something other than what was asked.
-func ContainerFromAnnotations(namespace, pod, container string, annotations map[string]string) (*Container, []*Error) {
+// problem (bad JSON, an invalid probe, an unknown cri-prober.io/ key, a
+// host that probeHosts does not allow) is an error and no probe of the
+// container is used: half a spec would probe something other than what
+// was asked. What the errors quote of the annotations is bounded.
+func ContainerFromAnnotations(namespace, pod, container string, annotations map[string]string, probeHosts string) (*Container, []*Error) {
 	c := &Container{Name: container}
-	var errs []*Error
-	fail := func(key, detail string) {
-		errs = append(errs, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Container: container, Field: key, Detail: detail})
-	}
-	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation, RestartOfAnnotation, RestartCauseAnnotation}, fail)
+	errs := problems{base: Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Container: container}}
+	checkKeys(annotations, "a container config", []string{LivenessAnnotation, ReadinessAnnotation, StartupAnnotation, ExtensionsAnnotation, RestartOfAnnotation, RestartCauseAnnotation}, errs.add)
 	for _, a := range containerAnnotations {
 		raw, ok := annotations[a.key]
 		if !ok {
@@ -80,21 +140,28 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 		var probe corev1.Probe
 		strict, err := json.UnmarshalStrict([]byte(raw), &probe, json.DisallowDuplicateFields, json.DisallowUnknownFields)
 		if err != nil {
-			fail(a.key, "not a JSON Probe: "+cleanJSONError(err))
+			errs.add(a.key, "not a JSON Probe: "+cleanJSONError(err))
 			continue
 		}
 		for _, e := range strict {
-			fail(a.key, strictDetail(e, probe))
+			errs.add(a.key, strictDetail(e, probe))
 		}
 		if len(strict) > 0 {
 			continue
 		}
 		DefaultProbe(&probe)
 		for _, fe := range ValidateProbe(&probe, a.field, field.NewPath(a.key)) {
-			fail(fe.Field, fe.ErrorBody())
+			errs.addField(fe)
+		}
+		if probeHosts != AnnotationProbeHostsAny {
+			for _, fe := range pinnedToPod(&probe, field.NewPath(a.key)) {
+				errs.addField(fe)
+			}
 		}
 		for _, fe := range ProbePortWarnings(&probe, nil, false, field.NewPath(a.key)) {
-			c.Warnings = append(c.Warnings, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Container: container, Field: fe.Field, Detail: fe.ErrorBody()})
+			w := errs.base
+			w.Field, w.Detail = fromField(fe)
+			c.Warnings = append(c.Warnings, &w)
 		}
 		switch a.field {
 		case livenessField:
@@ -105,20 +172,43 @@ func ContainerFromAnnotations(namespace, pod, container string, annotations map[
 			c.Startup = &probe
 		}
 	}
-	if raw, ok := annotations[ExtensionsAnnotation]; ok && len(errs) == 0 {
+	if raw, ok := annotations[ExtensionsAnnotation]; ok && errs.none() {
 		ext, ferrs := decodeExtensions([]byte(raw), c, field.NewPath(ExtensionsAnnotation))
 		for _, fe := range ferrs {
-			fail(fe.Field, fe.ErrorBody())
+			errs.addField(fe)
 		}
 		c.Extensions = ext
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	if !errs.none() {
+		return nil, errs.errors()
 	}
 	if !c.HasProbes() {
 		return nil, nil
 	}
 	return c, nil
+}
+
+// pinnedToPod refuses what would aim an annotation probe anywhere but its
+// own pod: a host, or a Host header (a virtual host the pod's address
+// does not name). A gRPC probe has neither; an exec probe runs in the
+// container itself.
+func pinnedToPod(p *corev1.Probe, path *field.Path) field.ErrorList {
+	const allow = "or let annotations name hosts with run --annotation-probe-hosts=" + AnnotationProbeHostsAny
+	var errs field.ErrorList
+	if h := p.HTTPGet; h != nil {
+		if h.Host != "" {
+			errs = append(errs, field.Forbidden(path.Child("httpGet", "host"), "annotation probes go to their own pod (its IP, or 127.0.0.1 in its network namespace): remove the host, "+allow))
+		}
+		for i, hdr := range h.HTTPHeaders {
+			if strings.EqualFold(hdr.Name, "Host") {
+				errs = append(errs, field.Forbidden(path.Child("httpGet", "httpHeaders").Index(i).Child("name"), "annotation probes go to their own pod, under its address: remove the Host header, "+allow))
+			}
+		}
+	}
+	if s := p.TCPSocket; s != nil && s.Host != "" {
+		errs = append(errs, field.Forbidden(path.Child("tcpSocket", "host"), "annotation probes go to their own pod (its IP, or 127.0.0.1 in its network namespace): remove the host, "+allow))
+	}
+	return errs
 }
 
 // PodPolicy is what a sandbox's annotations say about the whole pod.
@@ -130,24 +220,22 @@ type PodPolicy struct {
 
 // PodPolicyFromAnnotations reads the restart policy and grace period from a
 // sandbox's annotations, with the API server's defaults (Always, 30 s). On
-// error the defaults are returned with the errors.
+// error the defaults are returned with the errors, which quote the
+// annotations bounded.
 func PodPolicyFromAnnotations(namespace, pod string, annotations map[string]string) (PodPolicy, []*Error) {
 	p := PodPolicy{RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: DefaultGracePeriodSecond}
-	var errs []*Error
-	fail := func(key, detail string) {
-		errs = append(errs, &Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod, Field: key, Detail: detail})
-	}
-	checkKeys(annotations, "a pod sandbox config", []string{RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation}, fail)
+	errs := problems{base: Error{Source: SourceAnnotations, Namespace: namespace, Pod: pod}}
+	checkKeys(annotations, "a pod sandbox config", []string{RestartPolicyAnnotation, GracePeriodAnnotation, ProbeNetworkAnnotation}, errs.add)
 	if v, ok := annotations[ProbeNetworkAnnotation]; ok {
 		if err := ValidateProbeNetwork(v); err != nil {
-			fail(ProbeNetworkAnnotation, err.Error())
+			errs.add(ProbeNetworkAnnotation, err.Error())
 		} else {
 			p.ProbeNetwork = v
 		}
 	}
 	if v, ok := annotations[RestartPolicyAnnotation]; ok {
 		if fe := validateRestartPolicy(corev1.RestartPolicy(v), field.NewPath(RestartPolicyAnnotation)); len(fe) > 0 {
-			fail(RestartPolicyAnnotation, fe[0].ErrorBody())
+			errs.addField(fe[0])
 		} else {
 			p.RestartPolicy = corev1.RestartPolicy(v)
 		}
@@ -156,19 +244,19 @@ func PodPolicyFromAnnotations(namespace, pod string, annotations map[string]stri
 		g, err := strconv.ParseInt(v, 10, 64)
 		switch {
 		case err != nil:
-			fail(GracePeriodAnnotation, fmt.Sprintf("Invalid value: %q: must be a whole number of seconds", v))
+			errs.add(GracePeriodAnnotation, fmt.Sprintf("Invalid value: %q: must be a whole number of seconds", clip(v)))
 		case g < 0:
-			fail(GracePeriodAnnotation, fmt.Sprintf("Invalid value: %d: must be greater than or equal to 0", g))
+			errs.add(GracePeriodAnnotation, fmt.Sprintf("Invalid value: %d: must be greater than or equal to 0", g))
 		default:
 			p.TerminationGracePeriodSeconds = g
 		}
 	}
-	return p, errs
+	return p, errs.errors()
 }
 
 // checkKeys reports the cri-prober.io/ annotations that are not read from
 // this kind of config: a typo or a misplaced key must not silently disable
-// a probe or a policy.
+// a probe or a policy. fail bounds what it quotes of a key.
 func checkKeys(annotations map[string]string, on string, known []string, fail func(key, detail string)) {
 	var keys []string
 	for k := range annotations {

@@ -82,7 +82,7 @@ func criConfig(path string, doc document, root *yaml.Node, info *docInfo) (*CRIC
 		for i := 0; i+1 < len(annotations.Content); i += 2 {
 			k, v := annotations.Content[i], annotations.Content[i+1]
 			if detail := annotationValueProblem(v); detail != "" {
-				fail(v, k.Value, detail)
+				fail(v, clip(k.Value), detail)
 				continue
 			}
 			values[k.Value] = v.Value
@@ -95,7 +95,9 @@ func criConfig(path string, doc document, root *yaml.Node, info *docInfo) (*CRIC
 
 	var read []*Error
 	if c.Kind == CRIContainerConfig {
-		c.Spec, read = ContainerFromAnnotations(c.Namespace, c.Pod, c.Container, values)
+		// As the agent reads them by default: --annotation-probe-hosts is
+		// named in the errors it would give.
+		c.Spec, read = ContainerFromAnnotations(c.Namespace, c.Pod, c.Container, values, AnnotationProbeHostsPod)
 	} else {
 		c.Policy, read = PodPolicyFromAnnotations(c.Namespace, c.Pod, values)
 	}
@@ -164,21 +166,22 @@ func annotationValueProblem(v *yaml.Node) string {
 }
 
 // annotationNode is the value of the annotation an error's field is about
-// (the field is the key, or the key then a path inside its value), or the
-// node inside it when the value is a literal block that has that path; nil
-// if none.
+// (the field is the key, cut as errors quote it, or the key then a path
+// inside its value), or the node inside it when the value is a literal
+// block that has that path; nil if none.
 func annotationNode(byKey map[string]*yaml.Node, fieldPath string) *yaml.Node {
-	var key string
+	var key, quoted string
 	for k := range byKey {
-		if len(k) > len(key) && (fieldPath == k || strings.HasPrefix(fieldPath, k+".") || strings.HasPrefix(fieldPath, k+"[")) {
-			key = k
+		q := clip(k)
+		if len(q) > len(quoted) && (fieldPath == q || strings.HasPrefix(fieldPath, q+".") || strings.HasPrefix(fieldPath, q+"[")) {
+			key, quoted = k, q
 		}
 	}
 	v := byKey[key]
 	if v == nil {
 		return nil
 	}
-	if rest := strings.TrimPrefix(fieldPath[len(key):], "."); rest != "" {
+	if rest := strings.TrimPrefix(fieldPath[len(quoted):], "."); rest != "" {
 		if line := nodeLine(v, splitPath(rest), 0); line > 0 {
 			return &yaml.Node{Line: line}
 		}

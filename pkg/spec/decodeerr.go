@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/json"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
@@ -22,6 +23,18 @@ const maxQuoted = 256
 // clip cuts text from a manifest or an annotation to maxQuoted for a
 // message, saying how much was cut.
 func clip(s string) string { return bounded.String(s, maxQuoted) }
+
+// fromField is a field error as an Error's Field and Detail, what it
+// quotes of the input (its bad value, a key or a name in its path) cut to
+// maxQuoted: the value is quoted as the API server quotes it, but never
+// whole.
+func fromField(fe *field.Error) (path, detail string) {
+	quoted := *fe
+	if v := reflect.ValueOf(quoted.BadValue); v.Kind() == reflect.String && v.Len() > maxQuoted {
+		quoted.BadValue = reflect.ValueOf(clip(v.String())).Convert(v.Type()).Interface() // its own type: quoted the same way
+	}
+	return clip(quoted.Field), quoted.ErrorBody()
+}
 
 // jsonTypeError matches the decoder's type errors, e.g. "json: cannot
 // unmarshal string into Go struct field Probe.spec.containers.livenessProbe.

@@ -137,7 +137,7 @@ func validateExtensions(ext *Extensions, probe *corev1.Probe, t results.ProbeTyp
 		case re != "":
 			compiled, err := regexp.Compile(re)
 			if err != nil {
-				errs = append(errs, field.Invalid(p.Child("failIfBodyNotMatchesRegexp"), re, err.Error()))
+				errs = append(errs, field.Invalid(p.Child("failIfBodyNotMatchesRegexp"), re, clip(err.Error()))) // it quotes the regexp
 			}
 			h.bodyRegexp = compiled
 		}

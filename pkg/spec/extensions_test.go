@@ -123,7 +123,7 @@ func TestBodyRegexpSizeLimit(t *testing.T) {
 	_, errs = ContainerFromAnnotations("ns", "p", "app", map[string]string{
 		ReadinessAnnotation:  `{"httpGet":{"port":8080}}`,
 		ExtensionsAnnotation: `{"readinessProbe":{"httpGet":{"failIfBodyNotMatchesRegexp":"` + tooLong + `"}}}`,
-	})
+	}, AnnotationProbeHostsPod)
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "cri-prober.io/probe-extensions.readinessProbe.httpGet.failIfBodyNotMatchesRegexp: Too long: may not be more than 1024 bytes")
 }
@@ -133,14 +133,14 @@ func TestAnnotationExtensions(t *testing.T) {
 	c, errs := ContainerFromAnnotations("ns", "p", "app", map[string]string{
 		ReadinessAnnotation:  probe,
 		ExtensionsAnnotation: `{"readinessProbe":{"startInterval":"1s","httpGet":{"validStatusCodes":[200]}}}`,
-	})
+	}, AnnotationProbeHostsPod)
 	require.Empty(t, errs)
 	assert.Equal(t, time.Second, c.Extension(results.Readiness).StartInterval.Duration)
 
 	_, errs = ContainerFromAnnotations("ns", "p", "app", map[string]string{
 		ReadinessAnnotation:  probe,
 		ExtensionsAnnotation: `{"readinessProbe":{"startInterval":"5s"}}`,
-	})
+	}, AnnotationProbeHostsPod)
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "cri-prober.io/probe-extensions.readinessProbe.startInterval: Invalid value: \"5s\": must be shorter than periodSeconds (5s)")
 
@@ -156,7 +156,7 @@ func TestRestartAnnotationsAreAccepted(t *testing.T) {
 		ReadinessAnnotation:        `{"httpGet":{"port":8080}}`,
 		cri.AnnotationRestartOf:    "0123",
 		cri.AnnotationRestartCause: "liveness",
-	})
+	}, AnnotationProbeHostsPod)
 	require.Empty(t, errs)
 	assert.NotNil(t, c.Readiness)
 }

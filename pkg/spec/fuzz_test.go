@@ -133,7 +133,7 @@ func FuzzAnnotations(f *testing.F) {
 			LivenessAnnotation:  liveness,
 			StartupAnnotation:   readiness,
 		}
-		c, errs := ContainerFromAnnotations("ns", "pod", "app", annotations)
+		c, errs := ContainerFromAnnotations("ns", "pod", "app", annotations, AnnotationProbeHostsPod)
 		for _, e := range errs {
 			if e.Detail == "" || e.Pod != "pod" {
 				t.Errorf("error that does not say what and where: %+v", e)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
 // ManifestExtensions are the files a manifest directory is read from.
@@ -315,7 +317,9 @@ func decodePod(source string, doc []byte, root *yaml.Node, static *staticFile) (
 	if raw, ok := pod.Annotations[ExtensionsAnnotation]; ok {
 		var errs []*Error
 		for _, fe := range containerExtensions(raw, p.Containers, field.NewPath("metadata", "annotations").Key(ExtensionsAnnotation)) {
-			errs = append(errs, &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Field: fe.Field, Detail: fe.ErrorBody()})
+			e := &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name}
+			e.Field, e.Detail = fromField(fe)
+			errs = append(errs, e)
 		}
 		if len(errs) > 0 {
 			return nil, errs
@@ -338,7 +342,8 @@ func errorPath(e *Error) string {
 	return ""
 }
 
-// cleanJSONError drops the decoder's "json: " prefix.
+// cleanJSONError drops the decoder's "json: " prefix, and cuts what it
+// quotes of the input (a number's digits) to maxQuoted.
 func cleanJSONError(err error) string {
-	return strings.TrimPrefix(err.Error(), "json: ")
+	return bounded.String(strings.TrimPrefix(err.Error(), "json: "), 2*maxQuoted)
 }

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -147,6 +148,11 @@ type Error struct {
 	Detail    string // e.g. Invalid value: -1: must be greater than or equal to 0
 }
 
+// maxErrorText bounds an Error's text, whatever the config it is about
+// holds (a name, a key, a value quoted): each problem is in every
+// /api/v1/pods response, status line, event and log record while it lasts.
+const maxErrorText = bounded.Message
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Source)
@@ -163,7 +169,7 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, ": %s", e.Field)
 	}
 	fmt.Fprintf(&b, ": %s", e.Detail)
-	return b.String()
+	return bounded.Within(b.String(), maxErrorText)
 }
 
 // Defaults the API server applies to a Probe.

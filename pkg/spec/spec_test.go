@@ -275,7 +275,7 @@ func TestContainerFromAnnotations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, errs := ContainerFromAnnotations("ns", "p", "app", tt.annotations)
+			c, errs := ContainerFromAnnotations("ns", "p", "app", tt.annotations, AnnotationProbeHostsPod)
 			require.Len(t, errs, len(tt.wantErrs), "%v", errs)
 			for i, want := range tt.wantErrs {
 				assert.Contains(t, errs[i].Error(), want)

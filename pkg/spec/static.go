@@ -76,7 +76,9 @@ func (s *staticFile) apply(source string, pod *corev1.Pod) []*Error {
 	if errs := staticVolumeErrors(pod); len(errs) > 0 {
 		var out []*Error
 		for _, fe := range errs {
-			out = append(out, &Error{Source: source, Namespace: namespace, Pod: pod.Name, Field: fe.Field, Detail: fe.ErrorBody()})
+			e := &Error{Source: source, Namespace: namespace, Pod: pod.Name}
+			e.Field, e.Detail = fromField(fe)
+			out = append(out, e)
 		}
 		return out
 	}
@@ -87,7 +89,9 @@ func (s *staticFile) apply(source string, pod *corev1.Pod) []*Error {
 	StaticPod(pod, s.NodeName, s.path, now())
 	var out []*Error
 	for _, fe := range staticSpecErrors(&pod.Spec, field.NewPath("spec")) {
-		out = append(out, &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Field: fe.Field, Detail: fe.ErrorBody()})
+		e := &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name}
+		e.Field, e.Detail = fromField(fe)
+		out = append(out, e)
 	}
 	return out
 }

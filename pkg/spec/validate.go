@@ -32,20 +32,19 @@ const (
 // does not declare); they are returned per container.
 func validatePod(source string, pod *corev1.Pod) (errs []*Error, warnings map[string][]*Error) {
 	warnings = map[string][]*Error{}
+	problem := func(container string, fe *field.Error) *Error {
+		e := &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: container}
+		e.Field, e.Detail = fromField(fe)
+		return e
+	}
 	add := func(container string, list field.ErrorList) {
 		for _, fe := range list {
-			errs = append(errs, &Error{
-				Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: container,
-				Field: fe.Field, Detail: fe.ErrorBody(),
-			})
+			errs = append(errs, problem(container, fe))
 		}
 	}
 	warn := func(container string, list field.ErrorList) {
 		for _, fe := range list {
-			warnings[container] = append(warnings[container], &Error{
-				Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: container,
-				Field: fe.Field, Detail: fe.ErrorBody(),
-			})
+			warnings[container] = append(warnings[container], problem(container, fe))
 		}
 	}
 

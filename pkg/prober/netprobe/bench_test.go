@@ -48,12 +48,12 @@ func BenchmarkHTTPProbe(b *testing.B) {
 		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
 	}
 	b.Run("shared-transport", func(b *testing.B) {
-		shared := NewHTTPGet()
+		shared := NewHTTPGet(NewDialer())
 		run(b, func() *HTTPGet { return shared })
 	})
 	b.Run("transport-per-probe", func(b *testing.B) {
 		run(b, func() *HTTPGet {
-			g := NewHTTPGet()
+			g := NewHTTPGet(NewDialer())
 			return &HTTPGet{transport: &http.Transport{
 				DialContext:        g.transport.DialContext,
 				TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as kubelet
@@ -72,7 +72,7 @@ func BenchmarkTCPProbe(b *testing.B) {
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {
-		if r, out, _ := split(TCP(context.Background(), addr, time.Second)); r != Success {
+		if r, out, _ := split(TCP(context.Background(), NewDialer(), addr, time.Second)); r != Success {
 			b.Fatal(out)
 		}
 	}
@@ -116,7 +116,7 @@ func BenchmarkTranscriptHTTPProbe(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	defer srv.Close()
 	host, port := target(&testing.T{}, srv.URL)
-	get := NewHTTPGet()
+	get := NewHTTPGet(NewDialer())
 	b.ReportAllocs()
 	for b.Loop() {
 		req, err := NewRequest("http", host, port, "/healthz", nil, testUA)

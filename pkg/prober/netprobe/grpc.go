@@ -28,23 +28,24 @@ const GRPCMaxHeaderList = 16 * 1024
 const GRPCMaxMessage = 64 * 1024
 
 // GRPCHealth calls grpc.health.v1.Health/Check on addr for service ("" is
-// the server as a whole) over plaintext, as kubelet does: one deadline of
-// timeout covers connecting and the call, and connecting waits for the
-// connection (so a closed port fails only when the timeout is up). Every
-// problem is a Failure with kubelet's wording; the only errors are ErrNetNS
-// and ErrAgentResource (the probe could not run). Headers and the answer
-// are bounded (GRPCMaxHeaderList, GRPCMaxMessage), and so is the server's
+// the server as a whole) over plaintext, connecting through d, as kubelet
+// does: one deadline of timeout covers connecting and the call, and
+// connecting waits for the connection (so a closed port fails only when the
+// timeout is up). Every problem is a Failure with kubelet's wording; the
+// only errors are those of a probe that could not run (ErrNetNS,
+// ErrAgentResource, ErrDestinationRefused). Headers and the answer are
+// bounded (GRPCMaxHeaderList, GRPCMaxMessage), and so is the server's
 // status message in the output. With a transcript in ctx (WithTranscript),
 // it records the connection and the call there.
-func GRPCHealth(ctx context.Context, addr, service, userAgent string, timeout time.Duration) (Verdict, error) {
+func GRPCHealth(ctx context.Context, d *Dialer, addr, service, userAgent string, timeout time.Duration) (Verdict, error) {
 	rec := transcriptFrom(ctx).begin("grpc", addr, timeout)
 	rec.grpcCall(service, userAgent)
-	v, err := doGRPC(ctx, addr, service, userAgent, timeout, rec)
+	v, err := doGRPC(ctx, d, addr, service, userAgent, timeout, rec)
 	rec.end(v, err)
 	return v, err
 }
 
-func doGRPC(ctx context.Context, addr, service, userAgent string, timeout time.Duration, rec *recording) (Verdict, error) {
+func doGRPC(ctx context.Context, d *Dialer, addr, service, userAgent string, timeout time.Duration, rec *recording) (Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	netNS := netNSFrom(ctx) // gRPC's dial context does not carry ours
@@ -60,8 +61,11 @@ func doGRPC(ctx context.Context, addr, service, userAgent string, timeout time.D
 			if netNS != "" {
 				dialCtx = WithNetNS(dialCtx, netNS)
 			}
-			conn, err := dial(rec.netTrace(dialCtx), dialer(), "tcp", addr)
+			conn, err := dial(rec.netTrace(dialCtx), d.netDialer(), "tcp", addr)
 			lastDialErr.Store(&err)
+			if errors.Is(err, ErrDestinationRefused) {
+				cancel() // a refusal is final: no waiting out the timeout for gRPC's retries
+			}
 			rec.connected(conn)
 			return conn, err
 		}),
@@ -71,7 +75,7 @@ func doGRPC(ctx context.Context, addr, service, userAgent string, timeout time.D
 	}
 	defer conn.Close()
 	if err := waitReady(ctx, conn); err != nil {
-		if e := lastDialErr.Load(); e != nil && (errors.Is(*e, ErrNetNS) || errors.Is(*e, ErrAgentResource)) {
+		if e := lastDialErr.Load(); e != nil && cannotProbe(*e) {
 			return failure(CauseNetwork, ""), couldNotProbe(*e)
 		}
 		return failure(CauseTimeout, bounded.String(fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, err), bounded.Message)), nil

@@ -39,13 +39,13 @@ type HTTPGet struct {
 // node's proxy variables are ignored), no keep-alive, no compression, TLS
 // without verification, HTTP/2 when TLS negotiates it (kubelet's
 // SetTransportDefaults configures HTTP/2); response headers are bounded by
-// MaxResponseHeader.
-func NewHTTPGet() *HTTPGet {
-	d := dialer()
+// MaxResponseHeader. Every connection, redirects' included, is d's.
+func NewHTTPGet(d *Dialer) *HTTPGet {
+	nd := d.netDialer()
 	return &HTTPGet{transport: &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dial(ctx, d, network, addr) // the request's context: WithNetNS
+			return dial(ctx, nd, network, addr) // the request's context: WithNetNS
 		},
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // kubelet does not verify probe targets.
 		TLSHandshakeTimeout: 10 * time.Second,
@@ -93,7 +93,9 @@ func NewRequest(scheme, host string, port int, path string, headers http.Header,
 // output; 3xx (a redirect that was not followed) is Warning; anything else
 // is Failure. Redirects to the same host name are followed, up to 10;
 // redirects to another host are not. A transport error or timeout is a
-// Failure whose output is the error; failing to read the body is an error.
+// Failure whose output is the error; failing to read the body, or a
+// connection the probe could not make on its side (cannotProbe), is an
+// error.
 func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Verdict, error) {
 	return p.ProbeChecked(ctx, req, timeout, HTTPCheck{})
 }
@@ -129,7 +131,7 @@ func doHTTP(ctx context.Context, client *http.Client, req *http.Request, timeout
 	resp, err := client.Do(req.WithContext(ctx))
 	rec.response(resp, err)
 	switch {
-	case errors.Is(err, ErrNetNS), errors.Is(err, ErrAgentResource):
+	case cannotProbe(err):
 		return failure(CauseNetwork, ""), couldNotProbe(err)
 	case err != nil:
 		return failure(transportCause(err), bounded.String(RedactCredentials(err.Error(), req.Header), bounded.Message)), nil

@@ -14,6 +14,9 @@
 // the target sent: a malformed status line, a status message); so is the
 // text of an error a probe returns.
 //
+// No probe connects to a link-local or cloud metadata address unless its
+// Dialer allows it: that probe could not run (ErrDestinationRefused).
+//
 // A probe run with a context from WithTranscript also records what it
 // sent and received, and when, in a Transcript (probe --debug); without
 // one, it costs nothing.
@@ -78,18 +81,28 @@ func failure(cause Cause, output string) Verdict {
 	return Verdict{Result: Failure, Output: output, Cause: cause}
 }
 
+// cannotProbeClasses are the errors that say a probe could not run at
+// all, for a reason on the agent's side: its namespace, its resources,
+// its refusal of the destination. No answer of the target's is in them.
+var cannotProbeClasses = []error{ErrNetNS, ErrAgentResource, ErrDestinationRefused}
+
+// cannotProbe reports whether err says the probe could not run at all.
+func cannotProbe(err error) bool {
+	return slices.ContainsFunc(cannotProbeClasses, func(class error) bool { return errors.Is(err, class) })
+}
+
 // couldNotProbe readies err, which says a probe could not run, to be
 // returned: its text is cut to bounded.Message (a URL in it can come from a
 // redirect) without keeping the whole of it, and it still answers
-// errors.Is for what the caller classifies by (ErrNetNS, ErrAgentResource,
-// the shortage ResourceCause names).
+// errors.Is for what the caller classifies by (cannotProbeClasses, the
+// shortage ResourceCause names).
 func couldNotProbe(err error) error {
 	text := err.Error()
 	if len(text) <= bounded.Message {
 		return err
 	}
 	cut := &cutError{text: bounded.String(text, bounded.Message)}
-	for _, class := range append([]error{ErrNetNS, ErrAgentResource}, agentErrnos()...) {
+	for _, class := range slices.Concat(cannotProbeClasses, agentErrnos()) {
 		if errors.Is(err, class) {
 			cut.is = append(cut.is, class)
 		}
@@ -210,23 +223,6 @@ func (r Result) String() string {
 		return "warning"
 	default:
 		return "failure"
-	}
-}
-
-// dialer sets SO_LINGER to 1 s on probe sockets so that thousands of probes
-// do not leave thousands of sockets in TIME_WAIT (kubernetes#89898).
-func dialer() *net.Dialer {
-	return &net.Dialer{
-		Control: func(_, _ string, c syscall.RawConn) error {
-			var sockErr error
-			err := c.Control(func(fd uintptr) {
-				sockErr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 1})
-			})
-			if err != nil {
-				return err
-			}
-			return sockErr
-		},
 	}
 }
 

@@ -23,7 +23,7 @@ func TestProbeSocketsLingerOneSecond(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
-	conn, err := dialer().DialContext(context.Background(), "tcp", l.Addr().String())
+	conn, err := NewDialer().netDialer().DialContext(context.Background(), "tcp", l.Addr().String())
 	require.NoError(t, err)
 	defer conn.Close()
 	raw, err := conn.(*net.TCPConn).SyscallConn()

@@ -85,7 +85,7 @@ func httpProbe(scheme, host string, port int, path string, timeout time.Duration
 		if err != nil {
 			return Verdict{}, err
 		}
-		return NewHTTPGet().Probe(ctx, req, timeout)
+		return NewHTTPGet(NewDialer()).Probe(ctx, req, timeout)
 	}
 }
 
@@ -154,10 +154,12 @@ func TestTranscript(t *testing.T) {
 	grpcAddr := startGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, hs) })
 	noHealth := startGRPC(t, func(*grpc.Server) {})
 	grpcProbe := func(addr, service string) func(context.Context) (Verdict, error) {
-		return func(ctx context.Context) (Verdict, error) { return GRPCHealth(ctx, addr, service, testUA, time.Second) }
+		return func(ctx context.Context) (Verdict, error) {
+			return GRPCHealth(ctx, NewDialer(), addr, service, testUA, time.Second)
+		}
 	}
 	tcpProbe := func(addr string) func(context.Context) (Verdict, error) {
-		return func(ctx context.Context) (Verdict, error) { return TCP(ctx, addr, time.Second) }
+		return func(ctx context.Context) (Verdict, error) { return TCP(ctx, NewDialer(), addr, time.Second) }
 	}
 
 	tests := []struct {
@@ -373,7 +375,7 @@ func TestTranscript(t *testing.T) {
 		{
 			name: "gRPC closed port: the dials refused until the timeout",
 			probe: func(ctx context.Context) (Verdict, error) {
-				return GRPCHealth(ctx, closedAddr, "", testUA, 200*time.Millisecond)
+				return GRPCHealth(ctx, NewDialer(), closedAddr, "", testUA, 200*time.Millisecond)
 			},
 			check: func(t *testing.T, rec Record) {
 				c := rec.Attempts[0].Conn
@@ -448,7 +450,7 @@ func TestTranscriptRequestAsWritten(t *testing.T) {
 	tr := &Transcript{}
 	req, err := NewRequest("http", h, port, "/ready?full=1&x=%2F", headers, testUA)
 	require.NoError(t, err)
-	v, err := NewHTTPGet().Probe(WithTranscript(context.Background(), tr), req, time.Second)
+	v, err := NewHTTPGet(NewDialer()).Probe(WithTranscript(context.Background(), tr), req, time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, Success, v.Result)
 	tr.Finish(v.Result.String(), v.Output, err)
@@ -475,7 +477,7 @@ func TestTranscriptRedact(t *testing.T) {
 	req, err := NewRequest("http", host, port, "/", http.Header{"Authorization": {"Bearer s3cr3t"}}, testUA)
 	require.NoError(t, err)
 	tr := &Transcript{Redact: func(s string) string { return strings.ReplaceAll(s, "s3cr3t", "[redacted]") }}
-	v, err := NewHTTPGet().Probe(WithTranscript(context.Background(), tr), req, time.Second)
+	v, err := NewHTTPGet(NewDialer()).Probe(WithTranscript(context.Background(), tr), req, time.Second)
 	tr.Finish(v.Result.String(), v.Output, err)
 	var text strings.Builder
 	require.NoError(t, tr.Write(&text))

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/agent"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// The security review's repro: an annotation readiness probe fetching a
+// cloud metadata token with its header. Aimed at another host (the node's
+// loopback here, where the metadata service is mocked) it is refused by
+// default, naming the flag that allows it, and never sent; aimed at its
+// own pod, it runs, and what it fetched is not served by the API (kubelet
+// keeps no success output), unless --keep-success-output keeps it.
+func TestAnnotationProbesCannotFetchForEveryLocalUser(t *testing.T) {
+	const tokenPath = "/computeMetadata/v1/instance/service-accounts/default/token"
+	const token = "ya29.the-node-service-account-token"
+	var asked atomic.Int32
+	metadata := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == tokenPath && r.Header.Get("Metadata-Flavor") == "Google" {
+			asked.Add(1)
+			w.Write([]byte(`{"access_token":"` + token + `"}`))
+		}
+	}))
+	defer metadata.Close()
+	port := metadata.Listener.Addr().(*net.TCPAddr).Port
+	probe := func(host string) string {
+		hostField := ""
+		if host != "" {
+			hostField = `"host":"` + host + `",`
+		}
+		return `{"httpGet":{` + hostField + `"port":` + strconv.Itoa(port) + `,"path":"` + tokenPath + `","httpHeaders":[{"name":"Metadata-Flavor","value":"Google"}]},"periodSeconds":1}`
+	}
+
+	for _, tt := range []struct {
+		name      string
+		args      []string
+		wantToken bool
+		pinned    bool
+	}{
+		{"by default", nil, false, true},
+		{"--keep-success-output", []string{"--keep-success-output"}, true, true},
+		{"--annotation-probe-hosts=any", []string{"--annotation-probe-hosts=any"}, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			asked.Store(0)
+			rt := fakeruntime.NewForTest(t)
+			// The pod's own address is the mock's here: what it serves
+			// stands for any pod's answer.
+			own := rt.AddSandbox("ns", "own", "uid-own", fakeruntime.WithIP("127.0.0.1"))
+			rt.AddContainer(own, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probe("")}))
+			other := rt.AddSandbox("ns", "other", "uid-other", fakeruntime.WithIP("10.0.0.99"))
+			rt.AddContainer(other, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probe("127.0.0.1")}))
+
+			listen := freeLoopbackPort(t)
+			runAgent(t, rt, append([]string{"--listen", listen}, tt.args...)...)
+			get := func(path string) string {
+				code, body, err := request(t, http.DefaultClient, "http://"+listen+path, "", "")
+				if err != nil || code != http.StatusOK {
+					return ""
+				}
+				return body
+			}
+			require.Eventually(t, func() bool {
+				return strings.Contains(get("/api/v1/pods/ns/own/ready"), "true") && (tt.pinned || strings.Contains(get("/api/v1/pods/ns/other/ready"), "true"))
+			}, 20*time.Second, 20*time.Millisecond, "ready")
+
+			pods, ownHistory, otherHistory := get("/api/v1/pods"), get("/api/v1/pods/ns/own/history"), get("/api/v1/pods/ns/other/history")
+			served := pods + ownHistory + otherHistory
+			assert.Equal(t, tt.wantToken, strings.Contains(served, token), "the token served: %.2000s", served)
+			if tt.pinned {
+				assert.Contains(t, pods, `cri-prober.io/readiness-probe.httpGet.host: Forbidden: annotation probes go to their own pod`)
+				assert.Contains(t, pods, "--annotation-probe-hosts=any")
+				assert.NotContains(t, otherHistory, `"result"`, "the other pod's probe never ran")
+			}
+		})
+	}
+}
+
+// runAgent runs `cri-prober run` against rt until the test ends.
+func runAgent(t *testing.T, rt *fakeruntime.Runtime, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none"}, args...), io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+// The policy's flags, from the command line or run's config file (a list
+// for the destinations), and what they give the engine; a bad value is
+// refused with the flag's name.
+func TestProbePolicyFlags(t *testing.T) {
+	parse := func(t *testing.T, config string, args ...string) (probePolicy, error) {
+		t.Helper()
+		var p probePolicy
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		p.register(fs)
+		if err := fs.Parse(args); err != nil {
+			return p, err
+		}
+		if config != "" {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
+			return p, applyConfig(fs, path)
+		}
+		return p, nil
+	}
+
+	p, err := parse(t, "")
+	require.NoError(t, err)
+	var cfg agent.Config
+	p.apply(&cfg)
+	assert.Equal(t, spec.AnnotationProbeHostsPod, cfg.AnnotationProbeHosts, "pinned by default")
+	assert.Empty(t, p.allowedDestinations, "nothing allowed by default")
+	assert.False(t, p.keepSuccessOutput)
+	assert.Len(t, cfg.ProberOptions, 1, "the destinations only")
+
+	p, err = parse(t, "", "--annotation-probe-hosts=any", "--allow-probe-destination", "169.254.169.254",
+		"--allow-probe-destination", "fd00:ec2::254/128,100.100.100.0/24", "--keep-success-output")
+	require.NoError(t, err)
+	assert.Equal(t, prefixList{netip.MustParsePrefix("169.254.169.254/32"), netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("100.100.100.0/24")}, p.allowedDestinations)
+	cfg = agent.Config{}
+	p.apply(&cfg)
+	assert.Equal(t, spec.AnnotationProbeHostsAny, cfg.AnnotationProbeHosts)
+	assert.Len(t, cfg.ProberOptions, 2, "the destinations and the success output")
+
+	p, err = parse(t, "annotation-probe-hosts: any\nallow-probe-destination: [169.254.169.254/32, fe80::/10]\nkeep-success-output: true\n")
+	require.NoError(t, err)
+	assert.Equal(t, probeHosts(spec.AnnotationProbeHostsAny), p.annotationProbeHosts)
+	assert.Equal(t, prefixList{netip.MustParsePrefix("169.254.169.254/32"), netip.MustParsePrefix("fe80::/10")}, p.allowedDestinations)
+	assert.True(t, p.keepSuccessOutput)
+
+	_, err = parse(t, "", "--annotation-probe-hosts=all")
+	assert.ErrorContains(t, err, `invalid argument "all" for "--annotation-probe-hosts" flag: Unsupported value: "all": supported values: "pod", "any"`)
+	_, err = parse(t, "", "--allow-probe-destination=metadata")
+	assert.ErrorContains(t, err, `"metadata" is not a CIDR (169.254.169.254/32) or an address`)
+	_, err = parse(t, "annotation-probe-hosts: everywhere\n")
+	assert.ErrorContains(t, err, "annotation-probe-hosts: invalid value")
+}
