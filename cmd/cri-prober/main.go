@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,12 +77,27 @@ func report(err error, stderr io.Writer) int {
 	case errors.Is(err, errProbeError):
 		return 2 // already reported
 	case errors.As(err, &coded):
-		fmt.Fprintln(stderr, "cri-prober:", err)
+		fmt.Fprintln(stderr, "cri-prober:", printableLines(err.Error()))
 		return coded.code
 	default:
-		fmt.Fprintln(stderr, "cri-prober:", err)
+		fmt.Fprintln(stderr, "cri-prober:", printableLines(err.Error()))
 		return 1
 	}
+}
+
+// printableLines is an error's text as it is printed: its lines and tabs
+// kept, the rest made printable (an error may carry what a workload or a
+// server sent).
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		cells := strings.Split(l, "\t")
+		for j, c := range cells {
+			cells[j] = terminalSafe(c)
+		}
+		lines[i] = strings.Join(cells, "\t")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // interrupted is the cause of a context a signal cancelled: a command

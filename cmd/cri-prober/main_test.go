@@ -15,6 +15,10 @@ import (
 // The child of TestSecondSignalExitsAtOnce: a command whose shutdown never
 // ends.
 func TestMain(m *testing.M) {
+	if socket := os.Getenv("CRI_PROBER_TEST_IMPOSTOR"); socket != "" {
+		impostor(socket)
+		return
+	}
 	if os.Getenv("CRI_PROBER_TEST_STUCK_SHUTDOWN") != "" {
 		ctx, stop := signalContext()
 		defer stop()

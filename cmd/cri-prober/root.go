@@ -129,7 +129,7 @@ func rangeArgs(min, max int, want string) cobra.PositionalArgs {
 }
 
 // serverFlagUsage is --server's help on every command that asks an agent.
-const serverFlagUsage = "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path"
+const serverFlagUsage = "the agent's state API: its --listen address as host:port (or :port), http://host:port, https://[user:password@]host:port, or unix:///path (default: unix://" + agentSocket + ", the systemd socket unit's, when it exists, else " + agentLoopbackPort + "); an agent on this host must run as root or as you, or its answers are refused"
 
 // addServerFlag registers -s/--server, kubectl's name for the API address.
 func addServerFlag(fs *pflag.FlagSet, p *string) {

@@ -21,7 +21,9 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 )
 
-const defaultServer = "http://127.0.0.1:9440"
+// defaultServer is --server's default: "" is where the agent is found
+// (defaultServerURL).
+const defaultServer = ""
 
 // apiRequest GETs path from a running agent and returns the response of a
 // 200; anything else is an error that says what to check. server is the
@@ -29,15 +31,20 @@ const defaultServer = "http://127.0.0.1:9440"
 // user:password in it is sent as basic auth, as curl does; the CA comes
 // from the system or SSL_CERT_FILE), or unix:///path for a unix socket.
 func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
+	if server == "" {
+		server = defaultServerURL()
+	}
 	server = serverURL(server)
-	client, base := http.DefaultClient, strings.TrimSuffix(server, "/")
+	base := strings.TrimSuffix(server, "/")
+	var d net.Dialer
+	dial := d.DialContext
 	if socket, ok := strings.CutPrefix(server, "unix://"); ok {
-		client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		}}}
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", socket) }
 		base = "http://localhost"
 	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = vettedDialer(dial)
+	client := &http.Client{Transport: transport}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: %w", redactURL(server), err)
@@ -53,8 +60,14 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), resp.Status, strings.TrimSpace(string(b)))}
+		// What a server sent is shown, never obeyed: one line, escape
+		// sequences escaped.
+		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), terminalSafe(resp.Status), terminalSafe(strings.TrimSpace(string(b))))}
 	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{&limitedBody{r: resp.Body, left: maxAPIAnswer}, resp.Body}
 	return resp, nil
 }
 
