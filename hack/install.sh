@@ -28,6 +28,8 @@ sed "s|^ExecStart=/usr/local/bin/cri-prober |ExecStart=$bindir/cri-prober |" \
 grep -q "^ExecStart=$bindir/cri-prober " "$unit.tmp" || die "deploy/systemd/cri-prober.service: no ExecStart=/usr/local/bin/cri-prober line to point at $bindir"
 chmod 0644 "$unit.tmp"
 mv "$unit.tmp" "$unit"
+# The state API's sockets, bound by systemd for the agent.
+install -m 0644 "$REPO_ROOT/deploy/systemd/cri-prober.socket" "$DESTDIR$SYSTEMDUNITDIR/cri-prober.socket"
 # The drop-in for making pods (static-pod-path), not active until copied
 # into $SYSTEMDUNITDIR/cri-prober.service.d/ (docs/deployment.md).
 install -D -m 0644 "$REPO_ROOT/deploy/systemd/static-pods.conf" "$DESTDIR$PREFIX/share/cri-prober/systemd/static-pods.conf"
@@ -60,5 +62,5 @@ log "installed $DESTDIR$bindir/cri-prober, $unit, $DESTDIR$confdir/, man pages a
 
 if [[ -z $DESTDIR && -d /run/systemd/system ]]; then
   systemctl daemon-reload
-  log "next: put Pod manifests in $confdir/pods, cri-prober validate $confdir/pods, systemctl enable --now cri-prober"
+  log "next: put Pod manifests in $confdir/pods, cri-prober validate $confdir/pods, systemctl enable --now cri-prober.socket cri-prober"
 fi

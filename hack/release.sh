@@ -123,8 +123,8 @@ EOF
 #!/bin/sh
 set -e
 if [ "$1" = remove ]; then
-  if [ -d /run/systemd/system ]; then systemctl stop cri-prober.service >/dev/null || true; fi
-  if command -v systemctl >/dev/null; then systemctl disable cri-prober.service >/dev/null 2>&1 || true; fi
+  if [ -d /run/systemd/system ]; then systemctl stop cri-prober.service cri-prober.socket >/dev/null || true; fi
+  if command -v systemctl >/dev/null; then systemctl disable cri-prober.service cri-prober.socket >/dev/null 2>&1 || true; fi
 fi
 EOF
   cat >"$root/DEBIAN/postrm" <<'EOF'

@@ -71,6 +71,7 @@ func TestMakeInstall(t *testing.T) {
 	runMake(t, "install", "DESTDIR="+root)
 	checkBinary(t, filepath.Join(root, "usr/local/bin/cri-prober"))
 	checkFile(t, filepath.Join(root, "etc/systemd/system/cri-prober.service"), 0o644, readFile(t, unitPath))
+	checkFile(t, filepath.Join(root, "etc/systemd/system/cri-prober.socket"), 0o644, readFile(t, socketUnitPath))
 	config := filepath.Join(root, "etc/cri-prober/config.yaml")
 	checkFile(t, config, 0o600, readFile(t, "deploy/config.yaml"))
 	if st, err := os.Stat(filepath.Join(root, "etc/cri-prober/pods")); err != nil || !st.IsDir() {

@@ -156,6 +156,7 @@ func TestRelease(t *testing.T) {
 		for _, want := range []string{
 			"-rwxr-xr-x root/root .* ./usr/bin/cri-prober",
 			"-rw-r--r-- root/root .* ./lib/systemd/system/cri-prober.service",
+			"-rw-r--r-- root/root .* ./lib/systemd/system/cri-prober.socket",
 			"-rw------- root/root .* ./etc/cri-prober/config.yaml",
 			"drwxr-xr-x root/root .* ./etc/cri-prober/pods/",
 			"./usr/share/doc/cri-prober/copyright",

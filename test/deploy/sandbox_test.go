@@ -111,7 +111,14 @@ func execSandboxed(spec string, argv []string) {
 			fail(err)
 		}
 	}
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, sandboxEnv+"=") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, sandboxEnv+"=") || strings.HasPrefix(kv, "LISTEN_PID=")
+	})
+	if os.Getenv("LISTEN_FDS") != "" {
+		// Socket activation, as systemd does it: the sockets are for this
+		// process, whose PID exec keeps.
+		env = append(env, "LISTEN_PID="+strconv.Itoa(os.Getpid()))
+	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		fail(err)

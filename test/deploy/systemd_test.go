@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +25,10 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 )
 
-const unitPath = "deploy/systemd/cri-prober.service"
+const (
+	unitPath       = "deploy/systemd/cri-prober.service"
+	socketUnitPath = "deploy/systemd/cri-prober.socket"
+)
 
 // exposureThreshold is the highest `systemd-analyze security` exposure
 // (in tenths) the unit may have: 3.4 ("OK") as shipped. Lower it when the
@@ -57,12 +62,12 @@ func hostUnits(t *testing.T, root string) {
 	run(t, "", nil, "cp", "-a", system, filepath.Join(root, "lib/systemd/system"))
 }
 
-// verifyUnit runs `systemd-analyze verify` on cri-prober.service as
-// installed in root. verify says "ignoring" of unknown keys and bad
+// verifyUnit runs `systemd-analyze verify` on cri-prober.service and
+// cri-prober.socket as installed in root. verify says "ignoring" of unknown keys and bad
 // values and still exits 0: any output is a failure.
 func verifyUnit(t *testing.T, root string) {
 	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "systemd-analyze", "verify", "--root="+root, "cri-prober.service").CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), "systemd-analyze", "verify", "--root="+root, "cri-prober.service", "cri-prober.socket").CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify in %s: %v\n%s", root, err, out)
 	}
@@ -106,7 +111,6 @@ func TestSystemdUnitSettings(t *testing.T) {
 		{"User", "root", "the CRI socket's permissions"},
 		{"StateDirectory", "cri-prober", "config.yaml's state-dir: /var/lib/cri-prober"},
 		{"StateDirectoryMode", "0700", "the agent refuses a state directory others can write"},
-		{"RuntimeDirectory", "cri-prober", "listen: unix:///run/cri-prober/api.sock"},
 	} {
 		if got := u.get("Service", c.key); got != c.want {
 			t.Errorf("[Service] %s=%s, want %s (%s)", c.key, got, c.want, c.why)
@@ -127,6 +131,25 @@ func TestSystemdUnitSettings(t *testing.T) {
 	}
 	if i := slices.Index(argv, "--config"); i < 0 || i+1 >= len(argv) || argv[i+1] != "/etc/cri-prober/config.yaml" {
 		t.Errorf("ExecStart=%v: want --config /etc/cri-prober/config.yaml, where make install puts deploy/config.yaml", argv)
+	}
+	// The state API on the sockets systemd binds and holds across the
+	// agent's restarts: no local user can take its address in between.
+	if !slices.Contains(argv, "--web.systemd-socket") {
+		t.Errorf("ExecStart=%v: want --web.systemd-socket, to serve cri-prober.socket's sockets", argv)
+	}
+	if !slices.Contains(u.list("Unit", "Requires"), "cri-prober.socket") || !slices.Contains(u.list("Unit", "After"), "cri-prober.socket") {
+		t.Error("want Requires= and After=cri-prober.socket: the agent serves its sockets")
+	}
+	if _, ok := u["Service"]["RuntimeDirectory"]; ok {
+		t.Error("RuntimeDirectory=: the service would remove /run/cri-prober, and the socket unit's api.sock with it, whenever it stops")
+	}
+	sock := parseUnit(t, readFile(t, socketUnitPath))
+	streams := sock.list("Socket", "ListenStream")
+	if !slices.Contains(streams, "/run/cri-prober/api.sock") || sock.get("Socket", "SocketMode") != "0600" {
+		t.Errorf("cri-prober.socket: want ListenStream=/run/cri-prober/api.sock with SocketMode=0600 (root's alone, the CLI's default): %v", streams)
+	}
+	if listen, _ := cfg["listen"].(string); !slices.Contains(streams, listen) {
+		t.Errorf("cri-prober.socket: want ListenStream=%v, config.yaml's listen:, where Prometheus and run by hand find the agent: %v", cfg["listen"], streams)
 	}
 	if !slices.Contains(u.list("Unit", "Wants"), "containerd.service") {
 		t.Error("Wants= lacks containerd.service")
@@ -175,8 +198,6 @@ var serviceSettings = map[string]string{
 	"ReadOnlyPaths":           "/etc/cri-prober read-only",
 	"StateDirectory":          "a writable /var/lib/cri-prober",
 	"StateDirectoryMode":      "its mode",
-	"RuntimeDirectory":        "a writable /run/cri-prober",
-	"RuntimeDirectoryMode":    "its mode",
 }
 
 // refused are settings that break host IP discovery, with why.
@@ -222,6 +243,9 @@ type agentProcess struct {
 	term    sync.Once     // SIGTERM is sent once: a second one makes the agent exit at once
 	done    chan struct{} // closed when the process has exited
 	waitErr error
+	// apiAddr is the state API's address, for an agent started with the
+	// unit's socket (startUnitAgent).
+	apiAddr string
 }
 
 // startUnitAgent runs the unit's ExecStart (its config file read from
@@ -240,14 +264,38 @@ func startUnitAgent(t *testing.T, sb *sandbox, env ...string) *agentProcess {
 	dir := t.TempDir()
 	args := append(argv[1:],
 		"--runtime-endpoint="+rt.Endpoint(), "--containerd-address=none",
-		"--pod-manifests="+dir, "--state-dir="+filepath.Join(dir, "state"), "--listen=")
-	return startAgent(t, sb, rt, args, env...)
+		"--pod-manifests="+dir, "--state-dir="+filepath.Join(dir, "state"))
+	// The socket of cri-prober.socket, passed as systemd passes it (fd 3,
+	// LISTEN_FDS; the launcher sets LISTEN_PID): a loopback port of the
+	// test's instead of 9440, which may be taken on this machine.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket, err := l.(*net.TCPListener).File()
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { socket.Close() })
+	if sb == nil {
+		sb = &sandbox{} // no restriction, but the launcher's LISTEN_PID
+	}
+	p := startAgentWithFiles(t, sb, rt, args, []*os.File{socket}, append(env, "LISTEN_FDS=1")...)
+	p.apiAddr = l.Addr().String()
+	return p
 }
 
 // startAgent runs the agent with args (the runtime rt's endpoint among
 // them) under sb (nil: unrestricted), with env added; the test's end
 // stops it.
 func startAgent(t *testing.T, sb *sandbox, rt *fakeruntime.Runtime, args []string, env ...string) *agentProcess {
+	t.Helper()
+	return startAgentWithFiles(t, sb, rt, args, nil, env...)
+}
+
+// startAgentWithFiles is startAgent with files passed from fd 3 on.
+func startAgentWithFiles(t *testing.T, sb *sandbox, rt *fakeruntime.Runtime, args []string, files []*os.File, env ...string) *agentProcess {
 	t.Helper()
 	var cmd *exec.Cmd
 	if sb != nil {
@@ -256,6 +304,7 @@ func startAgent(t *testing.T, sb *sandbox, rt *fakeruntime.Runtime, args []strin
 		cmd = exec.Command(agentBinary(t), args...)
 	}
 	cmd.Env = append(cmd.Environ(), env...)
+	cmd.ExtraFiles = files
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -506,5 +555,36 @@ func TestSystemdStaticPodsDropIn(t *testing.T) {
 	}
 	if caps := d["CapabilityBoundingSet"]; len(caps) == 0 || !strings.Contains(caps[len(caps)-1], "CAP_SYS_ADMIN") {
 		t.Errorf("the drop-in must give CAP_SYS_ADMIN (mounting the pods' volumes): %v", caps)
+	}
+}
+
+// The unit serves the state API on the sockets systemd passes (the
+// socket unit binds them at boot and holds them across the agent's
+// restarts), not on an address of its own: a local user cannot take it.
+// Fails on the old unit: it had the agent bind config.yaml's listen:.
+func TestSystemdSocketActivation(t *testing.T) {
+	t.Parallel()
+	u := parseUnit(t, readFile(t, unitPath))
+	sb := unitSandbox(t, u)
+	p := startUnitAgent(t, &sb)
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get("http://" + p.apiAddr + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "cri_prober_api_up 1") {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the agent exited: %v", p.waitErr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the state API is not served on the socket systemd passed (%s): %v", p.apiAddr, err)
+		}
 	}
 }
