@@ -42,6 +42,9 @@ type Manager struct {
 	start     time.Time
 	jitter    func() float64
 	runner    probeRunner
+	// stalls measures the agent's own lateness, so that a network probe
+	// it starved is not the target's failure (Run runs it).
+	stalls *stallMonitor
 	results   *results.Store
 	histories *results.Histories
 	recorder  Recorder
@@ -203,7 +206,10 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		if execRunner == nil {
 			return nil, fmt.Errorf("an exec runner is required")
 		}
-		m.runner = newDispatcher(execRunner, netprobe.NewDialer(m.allowed...), m.keepSuccessOutput)
+		d := newDispatcher(execRunner, netprobe.NewDialer(m.allowed...), m.keepSuccessOutput)
+		m.stalls = &stallMonitor{}
+		d.stalls = m.stalls
+		m.runner = d
 	}
 	m.start = m.clock.Now()
 	if m.noStartupJitter {
@@ -240,10 +246,18 @@ func (m *Manager) Run(ctx context.Context, changes *pods.Subscription) {
 		defer close(schedDone)
 		m.sched.run(schedCtx)
 	}()
+	stallsDone := make(chan struct{})
+	go func() {
+		defer close(stallsDone)
+		if m.stalls != nil {
+			m.stalls.run(schedCtx)
+		}
+	}()
 	defer func() {
 		m.stopAll()
 		stopSched()
 		<-schedDone
+		<-stallsDone
 	}()
 	defer m.saveState(logger) // before the workers stop and drop their results
 	if m.stateErr != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -102,9 +101,9 @@ func newFailures() *prometheus.CounterVec {
 func newAgentResources() *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cri_prober_agent_resource_errors_total",
-		Help: "Probes that could not run because the agent or its node ran out of a resource, by cause: " + strings.Join(netprobe.ResourceCauses(), ", ") + ".",
+		Help: "Probes that could not run because the agent or its node ran out of a resource, by cause: " + strings.Join(resourceCauses(), ", ") + " (the agent's goroutines starved: a network probe's timeout is not the target's).",
 	}, []string{"cause"})
-	for _, c := range netprobe.ResourceCauses() {
+	for _, c := range resourceCauses() {
 		v.WithLabelValues(c)
 	}
 	return v

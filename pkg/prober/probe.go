@@ -79,6 +79,8 @@ type dispatcher struct {
 	// keepSuccessOutput keeps what passing probes print; kubelet keeps
 	// none (--keep-success-output).
 	keepSuccessOutput bool
+	// stalls says when the agent itself ran late (nil: never judged).
+	stalls *stallMonitor
 }
 
 // newDispatcher returns a dispatcher that runs exec probes with
@@ -100,14 +102,24 @@ func newDispatcher(execRunner ExecRunner, dialer *netprobe.Dialer, keepSuccessOu
 func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
 	var o outcome
 	for range maxProbeRetries {
+		start := time.Now()
 		o = d.runOnce(ctx, p, t)
+		if p.Exec == nil && o.err == nil && o.reason == ReasonTimeout {
+			// A network probe's timeout is measured by the agent's own
+			// goroutines: starved, they time out a target that answered.
+			timeout := time.Duration(p.TimeoutSeconds) * time.Second
+			if worst, starved := d.stalls.starved(start, time.Now(), timeout); starved {
+				o = outcome{err: overloadError(worst)}
+				break // no retry: it would starve the agent further
+			}
+		}
 		if o.err == nil || ctx.Err() != nil {
 			break
 		}
 	}
 	if o.err != nil {
 		return outcome{result: results.Failure, raw: results.OutcomeUnknown, reason: errorReason(o.err),
-			resourceCause: netprobe.ResourceCause(o.err), err: bounded.Error(o.err, bounded.Message), queued: o.queued}
+			resourceCause: resourceCause(o.err), err: bounded.Error(o.err, bounded.Message), queued: o.queued}
 	}
 	o.output = bounded.String(o.output, bounded.Output)
 	if o.raw == results.OutcomeSuccess && !d.keepSuccessOutput {
@@ -189,6 +201,8 @@ func errorReason(err error) string {
 		return ReasonNetNS
 	case errors.Is(err, netprobe.ErrAgentResource):
 		return ReasonAgentResources
+	case errors.Is(err, ErrAgentOverload):
+		return ReasonAgentOverload
 	case errors.Is(err, netprobe.ErrDestinationRefused):
 		return ReasonDestinationRefused
 	case errors.Is(err, cri.ErrExecReplyTooLarge):

@@ -27,6 +27,10 @@ const (
 	// ReasonExecReplyTooLarge: the command printed more than
 	// --max-exec-reply-bytes, so its exit code could not be read.
 	ReasonExecReplyTooLarge = "exec_reply_too_large"
+	// ReasonAgentOverload: a network probe timed out while the agent's own
+	// goroutines ran late (a flood of API requests, a CPU limit): the
+	// target is not to blame.
+	ReasonAgentOverload = "agent_overload"
 	// ReasonDestinationRefused: the probe was aimed at a link-local or
 	// cloud metadata address that --allow-probe-destination does not
 	// allow; nothing was sent.
@@ -35,8 +39,8 @@ const (
 
 // FailureReasons lists every reason, for metrics and docs.
 var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetwork, ReasonHTTPStatus, ReasonHTTPBody,
-	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS, ReasonAgentResources, ReasonExecReplyTooLarge,
-	ReasonDestinationRefused}
+	ReasonGRPCNotServing, ReasonExecExitCode, ReasonRuntimeError, ReasonNetNS, ReasonAgentResources, ReasonAgentOverload,
+	ReasonExecReplyTooLarge, ReasonDestinationRefused}
 
 // failureReason names a network probe's failure cause, which the probe
 // reports where it knows it (never parsed back out of the output).

@@ -206,10 +206,14 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		// Could not probe: thrown away, never counted toward a threshold.
 		klog.FromContext(ctx).V(1).Info("Probe errored", "probeType", w.key.probeType, "pod", klog.KRef(w.namespace, w.podName), "containerName", w.key.container, "reason", o.reason, "err", o.err)
 		w.observe(now, elapsed, o, 0, 0, false)
-		if o.reason == ReasonAgentResources {
+		switch o.reason {
+		case ReasonAgentResources:
 			w.event(events.Warning, ReasonAgentResourceExhausted, "%s probe could not run, the agent is out of resources: %v; the result is unknown and not counted against the container",
 				w.key.probeType, o.err)
-		} else {
+		case ReasonAgentOverload:
+			w.event(events.Warning, ReasonAgentResourceExhausted, "%s probe timed out while %v; the result is unknown and not counted against the container",
+				w.key.probeType, o.err)
+		default:
 			w.event(events.Warning, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.key.probeType, o.err)
 		}
 		return true
