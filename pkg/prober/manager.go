@@ -38,13 +38,13 @@ const (
 // with NewManager and run it with Run; everything it starts stops when Run
 // returns.
 type Manager struct {
-	clock     clock.WithTicker
-	start     time.Time
-	jitter    func() float64
-	runner    probeRunner
+	clock  clock.WithTicker
+	start  time.Time
+	jitter func() float64
+	runner probeRunner
 	// stalls measures the agent's own lateness, so that a network probe
 	// it starved is not the target's failure (Run runs it).
-	stalls *stallMonitor
+	stalls    *stallMonitor
 	results   *results.Store
 	histories *results.Histories
 	recorder  Recorder
