@@ -278,10 +278,14 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	var listeners *apiListeners
 	serveConfig := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
 	if o.listen != "" || o.systemdSocket {
+		// A scrape writes megabytes at thousands of probes: a flood of them
+		// from any local client is answered 503 beyond 2 at once, not with
+		// the CPU the probes need (as api.MaxBusyRequests bounds the rest).
+		metricsOpts := promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second, ErrorHandling: promhttp.ContinueOnError}
 		apiServer := api.New(api.Config{
 			Pods: engine, History: engine.Histories, Ledger: ledger, Events: ring, Health: engine.Health, Live: live.err,
-			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, promhttp.HandlerOpts{}),
-			ProbeMetrics: promhttp.HandlerFor(probeRegistry, promhttp.HandlerOpts{}),
+			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, metricsOpts),
+			ProbeMetrics: promhttp.HandlerFor(probeRegistry, metricsOpts),
 			Profiling:    o.profiling,
 			Registerer:   agentRegistry, MaxEventStreams: o.maxEventStreams,
 		})

@@ -271,6 +271,13 @@ func (a *Agent) View() *pods.View {
 // Report describes every pod with its probes' results.
 func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store) }
 
+// ReportVersion says what Report would show: the view, and the store's
+// versions (results.Store.Versions).
+func (a *Agent) ReportVersion() (view *pods.View, results, observations uint64) {
+	results, observations = a.Store.Versions()
+	return a.View(), results, observations
+}
+
 // ReportPod describes the pod a namespace and name stand for
 // (pods.View.ByName).
 func (a *Agent) ReportPod(namespace, name string) (pods.PodReport, bool) {

@@ -13,6 +13,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +76,10 @@ type Server struct {
 	streams            chan struct{}
 	streamWriteTimeout time.Duration
 	m                  *metrics
+
+	// busy holds a token per expensive request being served (bounded).
+	busy    chan struct{}
+	podList podListCache
 }
 
 // Config holds what the server reads from. Health returns nil while the
@@ -126,7 +131,8 @@ func New(cfg Config) *Server {
 	}
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, events: cfg.Events, health: cfg.Health, live: cfg.Live,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
-		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer)}
+		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer),
+		busy: make(chan struct{}, MaxBusyRequests)}
 }
 
 // Handler routes the API.
@@ -135,18 +141,21 @@ func (s *Server) Handler() http.Handler { return s.routes(false) }
 // routes is the API, with Go's profiles if profiles (and Config.Profiling).
 func (s *Server) routes(profiles bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.statusPage)
+	// What builds or writes much (megabytes for hundreds of pods) is
+	// bounded: a flood of it from any local client must not take the CPU
+	// the probes need. /metrics is bounded by promhttp's own limit.
+	mux.HandleFunc("GET /{$}", s.bounded(s.statusPage))
 	mux.HandleFunc("GET /ui/{file}", serveStatic)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /livez", s.livez)
-	mux.HandleFunc("GET /api/v1/pods", s.listPods)
+	mux.HandleFunc("GET /api/v1/pods", s.bounded(s.listPods))
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}", s.getPod)
 	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/ready", s.ready)
 	if s.history != nil {
-		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/history", s.getHistory)
+		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/history", s.bounded(s.getHistory))
 	}
 	if s.ledger != nil {
-		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/restarts", s.getRestarts)
+		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/restarts", s.bounded(s.getRestarts))
 	}
 	mux.HandleFunc("GET /api/v1/events", s.listEvents)
 	if s.metrics != nil {
@@ -417,12 +426,25 @@ func container(c pods.ContainerReport) Container {
 	return out
 }
 
-func (s *Server) listPods(w http.ResponseWriter, _ *http.Request) {
-	list := PodList{Pods: s.snapshot()}
-	if err := s.health(); err != nil {
-		list.RuntimeError = err.Error()
+func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
+	body := s.podListJSON()
+	if pretty(r) {
+		var b bytes.Buffer
+		if json.Indent(&b, body, "", "  ") == nil {
+			body = b.Bytes()
+		}
 	}
-	writeJSON(w, http.StatusOK, list)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(body) //nolint:errcheck // the client went away
+}
+
+// pretty says whether the client asked for indented JSON (?pretty, as the
+// Kubernetes API server's): the pod list is compact by default, being
+// made once for every client and large.
+func pretty(r *http.Request) bool {
+	v, ok := r.URL.Query()["pretty"]
+	return ok && (len(v) == 0 || (v[0] != "false" && v[0] != "0"))
 }
 
 // find returns the pod the request's namespace and name stand for.
@@ -565,14 +587,16 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		since = t
 	}
 	if r.URL.Query().Get("watch") == "" {
-		list := s.events.Since(since)
-		if list == nil {
-			list = []events.Event{}
-		}
-		writeJSON(w, http.StatusOK, EventList{Events: list})
+		s.bounded(func(w http.ResponseWriter, _ *http.Request) {
+			list := s.events.Since(since)
+			if list == nil {
+				list = []events.Event{}
+			}
+			writeJSON(w, http.StatusOK, EventList{Events: list})
+		})(w, r)
 		return
 	}
-	s.watchEvents(w, r, since)
+	s.watchEvents(w, r, since) // streams are capped apart
 }
 
 func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request, since time.Time) {

@@ -12,6 +12,9 @@ const (
 	// rejectedHost: a Host header that names none of the agent's
 	// addresses (DNS rebinding), answered 421.
 	rejectedHost = "host"
+	// rejectedBusy: an expensive request (the pod list, the status page,
+	// events, histories) beyond MaxBusyRequests at once, answered 503.
+	rejectedBusy = "busy"
 )
 
 // Why the server closed a connection it had accepted
@@ -41,13 +44,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cri_prober_api_event_streams",
 			Help: "Event streams (/api/v1/events?watch=1) served now (capped by --web.max-event-streams)."}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cri_prober_api_rejected_total",
-			Help: "Clients of the state API refused, by reason: connection_limit (every connection busy), stream_limit (503), host (a Host header not the agent's, 421)."},
+			Help: "Clients of the state API refused, by reason: connection_limit (every connection busy), stream_limit (503), host (a Host header not the agent's, 421), busy (as many expensive requests as are served at once, 503)."},
 			[]string{"reason"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cri_prober_api_dropped_total",
 			Help: "Connections to the state API the agent closed, by reason: idle_at_limit (idle, to make room for a new one), slow_stream (an event stream whose client stopped reading)."},
 			[]string{"reason"}),
 	}
-	for _, r := range []string{rejectedConnectionLimit, rejectedStreamLimit, rejectedHost} {
+	for _, r := range []string{rejectedConnectionLimit, rejectedStreamLimit, rejectedHost, rejectedBusy} {
 		m.rejected.WithLabelValues(r)
 	}
 	for _, r := range []string{droppedIdleAtLimit, droppedSlowStream} {

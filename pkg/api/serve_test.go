@@ -172,7 +172,7 @@ func TestIdleConnectionsCannotKeepClientsOut(t *testing.T) {
 
 	got, err := testutil.GatherAndCount(reg, "cri_prober_api_connections", "cri_prober_api_rejected_total", "cri_prober_api_dropped_total", "cri_prober_api_event_streams")
 	require.NoError(t, err)
-	assert.Equal(t, 7, got, "the metrics are registered, every reason from the start")
+	assert.Equal(t, 8, got, "the metrics are registered, every reason from the start")
 }
 
 // fakeListener hands out the server ends of pipes.

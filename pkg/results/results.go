@@ -10,6 +10,7 @@ package results
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,6 +130,9 @@ type entry struct {
 type Store struct {
 	mu      sync.RWMutex
 	entries map[Key]*entry
+	// changes counts the stable results set and removed; observed, the
+	// runs observed: readers that cache what they show compare them.
+	changes, observed atomic.Uint64
 
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{}
@@ -164,9 +168,17 @@ func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
 	}
 	s.mu.Unlock()
 	if changed {
+		s.changes.Add(1)
 		s.notify(Update{Key: k, Result: r, PodUID: podUID})
 	}
 	return changed
+}
+
+// Versions count the stable results set or removed, and the runs
+// observed, so far: a reader that caches what it made of the store
+// compares them.
+func (s *Store) Versions() (results, observations uint64) {
+	return s.changes.Load(), s.observed.Load()
 }
 
 // Remove forgets k (its result and observation). Like kubelet, removal is
@@ -175,6 +187,7 @@ func (s *Store) Remove(k Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.entries, k)
+	s.changes.Add(1)
 }
 
 // Saved is what an agent restart needs of one probe to go on where it
@@ -219,6 +232,7 @@ func (s *Store) Observe(k Key, o Observation) {
 		o.Output = e.observation.Output
 	}
 	e.observation, e.observed = o, true
+	s.observed.Add(1)
 }
 
 // LastObservation returns the last raw observation for k.
