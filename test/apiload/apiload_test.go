@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
@@ -141,6 +142,120 @@ func TestAPIUnderConnectionFlood(t *testing.T) {
 		m.sum("cri_prober_api_rejected_total", `reason="stream_limit"`), m.sum("cri_prober_api_dropped_total", `reason="idle_at_limit"`))
 	t.Logf("probes: %v before the flood, %v after", before.sum("prober_probe_total", ""), m.sum("prober_probe_total", ""))
 	agent.stop(t)
+}
+
+// busyPods and busyConns make the flood of expensive requests of the
+// security review (finding 2): the pod list is about 300 KB at 100 pods,
+// asked for by busyConns clients in a loop for busyFlood.
+const (
+	busyPods  = 100
+	busyConns = 64
+	busyFlood = 6 * time.Second
+)
+
+// A local client asking the pod list (and the status page, and /metrics)
+// as fast as 64 connections can, for 6 s, while 100 pods' liveness and
+// readiness probes run every second with a 1 s timeout against a healthy
+// target, the agent on one CPU: no probe fails, no container is stopped.
+// The expensive requests beyond the API's bound are answered 503, the
+// pod list is made once per state, and a probe the agent itself starved
+// would be "could not probe", never the target's failure. Before (the
+// review's repro, 300 pods): 83 probe timeouts in 6 s, 37 of them
+// liveness.
+func TestAPIUnderBusyFlood(t *testing.T) {
+	if endpoint := os.Getenv(endpointEnv); endpoint != "" {
+		pinToOneCPU(t)
+		runAgent(t, endpoint)
+		return
+	}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	defer target.Close()
+	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
+	rt := fakeruntime.NewForTest(t)
+	for i := range busyPods {
+		sb := rt.AddSandbox("busy", fmt.Sprintf("pod-%03d", i), fmt.Sprintf("uid-%03d", i), fakeruntime.WithIP("127.0.0.1"))
+		rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
+			spec.LivenessAnnotation:  fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"timeoutSeconds":1,"failureThreshold":1}`, port),
+			spec.ReadinessAnnotation: fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"timeoutSeconds":1}`, port)}))
+	}
+	var stops atomic.Int64
+	rt.OnStop(func(string) { stops.Add(1) })
+
+	agent := startChild(t, rt.Endpoint())
+	client := &http.Client{Timeout: clientTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://" + agent.addr
+	var m metrics
+	require.Eventually(t, func() bool {
+		m = scrape(t, client, url)
+		return m.sum("prober_probe_total", "") >= 4*busyPods
+	}, 60*time.Second, 100*time.Millisecond, "the probes run before the flood")
+	before := m
+
+	ctx, cancel := context.WithTimeout(context.Background(), busyFlood)
+	defer cancel()
+	var served, busy, other atomic.Int64
+	var wg sync.WaitGroup
+	paths := []string{"/api/v1/pods", "/api/v1/pods", "/api/v1/pods", "/", "/metrics"}
+	for i := range busyConns {
+		wg.Go(func() {
+			flooder := &http.Client{Timeout: 10 * time.Second} // keep-alive: as fast as it can
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+paths[i%len(paths)], nil)
+				resp, err := flooder.Do(req)
+				if err != nil {
+					other.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body) //nolint:errcheck // draining
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					served.Add(1)
+				case http.StatusServiceUnavailable:
+					busy.Add(1)
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("flood: %d requests served, %d answered 503 (busy), %d other", served.Load(), busy.Load(), other.Load())
+	m = scrape(t, client, url)
+	require.NotNil(t, m)
+
+	assert.Zero(t, stops.Load(), "no container stopped")
+	failed := m.sum("prober_probe_total", `result="failed"`) - before.sum("prober_probe_total", `result="failed"`)
+	assert.Zero(t, failed, "no probe failed\nagent:\n%s", agent.output())
+	assert.Positive(t, busy.Load()+served.Load(), "the flood reached the agent")
+	t.Logf("probes: %v during the flood; %v could not probe (the agent starved: %v)",
+		m.sum("prober_probe_total", "")-before.sum("prober_probe_total", ""),
+		m.sum("prober_probe_total", `result="unknown"`)-before.sum("prober_probe_total", `result="unknown"`),
+		m.sum("cri_prober_agent_resource_errors_total", `cause="CPU"`))
+	agent.stop(t)
+}
+
+// pinToOneCPU keeps the agent to one CPU, as the review ran it: a flood
+// then competes with the probes for it (the machines have 2).
+func pinToOneCPU(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() < 2 {
+		return
+	}
+	var one unix.CPUSet
+	for cpu := range 1024 {
+		if set.IsSet(cpu) {
+			one.Set(cpu)
+			break
+		}
+	}
+	// Every thread of the process: the ones started later inherit it.
+	tasks, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		unix.SchedSetaffinity(tid, &one) //nolint:errcheck // a thread gone meanwhile
+	}
 }
 
 // child is the agent's process.
