@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -247,6 +248,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, c ServeConfig) error
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    c.MaxHeaderBytes,
 		ConnState:         limited.connState,
+		ConnContext:       connContext,
 		ErrorLog:          log.New(errorLog{logger}, "", 0),
 		// Requests end with the agent: an event stream would otherwise
 		// hold the shutdown until its grace runs out.
@@ -300,11 +302,9 @@ const hostRefused = "cri-prober: this request's Host header names none of this a
 // that Go's profiles may be served.
 func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger, vetted bool) http.Handler {
 	routes := s.routes(vetted)
-	if hosts.any {
-		return routes
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hosts.allows(r.Host) {
+		reach(r)
+		if hosts.any || hosts.allows(r.Host) {
 			routes.ServeHTTP(w, r)
 			return
 		}
@@ -419,43 +419,94 @@ func canonicalHost(host string) (name string, ok bool) {
 }
 
 // connLimiter caps the connections l hands out. At the cap a new
-// connection takes the slot of the oldest idle one (http.Server's ConnState
-// says which are idle); when none is idle, it is closed at once. Accept
-// never waits for a slot, so neither the kernel's backlog nor a shutdown
-// ever waits on the clients.
+// connection takes the slot of the oldest idle one; with none idle it is
+// closed at once (accept never waits).
+//
+// It also keeps one client from taking what the others need (security
+// review, finding 4): a source address holds at most maxPerSource
+// connections (the same rule among its own: its oldest idle one makes
+// room), and a source whose requests keep failing before they reach the
+// API (basic auth refused by the web configuration: each costs a bcrypt,
+// which exporter-toolkit runs one at a time) is refused at accept for a
+// while, before it costs another.
 type connLimiter struct {
 	net.Listener
-	max int
-	m   *metrics
+	max, maxPerSource int
+	m                 *metrics
+	now               func() time.Time
 
-	mu   sync.Mutex
-	open map[*limitedConn]struct{}
-	seq  uint64 // orders idle connections, oldest first
+	mu      sync.Mutex
+	open    map[*limitedConn]struct{}
+	sources map[string]*source
+	seq     uint64 // orders idle connections, oldest first
 }
 
+// source is what the limiter keeps of one remote address.
+type source struct {
+	open         int
+	failures     []time.Time // requests that did not reach the API, within failureWindow
+	blockedUntil time.Time
+}
+
+// A source whose maxFailures requests in failureWindow did not reach the
+// API is refused for blockFor.
+const (
+	maxFailures   = 10
+	failureWindow = 10 * time.Second
+	blockFor      = 30 * time.Second
+)
+
+// perSource is the connections one source may hold: an eighth of the
+// cap, at least 4.
+func perSource(limit int) int { return max(4, limit/8) }
+
 func newConnLimiter(l net.Listener, max int, m *metrics) *connLimiter {
-	return &connLimiter{Listener: l, max: max, m: m, open: map[*limitedConn]struct{}{}}
+	return &connLimiter{Listener: l, max: max, maxPerSource: perSource(max), m: m, now: time.Now,
+		open: map[*limitedConn]struct{}{}, sources: map[string]*source{}}
 }
 
 // limitedConn is a connection holding a slot until it is closed.
 type limitedConn struct {
 	net.Conn
 	l       *connLimiter
+	source  string // its remote address; "" on a unix socket (the agent's user)
 	release sync.Once
+	// reached: its request in progress reached the API (reach); answered:
+	// something was written back for it (an answer, if it did not reach
+	// the API: the web configuration's 401).
+	reached, answered atomic.Bool
 	// Guarded by l.mu.
 	idle      bool
 	idleSince uint64
+	active    bool
+}
+
+func (c *limitedConn) Write(b []byte) (int, error) {
+	c.answered.Store(true)
+	return c.Conn.Write(b)
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.release.Do(func() {
 		c.l.mu.Lock()
-		delete(c.l.open, c)
+		c.l.forgetLocked(c)
 		c.l.m.connections.Set(float64(len(c.l.open)))
 		c.l.mu.Unlock()
 	})
 	return err
+}
+
+// sourceOf is a connection's remote address without its port, or "" for
+// one that is not limited as a source: a unix socket (the agent's user
+// alone), and loopback, where every local client (Prometheus, a load
+// balancer's check, the CLI, any user) is the same address: limiting or
+// blocking it would let one local user shut the others out.
+func sourceOf(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+		return a.IP.String()
+	}
+	return ""
 }
 
 func (l *connLimiter) Accept() (net.Conn, error) {
@@ -464,21 +515,39 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &limitedConn{Conn: conn, l: l}
+		c := &limitedConn{Conn: conn, l: l, source: sourceOf(conn)}
 		l.mu.Lock()
+		now := l.now()
+		src := l.sourceLocked(c.source)
 		var evict *limitedConn
-		if len(l.open) >= l.max {
-			if evict = l.oldestIdleLocked(); evict == nil {
-				l.mu.Unlock()
-				conn.Close()
-				l.m.rejected.WithLabelValues(rejectedConnectionLimit).Inc()
-				continue
+		var refused string
+		switch {
+		case src != nil && now.Before(src.blockedUntil):
+			refused = rejectedAuthFailures
+		case src != nil && src.open >= l.maxPerSource:
+			if evict = l.oldestIdleLocked(c.source); evict == nil {
+				refused = rejectedSourceLimit
 			}
-			delete(l.open, evict) // its slot is c's from now
+		case len(l.open) >= l.max:
+			if evict = l.oldestIdleLocked(""); evict == nil {
+				refused = rejectedConnectionLimit
+			}
+		}
+		if refused != "" {
+			l.mu.Unlock()
+			conn.Close()
+			l.m.rejected.WithLabelValues(refused).Inc()
+			continue
+		}
+		if evict != nil {
+			l.forgetLocked(evict) // its slot is c's from now
 		}
 		l.seq++
 		c.idle, c.idleSince = true, l.seq // http.Server's StateNew
 		l.open[c] = struct{}{}
+		if src != nil {
+			src.open++
+		}
 		l.m.connections.Set(float64(len(l.open)))
 		l.mu.Unlock()
 		if evict != nil {
@@ -489,18 +558,100 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *connLimiter) oldestIdleLocked() *limitedConn {
+// sourceLocked is the record of the source at addr (nil on a unix
+// socket), made when missing; the records of sources with nothing left
+// to remember are dropped now and then.
+func (l *connLimiter) sourceLocked(addr string) *source {
+	if addr == "" {
+		return nil
+	}
+	if s, ok := l.sources[addr]; ok {
+		return s
+	}
+	if len(l.sources) > 4*l.max {
+		now := l.now()
+		for a, s := range l.sources {
+			if s.open == 0 && now.After(s.blockedUntil) && (len(s.failures) == 0 || now.Sub(s.failures[len(s.failures)-1]) > failureWindow) {
+				delete(l.sources, a)
+			}
+		}
+	}
+	s := &source{}
+	l.sources[addr] = s
+	return s
+}
+
+// forgetLocked drops c from the open connections (it is closed, or
+// being closed): once, whoever comes first.
+func (l *connLimiter) forgetLocked(c *limitedConn) {
+	if _, ok := l.open[c]; !ok {
+		return
+	}
+	delete(l.open, c)
+	if s := l.sources[c.source]; s != nil {
+		s.open--
+	}
+}
+
+// oldestIdleLocked is the oldest idle connection (of the source at addr,
+// if not "").
+func (l *connLimiter) oldestIdleLocked(addr string) *limitedConn {
 	var oldest *limitedConn
 	for c := range l.open {
-		if c.idle && (oldest == nil || c.idleSince < oldest.idleSince) {
+		if c.idle && (addr == "" || c.source == addr) && (oldest == nil || c.idleSince < oldest.idleSince) {
 			oldest = c
 		}
 	}
 	return oldest
 }
 
+// failedLocked counts a request of the source at addr that did not reach
+// the API, and blocks the source at maxFailures within failureWindow.
+func (l *connLimiter) failedLocked(addr string) {
+	s := l.sources[addr]
+	if s == nil || addr == "" {
+		return
+	}
+	now := l.now()
+	kept := s.failures[:0]
+	for _, t := range s.failures {
+		if now.Sub(t) <= failureWindow {
+			kept = append(kept, t)
+		}
+	}
+	s.failures = append(kept, now)
+	if len(s.failures) >= maxFailures {
+		s.blockedUntil, s.failures = now.Add(blockFor), nil
+	}
+}
+
+// reach marks the connection of r's request as having reached the API:
+// whatever stands before it (the web configuration's authentication)
+// let it through.
+func reach(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+		c.reached.Store(true)
+	}
+}
+
+// connKey is the context key of a request's limitedConn (ConnContext).
+type connKey struct{}
+
+// connContext is http.Server's ConnContext: it gives each request its
+// connection, for reach.
+func connContext(ctx context.Context, conn net.Conn) context.Context {
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		conn = tc.NetConn()
+	}
+	if c, ok := conn.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	return ctx
+}
+
 // connState is http.Server's ConnState: it marks connections idle (new, or
-// between requests) or busy.
+// between requests) or busy, and counts a request that ended without
+// reaching the API against its source.
 func (l *connLimiter) connState(conn net.Conn, state http.ConnState) {
 	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		conn = tc.NetConn()
@@ -512,10 +663,23 @@ func (l *connLimiter) connState(conn net.Conn, state http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch state {
-	case http.StateNew, http.StateIdle:
-		l.seq++
-		c.idle, c.idleSince = true, l.seq
-	case http.StateActive, http.StateHijacked:
-		c.idle = false
+	case http.StateNew, http.StateIdle, http.StateClosed:
+		// A request answered without reaching the API was refused before
+		// it (authentication); one cut short (the client gone, a timeout,
+		// room made for another) is no failure of the source's.
+		if c.active && !c.reached.Load() && c.answered.Load() {
+			l.failedLocked(c.source)
+		}
+		c.active = false
+		if state != http.StateClosed {
+			l.seq++
+			c.idle, c.idleSince = true, l.seq
+		}
+	case http.StateActive:
+		c.idle, c.active = false, true
+		c.reached.Store(false)
+		c.answered.Store(false)
+	case http.StateHijacked:
+		c.idle, c.active = false, false
 	}
 }

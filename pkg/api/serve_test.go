@@ -172,7 +172,7 @@ func TestIdleConnectionsCannotKeepClientsOut(t *testing.T) {
 
 	got, err := testutil.GatherAndCount(reg, "cri_prober_api_connections", "cri_prober_api_rejected_total", "cri_prober_api_dropped_total", "cri_prober_api_event_streams")
 	require.NoError(t, err)
-	assert.Equal(t, 8, got, "the metrics are registered, every reason from the start")
+	assert.Equal(t, 10, got, "the metrics are registered, every reason from the start")
 }
 
 // fakeListener hands out the server ends of pipes.
@@ -524,4 +524,110 @@ func TestProfilesServedOnlyToVettedClients(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, "the unix socket: the agent's user alone")
 	code, _ = getHost(t, client, "http://agent/debug/pprof/cmdline", "agent")
 	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// nodeAddress is an address of this machine that is not loopback, as a
+// client of the API on another host would come from; "" if it has none.
+func nodeAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// With basic auth (the remote setup), a source whose requests keep
+// failing authentication is refused at accept before it costs another
+// bcrypt (which exporter-toolkit runs one at a time), and holds at most
+// an eighth of the connections; clients on loopback are never limited as
+// a source (they are every local client at once). Fails on the old code:
+// every request cost a bcrypt, and one source could take every slot.
+func TestAFailingSourceIsRefusedBeforeItCostsABcrypt(t *testing.T) {
+	node := nodeAddress(t)
+	if node == "" {
+		t.Skip("no address but loopback: no other source to try")
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "web.yml")
+	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, "basic_auth_users:\n  dave: %s\n", daveHash), 0o600))
+	l, err := Listen(net.JoinHostPort(node, "0"))
+	require.NoError(t, err)
+	s := serve(t, l, Config{}, ServeConfig{WebConfigFile: config, MaxConnections: 64, AllowedHosts: []string{"*"}})
+	_, port, _ := net.SplitHostPort(s.addr)
+	get := func(from, password string) (int, error) {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+		req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(node, port)+"/healthz", nil)
+		require.NoError(t, err)
+		req.SetBasicAuth("dave", password)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+
+	for range maxFailures {
+		code, err := get(node, "wrong")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, code)
+	}
+	_, err = get(node, "wrong")
+	assert.Error(t, err, "refused at accept: no request read, no bcrypt")
+	_, err = get(node, "dave123")
+	assert.Error(t, err, "the source is refused whatever it sends, for a while")
+	assert.Positive(t, testutil.ToFloat64(s.m.rejected.WithLabelValues(rejectedAuthFailures)))
+
+	// From loopback (this machine's other clients), served as ever.
+	lo := serve(t, listenLoopback(t), Config{}, ServeConfig{WebConfigFile: config})
+	client := &http.Client{Timeout: 10 * time.Second}
+	for range 2 * maxFailures {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+lo.addr+"/healthz", nil)
+		req.SetBasicAuth("dave", "wrong")
+		resp, err := client.Do(req)
+		require.NoError(t, err, "loopback is never blocked as a source")
+		resp.Body.Close()
+	}
+
+	// One source holds at most an eighth of the connections.
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	other := serve(t, mustListen(t, net.JoinHostPort(node, "0")), Config{}, ServeConfig{MaxConnections: 64, AllowedHosts: []string{"*"}})
+	for range 32 {
+		c, err := net.Dial("tcp", other.addr)
+		require.NoError(t, err)
+		held = append(held, c)
+		// Busy: a request begun, never finished.
+		_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+	}
+	// Each new one beyond the source's share is closed at once, or makes
+	// room by closing the source's own oldest idle one (a connection whose
+	// request the server had not begun to read yet).
+	closed := func() float64 {
+		return testutil.ToFloat64(other.m.rejected.WithLabelValues(rejectedSourceLimit)) + testutil.ToFloat64(other.m.dropped.WithLabelValues(droppedIdleAtLimit))
+	}
+	if !assert.Eventually(t, func() bool { return closed() >= 32-float64(perSource(64)) }, 10*time.Second, 5*time.Millisecond,
+		"beyond %d connections, one source's are closed", perSource(64)) {
+		t.Logf("open %v, refused %v, closed idle %v", testutil.ToFloat64(other.m.connections),
+			testutil.ToFloat64(other.m.rejected.WithLabelValues(rejectedSourceLimit)), testutil.ToFloat64(other.m.dropped.WithLabelValues(droppedIdleAtLimit)))
+	}
+	assert.LessOrEqual(t, testutil.ToFloat64(other.m.connections), float64(perSource(64)), "of the 64 slots, the source holds its share")
+}
+
+func mustListen(t *testing.T, address string) net.Listener {
+	t.Helper()
+	l, err := Listen(address)
+	require.NoError(t, err)
+	return l
 }
