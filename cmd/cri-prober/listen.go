@@ -34,6 +34,11 @@ type apiListeners struct {
 	listen string // --listen; "" with systemd's sockets
 	// systemd are the sockets systemd passed, when asked to use them.
 	systemd []net.Listener
+	// bound is --listen's address bound at start (nil if it could not
+	// be: run tries again), so that the API is served before the agent
+	// says it probes.
+	bound   net.Listener
+	bindErr error
 	up      prometheus.Gauge
 	// bind is api.Listen, and retry how long after a failed bind it is
 	// tried again (tests change both).
@@ -51,6 +56,7 @@ func newAPIListeners(server *api.Server, config api.ServeConfig, listen string, 
 		reg.MustRegister(l.up)
 	}
 	if !useSystemd {
+		l.bound, l.bindErr = l.bind(listen)
 		return l, nil
 	}
 	sockets, err := activation.Listeners()
@@ -92,8 +98,11 @@ func (l *apiListeners) run(ctx context.Context) {
 		wg.Wait()
 		return
 	}
-	for {
-		s, err := l.bind(l.listen)
+	for first := true; ; first = false {
+		s, err := l.bound, l.bindErr
+		if !first {
+			s, err = l.bind(l.listen)
+		}
 		if err == nil {
 			l.up.Set(1)
 			warnIfRemote(logger, s, l.config.WebConfigFile)
