@@ -60,6 +60,7 @@ type playOptions struct {
 	down    bool
 	output  string
 	policy  probePolicy
+	podSync podSyncFlags
 }
 
 func newPlayCommand() *cobra.Command {
@@ -87,6 +88,7 @@ func newPlayCommand() *cobra.Command {
 	fs.BoolVar(&o.down, "down", false, "stop and remove the pods of the files that an earlier play --keep or --wait left, then exit (as podman kube down)")
 	fs.StringVarP(&o.output, "output", "o", outputTable, "how pods are shown as they change: table or wide")
 	o.policy.registerDestinations(fs)
+	o.podSync.register(fs)
 	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"ready", "started", "healthy"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
@@ -113,6 +115,9 @@ func (o *playOptions) run(cmd *cobra.Command, args []string) error {
 		return usageErrorf(cmd, "--down removes pods: it takes neither --wait nor --keep")
 	case o.timeout < 0:
 		return usageErrorf(cmd, "--timeout must be positive (0: until Ctrl-C)")
+	}
+	if err := o.podSync.check(); err != nil {
+		return usageError{cmd: cmd, err: err}
 	}
 	node, err := o.node.node("")
 	if err != nil {
@@ -146,6 +151,7 @@ func (o *playOptions) run(cmd *cobra.Command, args []string) error {
 		ProberOptions: []prober.Option{prober.WithoutStartupJitter()},
 	}
 	o.policy.apply(&cfg)
+	o.podSync.apply(&cfg)
 	engine, err := agent.New(cfg)
 	if err != nil {
 		return err

@@ -90,6 +90,7 @@ type runOptions struct {
 	specSources        string
 	probeMetrics       string
 	policy             probePolicy
+	podSync            podSyncFlags
 }
 
 // newRunCommand is run; its flags are also the keys of its config file.
@@ -133,6 +134,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why) and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
 	o.policy.register(fs)
+	o.podSync.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("pod-manifests")
@@ -171,6 +173,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}
 	if o.manifests != "" && !useManifests {
 		return usageErrorf(cmd, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
+	}
+	if err := o.podSync.check(); err != nil {
+		return usageError{cmd: cmd, err: err}
 	}
 	if o.staticPodPath != "" && mode != restart.Recreate {
 		return usageErrorf(cmd, "--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
@@ -237,6 +242,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	o.policy.apply(&cfg)
+	o.podSync.apply(&cfg)
 	if o.stateDir != "" {
 		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
 	}

@@ -337,10 +337,10 @@ func (c *Client) ContainerStatus(ctx context.Context, id string, verbose bool) (
 // ExecSync runs cmd in the container and waits for it, as kubelet's CRI
 // client does: the runtime gets the timeout in whole seconds (truncated) and
 // the call's deadline is the runtime request timeout plus the timeout, so a
-// runtime that is slow to answer, or a command whose background children
-// hold its output open, does not turn into a timeout here. Only the
-// runtime's own DeadlineExceeded answer means the command timed out
-// (ErrCommandTimedOut, kubelet's wording). If the runtime does not answer
+// runtime that is slow to answer does not turn into a timeout here. Only
+// the runtime's own DeadlineExceeded answer means the command timed out
+// (ErrCommandTimedOut, kubelet's wording), however late it comes (see
+// noAnswer). If the runtime does not answer
 // by our deadline the call is cancelled (gRPC closes the stream; nothing is
 // left running here) and the error says the runtime did not answer: a probe
 // error, never a failure of the container. A reply longer than the exec
@@ -359,17 +359,29 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	case status.Code(err) == codes.ResourceExhausted:
 		return nil, fmt.Errorf("exec in container %s: %w (%d bytes; the command's output is kept to 10KiB anyway: make it quieter or raise --max-exec-reply-bytes): %s",
 			containerID, ErrExecReplyTooLarge, c.maxExecReply, status.Convert(err).Message())
-	case ctx.Err() == nil && (errors.Is(execCtx.Err(), context.DeadlineExceeded) ||
-		status.Code(err) == codes.DeadlineExceeded && time.Since(start) > timeout+c.requestTimeout/2):
-		// Our deadline, or the runtime's server-side copy of it (gRPC
-		// propagates it, and the server's may fire first): no answer for
-		// far longer than the command's own timeout.
+	case ctx.Err() == nil && noAnswer(err, errors.Is(execCtx.Err(), context.DeadlineExceeded), time.Since(start), deadline, c.requestTimeout):
 		return nil, fmt.Errorf("exec in container %s: the runtime did not answer within %s (runtime request timeout %s plus the probe's timeout): %w", containerID, deadline, c.requestTimeout, err)
 	case status.Code(err) == codes.DeadlineExceeded:
 		return nil, fmt.Errorf("%w: %q timed out after %s", ErrCommandTimedOut, strings.Join(cmd, " "), timeout)
 	default:
 		return nil, fmt.Errorf("exec in container %s: %w", containerID, err)
 	}
+}
+
+// noAnswer reports whether an ExecSync that failed with err after elapsed
+// ran out of our own deadline (the runtime request timeout plus the
+// command's) with no answer, rather than being answered by the runtime.
+// The runtime's own DeadlineExceeded is its answer whenever it comes: a
+// command whose background child holds its output open is answered only
+// once the child exits (containerd 1.6), and kubelet counts that as the
+// probe's timeout. A DeadlineExceeded at our deadline, or within a tenth
+// of the request timeout (at most 1 s) of it, is the server's copy of
+// our deadline (gRPC propagates it and the server's may fire first).
+func noAnswer(err error, ownDeadlinePassed bool, elapsed, deadline, requestTimeout time.Duration) bool {
+	if ownDeadlinePassed {
+		return true
+	}
+	return status.Code(err) == codes.DeadlineExceeded && elapsed >= deadline-min(time.Second, requestTimeout/10)
 }
 
 // RunInContainer runs cmd in the container with no time limit but ctx's,

@@ -160,6 +160,13 @@ func TestExecSync(t *testing.T) {
 			return &runtimeapi.ExecSyncResponse{ExitCode: 0}, nil
 		case "sleep": // the runtime's own timeout, as containerd reports it
 			return nil, status.Errorf(codes.DeadlineExceeded, "timeout %v exceeded", timeout)
+		case "late": // the same, once a background child let go of the output
+			select {
+			case <-time.After(timeout + requestTimeout*7/10):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return nil, status.Errorf(codes.DeadlineExceeded, "timeout %v exceeded", timeout)
 		case "loud":
 			return &runtimeapi.ExecSyncResponse{Stdout: make([]byte, cri.DefaultMaxExecReply)}, nil
 		case "hang": // never answers
@@ -187,6 +194,11 @@ func TestExecSync(t *testing.T) {
 	_, err = c.ExecSync(ctx, id, []string{"sleep", "5"}, time.Second)
 	assert.ErrorIs(t, err, cri.ErrCommandTimedOut)
 	assert.EqualError(t, err, `command timed out: "sleep 5" timed out after 1s`, "kubelet 1.36's wording")
+
+	// The runtime's timeout answered late (at 450 ms of a 600 ms deadline)
+	// is still the command's timeout, as kubelet counts it.
+	_, err = c.ExecSync(ctx, id, []string{"late"}, 100*time.Millisecond)
+	assert.ErrorIs(t, err, cri.ErrCommandTimedOut)
 
 	// The runtime never answers: our own deadline ends the call, and that
 	// is the runtime's fault, not a timeout of the command.

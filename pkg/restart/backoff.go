@@ -1,6 +1,7 @@
 package restart
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -13,6 +14,33 @@ const (
 	DefaultMaxBackoff     = 300 * time.Second
 )
 
+// The range kubelet accepts for crashLoopBackOff.maxContainerRestartPeriod
+// (KubeletCrashLoopBackOffMax, beta and on in 1.36: its config validation).
+const (
+	MinMaxContainerRestartPeriod = time.Second
+	MaxMaxContainerRestartPeriod = 300 * time.Second
+)
+
+// crashLoopExpiry is how long a container's restart back-off is kept
+// after its last update: kubelet replaces flowcontrol's 2×max with a fixed
+// 600 s (kubelet.go, crashLoopBackOff.HasExpiredFunc), whatever the
+// maximum.
+const crashLoopExpiry = 600 * time.Second
+
+// NewCrashLoopBackoff returns kubelet's restart back-off for a maximum
+// delay of max (its newCrashLoopBackOff): 10 s doubling up to max, or max
+// from the start when max is shorter; entries expire 600 s after their
+// last update.
+func NewCrashLoopBackoff[K comparable](max time.Duration) (*Backoff[K], error) {
+	if max < MinMaxContainerRestartPeriod || max > MaxMaxContainerRestartPeriod {
+		return nil, fmt.Errorf("maximum container restart period %s: want %s to %s (kubelet's crashLoopBackOff.maxContainerRestartPeriod)",
+			max, MinMaxContainerRestartPeriod, MaxMaxContainerRestartPeriod)
+	}
+	b := NewBackoff[K](min(DefaultInitialBackoff, max), max)
+	b.expiry = crashLoopExpiry
+	return b, nil
+}
+
 // Backoff is kubelet's per-key back-off (client-go's flowcontrol.Backoff as
 // kubelet configures it, without jitter): per container for restarts
 // (containerKey), per pod and image for pulls (kubelet's backOffKey). A
@@ -20,11 +48,19 @@ const (
 // caller passes the times: the event the delay is measured from and the
 // current time.
 //
-// An entry expires when the event it is asked about came more than 2×max
-// after its last update: a container that ran that long without needing a
-// restart starts over at initial (after 10 minutes with kubelet's values).
+// An entry expires (flowcontrol's hasExpired) when it was last updated
+// more than its expiry before the event it is asked about, or before now:
+// kubelet garbage-collects expired entries at every housekeeping tick
+// (HandlePodCleanups → crashLoopBackOff.GC, every 2 s), so an entry is
+// gone once that long has passed, even when the event a decision is
+// measured from is older than the entry (a liveness kill is decided from
+// the exit before it). A container that ran 10 minutes without needing a
+// restart starts over at initial.
 type Backoff[K comparable] struct {
 	initial, max time.Duration
+	// expiry: flowcontrol's default 2×max (image pulls), or kubelet's
+	// fixed 600 s for restarts (NewCrashLoopBackoff).
+	expiry time.Duration
 
 	mu      sync.Mutex
 	entries map[K]*backoffEntry
@@ -36,12 +72,27 @@ type backoffEntry struct {
 }
 
 // NewBackoff returns a back-off with the given initial and maximum delays.
+// Entries expire 2×max after their last update (flowcontrol's default).
 func NewBackoff[K comparable](initial, max time.Duration) *Backoff[K] {
-	return &Backoff[K]{initial: initial, max: max, entries: map[K]*backoffEntry{}}
+	return &Backoff[K]{initial: initial, max: max, expiry: 2 * max, entries: map[K]*backoffEntry{}}
 }
 
 func (b *Backoff[K]) expired(e *backoffEntry, eventTime time.Time) bool {
-	return eventTime.Sub(e.lastUpdate) > 2*b.max
+	return eventTime.Sub(e.lastUpdate) > b.expiry
+}
+
+// live returns key's entry unless it expired by eventTime or was
+// collected by now (dropping it then, as kubelet's GC would have).
+func (b *Backoff[K]) live(key K, eventTime, now time.Time) (*backoffEntry, bool) {
+	e, ok := b.entries[key]
+	if !ok {
+		return nil, false
+	}
+	if b.expired(e, now) {
+		delete(b.entries, key)
+		return nil, false
+	}
+	return e, !b.expired(e, eventTime)
 }
 
 // Wait returns how much longer a restart of key must wait given that its
@@ -50,8 +101,8 @@ func (b *Backoff[K]) expired(e *backoffEntry, eventTime time.Time) bool {
 func (b *Backoff[K]) Wait(key K, finishedAt, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || b.expired(e, finishedAt) {
+	e, ok := b.live(key, finishedAt, now)
+	if !ok {
 		return 0
 	}
 	if left := e.delay - now.Sub(finishedAt); left > 0 {
@@ -66,8 +117,8 @@ func (b *Backoff[K]) Wait(key K, finishedAt, now time.Time) time.Duration {
 func (b *Backoff[K]) WaitSinceUpdate(key K, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || b.expired(e, now) {
+	e, ok := b.live(key, now, now)
+	if !ok {
 		return 0
 	}
 	if left := e.delay - now.Sub(e.lastUpdate); left > 0 {
@@ -81,8 +132,8 @@ func (b *Backoff[K]) WaitSinceUpdate(key K, now time.Time) time.Duration {
 func (b *Backoff[K]) Next(key K, finishedAt, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || b.expired(e, finishedAt) {
+	e, ok := b.live(key, finishedAt, now)
+	if !ok {
 		b.entries[key] = &backoffEntry{delay: b.initial, lastUpdate: now}
 		return
 	}
@@ -101,7 +152,9 @@ func (b *Backoff[K]) Delay(key K) time.Duration {
 }
 
 // GC drops the entries that expired by now (flowcontrol's GC, which
-// kubelet runs after each successful pull).
+// kubelet runs after each successful pull and at every housekeeping tick
+// for restarts); a consulted entry is dropped as soon as it expired
+// anyway, so this only bounds the memory of keys no longer asked about.
 func (b *Backoff[K]) GC(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/pods"
@@ -148,4 +149,59 @@ func TestBackoffWaitSinceUpdate(t *testing.T) {
 	assert.Equal(t, 20*time.Second, b.Delay("u1_app"))
 	b.Next("u1_app", at(1010+601), at(1010+601))
 	assert.Equal(t, 10*time.Second, b.Delay("u1_app"), "a failure after 2×max starts over")
+}
+
+// kubelet collects a restart back-off 600 s after its last update
+// (HandlePodCleanups → crashLoopBackOff.GC), whatever the event a
+// decision is measured from. A liveness kill is decided from the exit
+// before it, older than the entry: without the collection the entry
+// never expires and doubles from a stale delay.
+func TestBackoffCollectedTenMinutesAfterItsLastUpdate(t *testing.T) {
+	b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
+	require.NoError(t, err)
+	b.Next(appKey, at(0), at(0))   // first exit: restarted at once, 10 s next
+	b.Next(appKey, at(11), at(21)) // second exit at 11 s, restarted at 21 s: 20 s next
+	require.Equal(t, 20*time.Second, b.Delay(appKey))
+
+	// It then runs 11 minutes and is killed by its liveness probe: the
+	// decision looks at the exit at 11 s.
+	kill := at(21 + 660)
+	assert.Zero(t, b.Wait(appKey, at(11), kill))
+	b.Next(appKey, at(11), kill)
+	assert.Equal(t, 10*time.Second, b.Delay(appKey), "collected: starts over, as kubelet's GC makes it")
+
+	// Its replacement fails at once: 10 s, as under kubelet (40 s before).
+	assert.Equal(t, 10*time.Second, b.Wait(appKey, kill.Add(time.Second), kill.Add(time.Second)))
+
+	// Under 600 s since the update it is kept, whatever the event's age.
+	b.Next(appKey, at(0), kill.Add(20*time.Second))
+	assert.Equal(t, 20*time.Second, b.Delay(appKey))
+	assert.Equal(t, 20*time.Second-time.Second, b.Wait(appKey, kill.Add(599*time.Second), kill.Add(600*time.Second)), "kept at 580 s")
+}
+
+// kubelet's crashLoopBackOff.maxContainerRestartPeriod: the initial delay
+// is 10 s or the maximum if shorter, and entries expire 600 s after their
+// update whatever the maximum (kubelet's HasExpiredFunc), not 2×max.
+func TestCrashLoopBackoffMaximum(t *testing.T) {
+	b, err := NewCrashLoopBackoff[containerKey](time.Minute)
+	require.NoError(t, err)
+	var delays []time.Duration
+	for i := range 5 {
+		b.Next(appKey, at(float64(i)), at(float64(i)))
+		delays = append(delays, b.Delay(appKey))
+	}
+	assert.Equal(t, []time.Duration{10, 20, 40, 60, 60}, seconds(delays))
+	// A crash 3 minutes (over 2×max) after the last restart still backs
+	// off: 600 s is kubelet's expiry for restarts.
+	assert.Equal(t, time.Minute, b.Wait(appKey, at(4+180), at(4+180)))
+
+	short, err := NewCrashLoopBackoff[containerKey](3 * time.Second)
+	require.NoError(t, err)
+	short.Next(appKey, at(0), at(0))
+	assert.Equal(t, 3*time.Second, short.Delay(appKey), "a maximum under 10 s is also the initial delay")
+
+	for _, bad := range []time.Duration{0, 999 * time.Millisecond, 301 * time.Second} {
+		_, err := NewCrashLoopBackoff[containerKey](bad)
+		assert.ErrorContains(t, err, "want 1s to 5m0s", "kubelet's range, %s", bad)
+	}
 }

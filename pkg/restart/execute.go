@@ -43,7 +43,7 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		r.setInitialized(w.key)
 	}
 	pl := makePlan(planInput{pod: p, viewTime: v.Time, results: r.results, backoff: r.backoff, state: w.state,
-		now: r.clock.Now(), mode: r.mode, jitter: r.jitter()})
+		now: r.clock.Now(), mode: r.mode, syncFrequency: r.syncFrequency, jitter: r.jitter()})
 	w.needView = pl.needView
 	for _, c := range pl.backoffEvents {
 		w.state.reported[lastExit(c).ID] = true

@@ -129,8 +129,9 @@ func (st *syncTest) sync(t *testing.T, p *pods.Pod) plan {
 	t.Helper()
 	st.w.state.prune(p)
 	pl := makePlan(planInput{pod: p, viewTime: st.clock.Now(), results: st.store, backoff: st.r.backoff, state: st.w.state,
-		now: st.clock.Now(), mode: Recreate})
+		now: st.clock.Now(), mode: Recreate, syncFrequency: st.r.syncFrequency})
 	st.r.execute(context.Background(), st.w, p, pl)
+	st.r.updateWaiting(st.w, p, pl)
 	return pl
 }
 
@@ -235,6 +236,53 @@ func TestSyncKillThenCreate(t *testing.T) {
 	assert.Equal(t, hookCall{kind: "preStop", containerID: app}, st.hooks.called()[0])
 	assert.Equal(t, []string{"Killing: Container app failed liveness probe, will be restarted", "Created: Container created", "Started: Container started"},
 		st.events.messages())
+}
+
+// Issue 22: a liveness kill after a long healthy run starts the back-off
+// over, as kubelet's housekeeping collects a back-off 600 s after its
+// last update; the kill is decided from the exit before it (older than
+// the entry), so without the collection the delay doubled from a stale
+// value: 40 s where kubelet waits 10 s.
+func TestSyncBackoffAfterALongHealthyRun(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{}})
+	exit := func() {
+		t.Helper()
+		p := st.view(t, m, true)
+		c, _ := p.Container("app")
+		require.NoError(t, st.rt.SetContainerState(c.Current.ID, runtimeapi.ContainerState_CONTAINER_EXITED, 1))
+		st.clock.Step(time.Second) // past the exit's settle
+	}
+	waiting := func() string {
+		st.r.statusMu.Lock()
+		defer st.r.statusMu.Unlock()
+		if s, ok := st.r.shown[st.w.key]; ok {
+			return s.waiting["app"].Message
+		}
+		return ""
+	}
+	st.sync(t, st.view(t, m, true)) // the first start
+	exit()
+	st.sync(t, st.view(t, m, true)) // restarted at once
+	exit()
+	st.sync(t, st.view(t, m, true))
+	assert.Contains(t, waiting(), "back-off 10s")
+	st.clock.Step(10 * time.Second)
+	st.sync(t, st.view(t, m, true)) // attempt 2, after 10 s; 20 s next
+	sb := st.view(t, m, true).Sandbox.ID
+	require.Contains(t, st.states(sb), "app#2:CONTAINER_RUNNING")
+
+	// It runs 11 minutes, then fails its liveness probe.
+	st.clock.Step(11 * time.Minute)
+	c, _ := st.view(t, m, true).Container("app")
+	st.store.Set(results.Key{ContainerID: c.Current.ID, Type: results.Liveness}, results.Failure, "uid")
+	st.sync(t, st.view(t, m, true))
+	require.Contains(t, st.states(sb), "app#3:CONTAINER_RUNNING", "killed and restarted at once")
+
+	// The replacement fails at once: kubelet's back-off starts over.
+	exit()
+	st.sync(t, st.view(t, m, true))
+	assert.Contains(t, waiting(), "back-off 10s restarting failed container=app")
 }
 
 // RestartAllContainers: every running container killed at once, every

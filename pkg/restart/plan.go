@@ -84,9 +84,11 @@ type planInput struct {
 	state    *podState
 	now      time.Time
 	mode     Mode
-	// jitter, in [0, 1), places the retry after a back-off in kubelet's
-	// window (its pod worker's requeue, jittered by up to half).
-	jitter float64
+	// syncFrequency caps the wait before the retry after a back-off, and
+	// jitter, in [0, 1), places that retry in kubelet's window (its pod
+	// worker's requeue, jittered by up to half).
+	syncFrequency time.Duration
+	jitter        float64
 }
 
 // plan is what one sync of a pod does: kubelet's podActions, and every
@@ -178,11 +180,12 @@ type startAction struct {
 // 1 s relist, so this is still sooner.
 const exitSettle = 250 * time.Millisecond
 
-// maxRetry is kubelet's pod worker resync interval: a pod waiting out a
-// back-off is looked at again at least this often, so that a long
-// back-off ends close to its expiry (completeWork: the requeue is at most
-// the resync interval, then jittered).
-const maxRetry = time.Minute
+// DefaultSyncFrequency is kubelet's syncFrequency, its pod workers'
+// resync interval: a pod waiting out a back-off is synced again at the
+// back-off's expiry but never more than this ahead, then jittered by up
+// to half (completeWork), so a long back-off ends within half of this of
+// its expiry, not half of the back-off.
+const DefaultSyncFrequency = time.Minute
 
 // makePlan decides one sync of a pod. It is pure: the same input always
 // gives the same plan.
@@ -321,7 +324,7 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		if !in.state.reported[last.ID] {
 			pl.backoffEvents = append(pl.backoffEvents, c)
 		}
-		pl.retry = sooner(pl.retry, time.Duration(float64(min(wait, maxRetry))*(1+backoffRetryJitter*in.jitter)))
+		pl.retry = sooner(pl.retry, time.Duration(float64(min(wait, in.syncFrequency))*(1+backoffRetryJitter*in.jitter)))
 		return s, false
 	}
 	s.backoffFrom = finished

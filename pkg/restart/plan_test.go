@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -149,7 +150,11 @@ func TestMakePlan(t *testing.T) {
 		backoff func(*Backoff[containerKey])
 		state   func(*podState)
 		mode    Mode
-		want    planSummary
+		// jitter and syncFrequency place the retry after a back-off
+		// (default: none, and kubelet's minute).
+		jitter        float64
+		syncFrequency time.Duration
+		want          planSummary
 		// keepsWaiting: the plan decides no starts, so the reasons shown
 		// stay as the sync before left them (kubelet's reasonCache).
 		keepsWaiting bool
@@ -341,6 +346,48 @@ func TestMakePlan(t *testing.T) {
 			want: planSummary{waiting: []string{"app: CrashLoopBackOff"}, backoffEvents: []string{"app"}, retry: time.Minute},
 		},
 		{
+			// kubelet's completeWork: min(expiry, resync interval), jittered
+			// ×[1, 1.5]. A 300 s back-off with 290 s left is looked at again
+			// within 90 s, not up to 435 s later; the back-off's last minute
+			// is looked at once more at its expiry, jittered by half of
+			// what is left.
+			name: "in a 300 s back-off with the worst jitter: looked at again within 1.5 minutes, not 1.5× the wait",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 10))),
+			backoff: func(b *Backoff[containerKey]) {
+				for range 7 { // 10, 20, … 300 s
+					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second))
+				}
+			},
+			state:  func(s *podState) { s.reported["app-7"] = true },
+			jitter: 1,
+			want:   planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 90 * time.Second},
+		},
+		{
+			name: "the back-off's last 20 s with the worst jitter: looked at again 30 s later, within 10 s of its expiry",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 280))),
+			backoff: func(b *Backoff[containerKey]) {
+				for range 7 {
+					b.Next(containerKey{"uid", "app"}, planNow.Add(-280*time.Second), planNow.Add(-280*time.Second))
+				}
+			},
+			state:  func(s *podState) { s.reported["app-7"] = true },
+			jitter: 1,
+			want:   planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 30 * time.Second},
+		},
+		{
+			name: "kubelet's syncFrequency set shorter (4 s): a 20 s back-off is looked at again within 6 s",
+			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-5", "sb0", cri.StateExited, 1, 1))),
+			backoff: func(b *Backoff[containerKey]) {
+				for range 2 { // 10, 20 s
+					b.Next(containerKey{"uid", "app"}, planNow.Add(-time.Second), planNow.Add(-time.Second))
+				}
+			},
+			state:         func(s *podState) { s.reported["app-5"] = true },
+			jitter:        1,
+			syncFrequency: 4 * time.Second,
+			want:          planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 6 * time.Second},
+		},
+		{
 			name: "in CrashLoopBackOff, already reported: no second event",
 			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
 			backoff: func(b *Backoff[containerKey]) {
@@ -361,7 +408,8 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
+			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
+			require.NoError(t, err)
 			if tt.backoff != nil {
 				tt.backoff(b)
 			}
@@ -377,7 +425,12 @@ func TestMakePlan(t *testing.T) {
 			if res == nil {
 				res = fakeResults{}
 			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: state, now: planNow, mode: mode}
+			syncFrequency := tt.syncFrequency
+			if syncFrequency == 0 {
+				syncFrequency = DefaultSyncFrequency
+			}
+			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: state, now: planNow, mode: mode,
+				syncFrequency: syncFrequency, jitter: tt.jitter}
 			pl := makePlan(in)
 			got := summarizePlan(pl)
 			assert.Equal(t, tt.want, got)

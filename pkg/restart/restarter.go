@@ -147,10 +147,13 @@ type Restarter struct {
 	clock     clock.WithTicker
 	mode      Mode
 	backoff   *Backoff[containerKey]
-	jitter    func() float64
-	metrics   *metrics
-	ledger    *Ledger // nil: none kept
-	maker     Maker   // nil: owned pods are not made
+	// syncFrequency caps how long a pod waiting out a back-off goes
+	// without a sync (kubelet's syncFrequency).
+	syncFrequency time.Duration
+	jitter        func() float64
+	metrics       *metrics
+	ledger        *Ledger // nil: none kept
+	maker         Maker   // nil: owned pods are not made
 
 	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
 	syncDone func()
@@ -203,13 +206,39 @@ func WithRecorder(rec Recorder) Option {
 	return func(r *Restarter) error { r.recorder = rec; return nil }
 }
 
-// WithBackoff replaces kubelet's 10 s / 300 s back-off.
+// WithBackoff replaces kubelet's 10 s / 300 s back-off by any initial and
+// maximum delays (tests); entries still expire as kubelet's, 600 s after
+// their last update.
 func WithBackoff(initial, max time.Duration) Option {
 	return func(r *Restarter) error {
 		if initial <= 0 || max < initial {
 			return fmt.Errorf("back-off: want 0 < initial <= max, got %s and %s", initial, max)
 		}
 		r.backoff = NewBackoff[containerKey](initial, max)
+		r.backoff.expiry = crashLoopExpiry
+		return nil
+	}
+}
+
+// WithMaxContainerRestartPeriod sets the longest restart back-off, as
+// kubelet's crashLoopBackOff.maxContainerRestartPeriod (1 s to 300 s;
+// NewCrashLoopBackoff).
+func WithMaxContainerRestartPeriod(max time.Duration) Option {
+	return func(r *Restarter) (err error) {
+		r.backoff, err = NewCrashLoopBackoff[containerKey](max)
+		return err
+	}
+}
+
+// WithSyncFrequency sets the longest a pod waiting out a back-off goes
+// without a sync: kubelet's syncFrequency (1 min), its pod workers' resync
+// interval, which caps their requeue at a back-off's expiry.
+func WithSyncFrequency(d time.Duration) Option {
+	return func(r *Restarter) error {
+		if d < time.Second {
+			return fmt.Errorf("sync frequency %s: want at least 1s", d)
+		}
+		r.syncFrequency = d
 		return nil
 	}
 }
@@ -243,15 +272,16 @@ func withSyncDone(f func()) Option {
 // with hooks, driven by the results in store.
 func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option) (*Restarter, error) {
 	r := &Restarter{
-		runtime: runtime,
-		hooks:   hooks,
-		results: store,
-		mode:    Recreate,
-		jitter:  rand.Float64,
-		held:    map[string]*heldPod{},
-		shown:   map[string]*syncShown{},
-		workers: map[string]*podWorker{},
-		exited:  make(chan *podWorker),
+		runtime:       runtime,
+		hooks:         hooks,
+		results:       store,
+		mode:          Recreate,
+		jitter:        rand.Float64,
+		syncFrequency: DefaultSyncFrequency,
+		held:          map[string]*heldPod{},
+		shown:         map[string]*syncShown{},
+		workers:       map[string]*podWorker{},
+		exited:        make(chan *podWorker),
 	}
 	for _, opt := range opts {
 		if err := opt(r); err != nil {
@@ -262,7 +292,7 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		r.clock = clock.RealClock{}
 	}
 	if r.backoff == nil {
-		r.backoff = NewBackoff[containerKey](DefaultInitialBackoff, DefaultMaxBackoff)
+		r.backoff, _ = NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
 	}
 	if r.metrics == nil {
 		r.metrics = newMetrics(nil)

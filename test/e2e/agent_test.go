@@ -43,14 +43,22 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 // startAgentWith is startAgent with more manager options.
 func startAgentWith(t *testing.T, c *cri.Client, opts ...prober.Option) *agent {
 	t.Helper()
+	return startAgentConfig(t, c, func(cfg *engine.Config) { cfg.ProberOptions = opts })
+}
+
+// startAgentConfig is startAgent with the engine's config changed by edit.
+func startAgentConfig(t *testing.T, c *cri.Client, edit func(*engine.Config)) *agent {
+	t.Helper()
 	a := &agent{events: &eventLog{}, manifestsDir: t.TempDir()}
 	manifests := spec.NewManifestDir(a.manifestsDir, nil)
 	manifests.Reload()
-	var err error
-	a.engine, err = engine.New(engine.Config{
+	cfg := engine.Config{
 		Client: c, EventsAddress: c.Socket(), Manifests: manifests, ManifestInterval: 100 * time.Millisecond,
-		Restart: restart.Recreate, Recorder: a.events, ProberOptions: opts,
-	})
+		Restart: restart.Recreate, Recorder: a.events,
+	}
+	edit(&cfg)
+	var err error
+	a.engine, err = engine.New(cfg)
 	require.NoError(t, err)
 	a.restarter = a.engine.Restarter
 	ctx, cancel := context.WithCancel(context.Background())

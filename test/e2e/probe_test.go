@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -202,6 +204,28 @@ func TestProbeExecTimeout(t *testing.T) {
 	})
 	assert.Empty(t, a.events.matching(name, "background", prober.ReasonUnhealthy, ""), "no failure, no error")
 	assert.Empty(t, a.events.matching(name, "background", prober.ReasonLivenessFailed, ""), "never to be restarted")
+}
+
+// Contract (issue 22, kubelet): the runtime's timeout is the probe's
+// failure however late it answers. containerd 1.6 answers a timed-out
+// command only once every process holding its output is gone: here the
+// shell is killed at 1 s and its background child lets go at 8 s. With a
+// 10 s runtime request timeout (kubelet's is 2 minutes) that answer comes
+// 2 s before the agent's own deadline (11 s): a liveness failure and a
+// kill, not "the runtime did not answer".
+func TestProbeExecTimeoutAnsweredLate(t *testing.T) {
+	c, err := cri.Dial(t.Context(), endpoint, cri.WithRuntimeRequestTimeout(10*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	a := startAgent(t, c)
+	pod := runPod(t, c, "latetimeout")
+	name := pod.config.GetMetadata().GetName()
+	pod.startContainer(container{name: "app", image: busyboxImage, command: []string{"sleep", sleeper},
+		annotations: map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["sh","-c","sleep 8 & sleep 3"]},"timeoutSeconds":1,"periodSeconds":2,"failureThreshold":1}`}})
+	a.waitEvent(t, name, "app", prober.ReasonUnhealthy, `Liveness probe failed: command timed out: "sh -c sleep 8 & sleep 3" timed out after 1s`, 30*time.Second)
+	a.waitEvent(t, name, "app", prober.ReasonLivenessFailed, "failed liveness probe", 5*time.Second)
+	a.waitEvent(t, name, "app", restart.ReasonKilling, "Container app failed liveness probe, will be restarted", 5*time.Second)
+	assert.Empty(t, a.events.matching(name, "app", prober.ReasonUnhealthy, "errored"), "an answer, not an error")
 }
 
 // Contract: an HTTP probe that outlives its timeout is a failure.

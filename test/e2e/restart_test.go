@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -179,6 +180,56 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	assert.GreaterOrEqual(t, waited, 9*time.Second, "10 s from the exit")
 	assert.Less(t, waited, 17*time.Second, "10 s × a jitter of at most 1.5, plus a relist")
 	t.Logf("second restart %s after the back-off began", waited.Round(time.Millisecond))
+}
+
+// Contract (issue 22, kubelet's pod workers): a backed-off container is
+// restarted within half the sync frequency after its back-off ends, not
+// half the back-off later: kubelet requeues at the back-off's expiry, at
+// most its resync interval ahead, jittered ×[1, 1.5]. Measured as the
+// gap between one attempt's exit and the next one's start (containerd's
+// times) after the fifth and sixth exits; the back-off runs ten times
+// faster (1 s doubling up to 16 s) and the sync frequency is 4 s, so
+// each restart comes at most 2 s (plus the exit's settle and a relist)
+// after its back-off, where sleeping out the back-off jittered could be
+// 4 and 8 s late.
+func TestCrashLoopRestartsCloseToTheBackOffsEnd(t *testing.T) {
+	c := dial(t)
+	const syncFrequency = 4 * time.Second
+	startAgentConfig(t, c, func(cfg *engine.Config) {
+		cfg.RestartOptions = []restart.Option{restart.WithBackoff(time.Second, 16*time.Second), restart.WithSyncFrequency(syncFrequency)}
+	})
+	pod := runPodNamed(t, c, uniqueName("gaps"), map[string]string{spec.RestartPolicyAnnotation: "Always"})
+	pod.start("app", "sh", "-c", "exit 3")
+
+	// attempt → its start and exit, kept as the agent removes older
+	// instances (kubelet keeps the newest dead one).
+	type run struct{ started, finished time.Time }
+	runs := map[uint32]run{}
+	eventually(t, 90*time.Second, "the seventh attempt started", func() bool {
+		list, err := c.ListContainers(t.Context(), &runtimeapi.ContainerFilter{PodSandboxId: pod.id})
+		if err != nil {
+			return false
+		}
+		for _, ctr := range list {
+			st, err := c.ContainerStatus(t.Context(), ctr.GetId(), false)
+			if err != nil || st.GetStatus().GetStartedAt() == 0 {
+				continue
+			}
+			r := run{started: time.Unix(0, st.GetStatus().GetStartedAt())}
+			if f := st.GetStatus().GetFinishedAt(); f != 0 {
+				r.finished = time.Unix(0, f)
+			}
+			runs[ctr.GetMetadata().GetAttempt()] = r
+		}
+		_, ok := runs[6]
+		return ok
+	})
+	for exit, backoff := range map[uint32]time.Duration{5: 8 * time.Second, 6: 16 * time.Second} {
+		gap := runs[exit].started.Sub(runs[exit-1].finished)
+		t.Logf("gap after exit %d: %s (back-off %s)", exit, gap.Round(time.Millisecond), backoff)
+		assert.GreaterOrEqual(t, gap, backoff, "not before the back-off ends")
+		assert.Less(t, gap, backoff+syncFrequency/2+time.Second, "within half the sync frequency of its end, plus the settle and a relist")
+	}
 }
 
 // Contract: containers no spec covers are never restarted; a covered
