@@ -73,6 +73,7 @@ type runOptions struct {
 	containerdAddress  string
 	hostIP             string
 	restartMode        string
+	notReadyOnExit     bool
 	listen             string
 	systemdSocket      bool
 	config             string
@@ -136,6 +137,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	o.policy.register(fs)
 	o.podSync.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
+	fs.BoolVar(&o.notReadyOnExit, "not-ready-on-exit", false, "beyond kubelet: a container whose instance the agent kills to restart it (a liveness or startup failure) is not ready from that instance's exit, shown exited until its replacement runs, so that load balancers stop sending to it at once; default, as kubelet: shown running and ready until the replacement has started and its postStart hook ended")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("pod-manifests")
 	_ = cmd.MarkFlagDirname("static-pod-path")
@@ -238,7 +240,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
-		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, Ledger: ledger, Recorder: recorder,
+		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, NotReadyOnExit: o.notReadyOnExit, Ledger: ledger, Recorder: recorder,
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	o.policy.apply(&cfg)

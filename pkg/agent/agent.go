@@ -73,6 +73,11 @@ type Config struct {
 	MaxExecPerPod int
 	// Restart is what the restarter does; "" runs none (wait).
 	Restart restart.Mode
+	// NotReadyOnExit shows, beyond kubelet, a container not ready from the
+	// exit of an instance the pod sync kills to restart it, instead of
+	// running and ready until its replacement's postStart ended
+	// (restart.WithNotReadyOnExit; --not-ready-on-exit).
+	NotReadyOnExit bool
 	// Ledger records restarts (nil: none kept).
 	Ledger *restart.Ledger
 	// Recorder receives every event (nil: logged).
@@ -182,6 +187,9 @@ func New(cfg Config) (*Agent, error) {
 			restart.WithLedger(cfg.Ledger)}
 		if maker != nil {
 			ropts = append(ropts, restart.WithMaker(maker))
+		}
+		if cfg.NotReadyOnExit {
+			ropts = append(ropts, restart.WithNotReadyOnExit())
 		}
 		if cfg.Recorder != nil {
 			ropts = append(ropts, restart.WithRecorder(cfg.Recorder))

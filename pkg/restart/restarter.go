@@ -26,7 +26,11 @@
 // While a sync acts, the pod's status (Status, what the prober, the API
 // and the hooks read) stays as the sync found it, and it changes only
 // once the runtime has been listed again: kubelet's status manager, which
-// shows a replacement only after its start and postStart are over.
+// shows a replacement only after its start and postStart are over, and
+// the instance it replaces running and ready until then (SyncPod kills,
+// starts and runs postStart in one sync, with the status of the sync
+// before). WithNotReadyOnExit shows, beyond kubelet, an instance that
+// exited meanwhile as exited, so not ready from its exit (heldStatus).
 //
 // An interruption (the agent killed) between create and start leaves a
 // created instance: an owned pod's is started by the next agent; a
@@ -40,6 +44,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +160,10 @@ type Restarter struct {
 	ledger        *Ledger // nil: none kept
 	maker         Maker   // nil: owned pods are not made
 
+	// notReadyOnExit: a pod held by a sync shows its instances' exits
+	// (heldStatus).
+	notReadyOnExit bool
+
 	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
 	syncDone func()
 	// handled is the newest listing Run has handed on; busy counts the
@@ -184,6 +193,56 @@ type heldPod struct {
 	after uint64 // 0: the sync still acts
 }
 
+// heldStatus is what pod held (as a sync found it) shows while the sync
+// acts, given latest, the pod in the newest view of the runtime (nil: not
+// in it). By default, kubelet's: held as it is, so an instance the sync
+// kills stays running and ready until the sync's outcome is listed (its
+// replacement started, postStart over). With notReadyOnExit, each instance
+// held running that latest shows exited is shown exited, as latest shows
+// it: not ready from its exit; what the sync made meanwhile (the
+// replacement) still shows only once listed after the sync. Pure.
+func heldStatus(held, latest *pods.Pod, notReadyOnExit bool) *pods.Pod {
+	if !notReadyOnExit || latest == nil {
+		return held
+	}
+	exits := map[string]*cri.Container{}
+	for _, c := range latest.Containers {
+		for _, i := range c.Instances {
+			if i.State == cri.StateExited {
+				exits[i.ID] = i
+			}
+		}
+	}
+	var shown *pods.Pod
+	for n, c := range held.Containers {
+		if c.Current == nil || c.Current.State != cri.StateRunning {
+			continue
+		}
+		exit, ok := exits[c.Current.ID]
+		if !ok {
+			continue
+		}
+		if shown == nil {
+			cp := *held
+			cp.Containers = slices.Clone(held.Containers)
+			shown = &cp
+		}
+		cc := *c
+		cc.Current = exit
+		cc.Instances = slices.Clone(c.Instances)
+		for k, i := range cc.Instances {
+			if i.ID == exit.ID {
+				cc.Instances[k] = exit
+			}
+		}
+		shown.Containers[n] = &cc
+	}
+	if shown == nil {
+		return held
+	}
+	return shown
+}
+
 // containerKey names a container of a pod across its instances.
 type containerKey struct {
 	pod       string // pods.Pod.Key
@@ -195,6 +254,15 @@ type Option func(*Restarter) error
 
 // WithMode sets the mode (default Recreate).
 func WithMode(m Mode) Option { return func(r *Restarter) error { r.mode = m; return nil } }
+
+// WithNotReadyOnExit shows, beyond kubelet, the exit of an instance of a
+// pod that a sync acts on (one killed to be restarted) as it happens: the
+// container is not ready from its exit until its replacement is, instead
+// of running and ready until the replacement's postStart ended
+// (heldStatus).
+func WithNotReadyOnExit() Option {
+	return func(r *Restarter) error { r.notReadyOnExit = true; return nil }
+}
 
 // WithClock replaces the real clock.
 func WithClock(c clock.WithTicker) Option {
@@ -518,7 +586,8 @@ func (r *Restarter) publishStatus(v *pods.View, changed []string) {
 			delete(r.held, key) // gone: nothing to hold
 			held = false
 		}
-		if !held {
+		if !held || r.notReadyOnExit {
+			// A held pod changes with the view only when it shows exits.
 			out = append(out, key)
 		}
 	}
@@ -539,7 +608,8 @@ func (r *Restarter) publishStatus(v *pods.View, changed []string) {
 func (r *Restarter) publishLocked(v *pods.View, changed []string) {
 	replaced := map[string]*pods.Pod{}
 	for key, h := range r.held {
-		replaced[key] = h.pod
+		latest, _ := v.Pod(key)
+		replaced[key] = heldStatus(h.pod, latest, r.notReadyOnExit)
 	}
 	for key, shown := range r.shown {
 		p, ok := replaced[key]

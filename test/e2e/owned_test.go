@@ -51,16 +51,24 @@ type owner struct {
 // manifests does) and checks that nothing is left on the host.
 func startOwner(t *testing.T, c *cri.Client) *owner {
 	t.Helper()
+	return startOwnerWith(t, c, func(*engine.Config) {})
+}
+
+// startOwnerWith is startOwner with the engine's config changed by set.
+func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owner {
+	t.Helper()
 	o := &owner{agent: &agent{events: &eventLog{}}, client: c, dir: t.TempDir(), rootDir: t.TempDir(), logsDir: t.TempDir()}
 	node, err := podfs.DiscoverNode(podfs.NodeOptions{HostnameOverride: e2eNode, RootDir: o.rootDir, CgroupRoot: "/cri-prober-e2e/kubepods"})
 	require.NoError(t, err)
 	node.PodLogsDir = o.logsDir
 	static := spec.NewManifestDir(o.dir, nil, spec.AsStatic(spec.Static{NodeName: node.Name}))
 	static.Reload()
-	o.engine, err = engine.New(engine.Config{
+	cfg := engine.Config{
 		Client: c, EventsAddress: c.Socket(), Restart: restart.Recreate, Recorder: o.events,
 		Owned: static, ManifestInterval: 100 * time.Millisecond, Node: node,
-	})
+	}
+	set(&cfg)
+	o.engine, err = engine.New(cfg)
 	require.NoError(t, err)
 	o.restarter = o.engine.Restarter
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,155 @@
+package restart
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/spec"
+)
+
+// heldStatus over one held pod (app's instance "old" running and ready,
+// as the sync that kills it found it) and what the newest view shows of
+// it meanwhile: kubelet's status manager keeps the sync's starting status
+// (old running and ready until the sync ends); --not-ready-on-exit shows
+// old's exit as it happens. The replacement shows in neither before the
+// sync's outcome is listed.
+func TestHeldStatus(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	appSpec := &spec.Container{Name: "app", Readiness: &corev1.Probe{}}
+	inst := func(id string, state cri.ContainerState, attempt uint32, at time.Duration) *cri.Container {
+		c := &cri.Container{ID: id, Name: "app", Attempt: attempt, State: state, StartedAt: t0.Add(at)}
+		if state == cri.StateExited {
+			c.FinishedAt, c.ExitCode = t0.Add(at+10*time.Second), 137
+		}
+		return c
+	}
+	pod := func(instances ...*cri.Container) *pods.Pod {
+		c := &pods.Container{Name: "app", Kind: spec.Regular, Spec: appSpec, Managed: true, Instances: instances}
+		if len(instances) > 0 {
+			c.Current = instances[0]
+		}
+		return &pods.Pod{Key: "uid-web", Namespace: "ns", Name: "web", UID: "uid-web", Containers: []*pods.Container{c},
+			Sandbox: &cri.Pod{ID: "sb", State: cri.SandboxReady}, Phase: corev1.PodRunning}
+	}
+	held := pod(inst("old", cri.StateRunning, 0, 0))
+	store := results.NewStore()
+	for _, id := range []string{"old", "new"} {
+		store.Set(results.Key{ContainerID: id, Type: results.Readiness}, results.Success, "uid-web")
+	}
+	for _, tt := range []struct {
+		name           string
+		latest         *pods.Pod
+		notReadyOnExit bool
+		// what the status shows of app: its current instance, its state,
+		// and the pod's Ready condition.
+		wantID    string
+		wantState cri.ContainerState
+		wantReady bool
+	}{
+		{"kubelet's: old still runs", pod(inst("old", cri.StateRunning, 0, 0)), false, "old", cri.StateRunning, true},
+		{"kubelet's: old exited", pod(inst("old", cri.StateExited, 0, 0)), false, "old", cri.StateRunning, true},
+		{"kubelet's: old exited, the replacement runs its postStart", pod(inst("new", cri.StateRunning, 1, 11*time.Second), inst("old", cri.StateExited, 0, 0)), false, "old", cri.StateRunning, true},
+		{"kubelet's: the pod not listed", nil, false, "old", cri.StateRunning, true},
+		{"not ready on exit: old still runs", pod(inst("old", cri.StateRunning, 0, 0)), true, "old", cri.StateRunning, true},
+		{"not ready on exit: old exited", pod(inst("old", cri.StateExited, 0, 0)), true, "old", cri.StateExited, false},
+		{"not ready on exit: old exited, the replacement runs its postStart", pod(inst("new", cri.StateRunning, 1, 11*time.Second), inst("old", cri.StateExited, 0, 0)), true, "old", cri.StateExited, false},
+		{"not ready on exit: old's fate unknown", pod(inst("old", cri.StateUnknown, 0, 0)), true, "old", cri.StateRunning, true},
+		{"not ready on exit: the pod not listed", nil, true, "old", cri.StateRunning, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			shown := heldStatus(held, tt.latest, tt.notReadyOnExit)
+			c, ok := shown.Container("app")
+			if assert.True(t, ok) && assert.NotNil(t, c.Current) {
+				assert.Equal(t, tt.wantID, c.Current.ID)
+				assert.Equal(t, tt.wantState, c.Current.State)
+				assert.Equal(t, []string{"old"}, instanceIDs(c), "what the sync made shows only once listed after it")
+			}
+			assert.Equal(t, tt.wantReady, pods.ReportPod(shown, store).Ready)
+			assert.Equal(t, cri.StateRunning, held.Containers[0].Current.State, "the held pod is never changed")
+		})
+	}
+}
+
+func instanceIDs(c *pods.Container) []string {
+	var out []string
+	for _, i := range c.Instances {
+		out = append(out, i.ID)
+	}
+	return out
+}
+
+// Contract (kubelet v1.36.3's SyncPod and status manager): a liveness kill,
+// the replacement's start and its postStart (4 s here) run in one sync, and
+// the status the prober, the API and /ready read is the one the sync began
+// with: the killed instance running and ready from its exit until the
+// replacement is listed after the sync, then the replacement not ready
+// until its readiness probe passes. On the real kubelet, with the same
+// pod: Ready in every sample from the exit to the end of the replacement's
+// postStart. --not-ready-on-exit: not ready from the exit.
+func TestReadinessThroughAProbeKillReplacement(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []Option
+		// whether the pod is ready while the replacement's postStart runs,
+		// and how the killed instance shows then.
+		wantReady bool
+		wantState cri.ContainerState
+	}{
+		{"kubelet's", nil, true, cri.StateRunning},
+		{"not ready on exit", []Option{WithNotReadyOnExit()}, false, cri.StateExited},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := newRestartTest(t, corev1.RestartPolicyAlways, tt.opts...)
+			rt.setSpec(func(p *spec.Pod) {
+				p.Containers[0].Readiness = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1}
+				p.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: hook("postStart", "block")}
+			})
+			old := rt.rt.AddContainer(rt.sandbox, "app", running)
+			rt.relist(t)
+			rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
+			rt.store.Set(results.Key{ContainerID: old, Type: results.Readiness}, results.Success, "uid-web")
+			ready := func() bool {
+				p, ok := rt.r.Status().Pod("uid-web")
+				return ok && pods.ReportPod(p, rt.store).Ready
+			}
+			rt.eventually(t, "ready", ready)
+
+			rt.fail(old, results.Liveness)
+			rt.eventually(t, "the replacement's postStart running", func() bool { return len(rt.hooks.called()) == 1 })
+			replacement := rt.hooks.called()[0].containerID
+			exit := rt.clock.Now()
+			// Sampled every second of the 4 s postStart, each time on a
+			// listing that shows the exit and the replacement.
+			for at := time.Duration(0); at < 4*time.Second; at += time.Second {
+				seq := rt.relistSeq(t)
+				rt.eventually(t, "the listing published", func() bool { return rt.r.Status().Seq >= seq })
+				assert.Equal(t, tt.wantReady, ready(), "ready at exit+%s", rt.clock.Since(exit))
+				if c := rt.current("app"); assert.NotNil(t, c) {
+					assert.Equal(t, old, c.ID, "the killed instance shown until the sync's outcome is listed")
+					assert.Equal(t, tt.wantState, c.State)
+				}
+				rt.clock.Step(time.Second)
+			}
+			rt.hooks.release <- struct{}{} // postStart over
+			rt.relistUntil(t, "the replacement shown once listed after the sync", func() bool { c := rt.current("app"); return c != nil && c.ID == replacement })
+			assert.False(t, ready(), "the replacement not ready before its readiness probe passes")
+			rt.store.Set(results.Key{ContainerID: replacement, Type: results.Readiness}, results.Success, "uid-web")
+			assert.True(t, ready())
+		})
+	}
+}
+
+// relistSeq lists the runtime and returns the listing's number.
+func (rt *restartTest) relistSeq(t *testing.T) uint64 {
+	t.Helper()
+	snap, err := rt.poller.Relist(t.Context())
+	require.NoError(t, err)
+	return snap.Seq
+}
