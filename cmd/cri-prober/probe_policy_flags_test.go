@@ -216,3 +216,16 @@ func TestRunProbeFailureEventsThreshold(t *testing.T) {
 		"Warning Unhealthy 3/3 Readiness probe failed: HTTP probe failed with statuscode: 500",
 	}, failures[:3])
 }
+
+// Every command that runs the engine takes --probe-failure-events, so that
+// play and wait show the events run would make.
+func TestProbeFailureEventsFlagWhereverTheEngineRuns(t *testing.T) {
+	for _, cmd := range []string{"run", "play", "wait"} {
+		out, _, err := runCLI(t, cmd, "--help")
+		require.NoError(t, err)
+		assert.Contains(t, out, "--probe-failure-events", cmd)
+		_, errOut, err := runCLI(t, cmd, "--probe-failure-events=loud")
+		assert.ErrorIs(t, err, errUsage, cmd)
+		assert.Contains(t, errOut, `invalid argument "loud" for "--probe-failure-events" flag`, cmd)
+	}
+}
