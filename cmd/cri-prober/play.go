@@ -88,6 +88,7 @@ func newPlayCommand() *cobra.Command {
 	fs.BoolVar(&o.down, "down", false, "stop and remove the pods of the files that an earlier play --keep or --wait left, then exit (as podman kube down)")
 	fs.StringVarP(&o.output, "output", "o", outputTable, "how pods are shown as they change: table or wide")
 	o.policy.registerDestinations(fs)
+	o.policy.registerFailureEvents(fs)
 	o.podSync.register(fs)
 	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"ready", "started", "healthy"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")

@@ -326,6 +326,15 @@ func TestTerminalSafe(t *testing.T) {
 	assert.Contains(t, out.String(), `Readiness probe failed: \x1b[31mred\x1b[0m second line`)
 }
 
+// A failure below its threshold (run --probe-failure-events=threshold):
+// its own reason and type, the count in the same column.
+func TestPrintIgnoredProbeFailure(t *testing.T) {
+	var out strings.Builder
+	printEvent(&out, events.Event{Time: time.Unix(0, 0), Type: events.Normal, Reason: "ProbeFailureIgnored", Namespace: "ns", Pod: "p", Container: "app",
+		Message: "Liveness probe failed (1/3, will be ignored): boom", Count: 1, Threshold: 3}, false)
+	assert.Equal(t, time.Unix(0, 0).Local().Format("15:04:05")+"\tNormal\tProbeFailureIgnored\tns/p/app\t1/3\tLiveness probe failed (1/3, will be ignored): boom\n", out.String())
+}
+
 func TestPrintHistory(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.Local)
 	run := func(sec int, result string, n, of int, changed bool, out string) api.Run {

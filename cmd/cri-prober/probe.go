@@ -25,7 +25,7 @@ import (
 func newProbeCommand() *cobra.Command {
 	var o probeOptions
 	cmd := &cobra.Command{
-		Use:   "probe [POD] (-c CONTAINER | --container-id ID | --address ADDRESS) (--liveness | --readiness | --startup | INLINE) [-- COMMAND ARG...]",
+		Use:   "probe ([POD] (-c CONTAINER | --container-id ID) (--liveness | --readiness | --startup | INLINE) [-- COMMAND ARG...] | URL | HOST:PORT)",
 		Short: "Run one probe now (the container's own, or given inline) and print the result",
 		Long: `Runs one probe now, through the same handlers as the agent (kubelet's
 semantics: HTTP redirects, output caps, timeouts, three tries when it cannot
@@ -41,10 +41,12 @@ from --pod-manifests or its annotations), or one given inline: --http-get,
 (no splitting: cri-prober probe web -c app -- sh -c 'test -f /tmp/ready'),
 or --spec with a whole Probe in JSON or YAML.
 
-With --address, no runtime and no container are needed: HTTP, TCP and gRPC
-probes go to that HOST:PORT (a TCP connect if no probe is given; the port
-may then be left out of --http-get /path and --grpc /service) or URL (an
-HTTP GET of it), with kubelet's wire behaviour. --debug prints what was
+With --address, or an address as the only argument, no runtime and no
+container are needed: HTTP, TCP and gRPC probes go to that HOST:PORT (a
+TCP connect if no probe is given; the port may then be left out of
+--http-get /path and --grpc /service) or URL (http:// or https://: an HTTP
+GET of it; grpc://HOST:PORT[/SERVICE]: a gRPC health check), with
+kubelet's wire behaviour. --debug prints what was
 sent and received, as blackbox_exporter's debug output does: the address
 dialled, the request and its headers, the response's status line, headers
 and a body excerpt, each step's time, then the result (credentials in
@@ -52,7 +54,10 @@ headers are shown as [redacted]).
 
 Exit codes: 0 success (or warning), 1 failure, 2 error (bad arguments,
 container not found, runtime unreachable, probe could not run).`,
-		Example: `  cri-prober probe demo/web -c web --liveness
+		Example: `  cri-prober probe http://127.0.0.1:8080/healthz
+  cri-prober probe 127.0.0.1:5432
+  cri-prober probe grpc://127.0.0.1:5000/my.Service
+  cri-prober probe demo/web -c web --liveness
   cri-prober probe --container-id 69b0618 --http-get 8080/healthz
   cri-prober probe demo/web -c web --timeout 2s -- cat /tmp/ready
   cri-prober probe demo/web -c web --grpc 5000
@@ -104,6 +109,7 @@ type probeOptions struct {
 	timeout                         time.Duration
 	probeNetwork                    string
 	address, specText, output       string
+	addressArg                      bool // the address is the argument, not --address
 	debug                           bool
 	policy                          probePolicy
 }
@@ -119,6 +125,10 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	switch {
 	case len(args) > 1:
 		return usageErrorf(cmd, "unexpected argument(s): %s (an exec command goes after --)", strings.Join(args[1:], " "))
+	case len(args) == 1 && isAddress(args[0]) && o.address != "":
+		return usageErrorf(cmd, "the address is given twice (argument and --address): give one")
+	case len(args) == 1 && isAddress(args[0]):
+		o.address, o.addressArg = args[0], true
 	case len(args) == 1 && o.pod != "":
 		return usageErrorf(cmd, "the pod is given twice (argument and --pod): give one")
 	case len(args) == 1:
@@ -134,8 +144,12 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	if o.address != "" {
 		return o.runAt(cmd, inline)
 	}
-	chosen := count(o.liveness, o.readiness, o.startup, inline != nil)
-	if chosen != 1 {
+	switch count(o.liveness, o.readiness, o.startup, inline != nil) {
+	case 0:
+		return usageErrorf(cmd, "give a probe: for a container (POD -c NAME, or --container-id ID), --liveness, --readiness, --startup, --http-get, --tcp, --grpc or a command after --; "+
+			"or, with no container, an address as the only argument: http(s)://HOST[:PORT]/PATH (an HTTP GET), HOST:PORT (a TCP connect) or grpc://HOST:PORT[/SERVICE] (a gRPC health check)")
+	case 1:
+	default:
 		return usageErrorf(cmd, "give exactly one probe: --liveness, --readiness, --startup, --http-get, --tcp, --grpc, or a command after --")
 	}
 	var namespace, name string
@@ -236,7 +250,7 @@ func (o *probeOptions) runAt(cmd *cobra.Command, inline *corev1.Probe) error {
 	case o.liveness || o.readiness || o.startup:
 		return usageErrorf(cmd, "--liveness, --readiness and --startup are a container's own probes: with --address, give the probe inline (--http-get, --tcp, --grpc or --spec)")
 	case o.pod != "" || o.containerName != "" || o.containerID != "":
-		return usageErrorf(cmd, "give either a container (POD -c NAME, --container-id) or --address, not both")
+		return usageErrorf(cmd, "give either a container (POD -c NAME, --container-id) or an address (%s), not both", o.addressName())
 	case inline != nil && inline.Exec != nil:
 		return usageErrorf(cmd, "an exec probe runs in a container: give POD -c NAME or --container-id instead of --address")
 	}
@@ -254,9 +268,17 @@ func (o *probeOptions) runAt(cmd *cobra.Command, inline *corev1.Probe) error {
 	start := time.Now()
 	out, err := prober.RunProbeAt(cmd.Context(), inline, o.address, tr, o.policy.allowedDestinations)
 	if err != nil {
-		return usageErrorf(cmd, "--address %s: %v", o.address, err)
+		return usageErrorf(cmd, "%s: %v", o.addressName(), err)
 	}
 	return o.print(cmd.OutOrStdout(), out, time.Since(start), tr)
+}
+
+// addressName names the address as it was given, for errors.
+func (o *probeOptions) addressName() string {
+	if o.addressArg {
+		return o.address
+	}
+	return "--address " + o.address
 }
 
 // probeResult is what probe -o json|yaml prints.
@@ -302,6 +324,13 @@ func (o *probeOptions) print(stdout io.Writer, out prober.Outcome, took time.Dur
 		return errProblemsFound
 	}
 	return nil
+}
+
+// isAddress reports whether a probe's argument is an address rather than a
+// pod: a URL, or HOST:PORT ([IPv6]:PORT). A pod's NAMESPACE/NAME never has
+// a colon.
+func isAddress(arg string) bool {
+	return strings.Contains(arg, ":") || strings.HasPrefix(arg, "[")
 }
 
 // errProbeError makes the exit code 2 after the error was printed.

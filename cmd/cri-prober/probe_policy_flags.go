@@ -19,12 +19,14 @@ type probePolicy struct {
 	annotationProbeHosts probeHosts
 	allowedDestinations  prefixList
 	keepSuccessOutput    bool
+	failureEvents        failureEvents
 }
 
 // register registers every flag of the policy (run).
 func (p *probePolicy) register(fs *pflag.FlagSet) {
 	p.registerAnnotationHosts(fs)
 	p.registerDestinations(fs)
+	p.registerFailureEvents(fs)
 	fs.BoolVar(&p.keepSuccessOutput, "keep-success-output", false, "keep what passing probes print (an HTTP body, a command's output) in the results and histories, and so in the state API's output fields; by default it is dropped, as kubelet drops it, for a probe may fetch what only the node should read. Warnings and failures keep theirs either way")
 }
 
@@ -41,10 +43,20 @@ func (p *probePolicy) registerDestinations(fs *pflag.FlagSet) {
 	fs.Var(&p.allowedDestinations, "allow-probe-destination", "a `CIDR` (or an address) that probes may reach although it is link-local or a cloud's instance metadata service (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200), which are refused whatever the spec's source, names and redirects included (kubelet probes any address); repeatable, or comma-separated")
 }
 
+// registerFailureEvents registers the flag that says which event a probe
+// failure makes (commands that run the engine: run, play, wait).
+func (p *probePolicy) registerFailureEvents(fs *pflag.FlagSet) {
+	p.failureEvents = failureEvents(prober.FailureEventsKubelet)
+	fs.Var(&p.failureEvents, "probe-failure-events", "the event of a probe failure: kubelet (every failure Unhealthy, Warning, as kubelet) or threshold (a failure below the failureThreshold is ProbeFailureIgnored, Normal; Unhealthy, Warning, once the threshold is reached, as proposed for kubernetes#115823)")
+}
+
 // apply gives the engine the policy.
 func (p *probePolicy) apply(cfg *agent.Config) {
 	cfg.AnnotationProbeHosts = string(p.annotationProbeHosts)
 	cfg.ProberOptions = append(cfg.ProberOptions, prober.WithAllowedDestinations(p.allowedDestinations))
+	if p.failureEvents != "" && prober.FailureEvents(p.failureEvents) != prober.FailureEventsKubelet {
+		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithFailureEvents(prober.FailureEvents(p.failureEvents)))
+	}
 	if p.keepSuccessOutput {
 		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithSuccessOutput())
 	}
@@ -64,6 +76,21 @@ func (h *probeHosts) Set(value string) error {
 
 func (h *probeHosts) String() string { return string(*h) }
 func (h *probeHosts) Type() string   { return "string" }
+
+// failureEvents is --probe-failure-events, checked as it is set (from the
+// command line or a config file).
+type failureEvents string
+
+func (f *failureEvents) Set(value string) error {
+	if err := prober.ValidateFailureEvents(value); err != nil {
+		return err
+	}
+	*f = failureEvents(value)
+	return nil
+}
+
+func (f *failureEvents) String() string { return string(*f) }
+func (f *failureEvents) Type() string   { return "string" }
 
 // prefixList is a repeatable flag of CIDRs (an address alone is its own
 // /32 or /128).

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -140,27 +144,88 @@ func TestProbePolicyFlags(t *testing.T) {
 	assert.Equal(t, spec.AnnotationProbeHostsPod, cfg.AnnotationProbeHosts, "pinned by default")
 	assert.Empty(t, p.allowedDestinations, "nothing allowed by default")
 	assert.False(t, p.keepSuccessOutput)
+	assert.Equal(t, failureEvents(prober.FailureEventsKubelet), p.failureEvents, "kubelet's events by default")
 	assert.Len(t, cfg.ProberOptions, 1, "the destinations only")
 
 	p, err = parse(t, "", "--annotation-probe-hosts=any", "--allow-probe-destination", "169.254.169.254",
-		"--allow-probe-destination", "fd00:ec2::254/128,100.100.100.0/24", "--keep-success-output")
+		"--allow-probe-destination", "fd00:ec2::254/128,100.100.100.0/24", "--keep-success-output", "--probe-failure-events=threshold")
 	require.NoError(t, err)
 	assert.Equal(t, prefixList{netip.MustParsePrefix("169.254.169.254/32"), netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("100.100.100.0/24")}, p.allowedDestinations)
 	cfg = agent.Config{}
 	p.apply(&cfg)
 	assert.Equal(t, spec.AnnotationProbeHostsAny, cfg.AnnotationProbeHosts)
-	assert.Len(t, cfg.ProberOptions, 2, "the destinations and the success output")
+	assert.Len(t, cfg.ProberOptions, 3, "the destinations, the failure events and the success output")
 
-	p, err = parse(t, "annotation-probe-hosts: any\nallow-probe-destination: [169.254.169.254/32, fe80::/10]\nkeep-success-output: true\n")
+	p, err = parse(t, "annotation-probe-hosts: any\nallow-probe-destination: [169.254.169.254/32, fe80::/10]\nkeep-success-output: true\nprobe-failure-events: threshold\n")
 	require.NoError(t, err)
 	assert.Equal(t, probeHosts(spec.AnnotationProbeHostsAny), p.annotationProbeHosts)
 	assert.Equal(t, prefixList{netip.MustParsePrefix("169.254.169.254/32"), netip.MustParsePrefix("fe80::/10")}, p.allowedDestinations)
 	assert.True(t, p.keepSuccessOutput)
+	assert.Equal(t, failureEvents(prober.FailureEventsThreshold), p.failureEvents)
 
 	_, err = parse(t, "", "--annotation-probe-hosts=all")
 	assert.ErrorContains(t, err, `invalid argument "all" for "--annotation-probe-hosts" flag: Unsupported value: "all": supported values: "pod", "any"`)
 	_, err = parse(t, "", "--allow-probe-destination=metadata")
 	assert.ErrorContains(t, err, `"metadata" is not a CIDR (169.254.169.254/32) or an address`)
+	_, err = parse(t, "", "--probe-failure-events=quiet")
+	assert.ErrorContains(t, err, `invalid argument "quiet" for "--probe-failure-events" flag: "quiet": want kubelet`)
+	_, err = parse(t, "probe-failure-events: loud\n")
+	assert.ErrorContains(t, err, "probe-failure-events")
 	_, err = parse(t, "annotation-probe-hosts: everywhere\n")
 	assert.ErrorContains(t, err, "annotation-probe-hosts: invalid value")
+}
+
+// run --probe-failure-events=threshold, end to end over a fake runtime and
+// a real HTTP target: the events API serves the failures below the
+// threshold as ProbeFailureIgnored (Normal) and the one that reaches it as
+// Unhealthy (Warning), each with its count.
+func TestRunProbeFailureEventsThreshold(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer target.Close()
+	port := target.Listener.Addr().(*net.TCPAddr).Port
+	rt := fakeruntime.NewForTest(t)
+	sb := rt.AddSandbox("ns", "web", "uid-web", fakeruntime.WithIP("127.0.0.1"))
+	rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
+		spec.ReadinessAnnotation: `{"httpGet":{"port":` + strconv.Itoa(port) + `,"path":"/"},"periodSeconds":1,"failureThreshold":3}`}))
+
+	const listen = "127.0.0.1:9621" // in this worktree's port range
+	runAgent(t, rt, "--listen", listen, "--probe-failure-events=threshold")
+	type event struct {
+		Type, Reason, Message string
+		Count, Threshold      int
+	}
+	var got struct{ Events []event }
+	var body string
+	require.Eventually(t, func() bool {
+		_, body, _ = request(t, http.DefaultClient, "http://"+listen+"/api/v1/events", "", "")
+		got.Events = nil
+		return json.Unmarshal([]byte(body), &got) == nil && slices.ContainsFunc(got.Events, func(e event) bool { return e.Reason == prober.ReasonUnhealthy })
+	}, 20*time.Second, 50*time.Millisecond, "the threshold reached")
+	var failures []string
+	for _, e := range got.Events {
+		if e.Threshold > 0 {
+			failures = append(failures, fmt.Sprintf("%s %s %d/%d %s", e.Type, e.Reason, e.Count, e.Threshold, e.Message))
+		}
+	}
+	require.GreaterOrEqual(t, len(failures), 3, "%s", body)
+	assert.Equal(t, []string{
+		"Normal ProbeFailureIgnored 1/3 Readiness probe failed (1/3, will be ignored): HTTP probe failed with statuscode: 500",
+		"Normal ProbeFailureIgnored 2/3 Readiness probe failed (2/3, will be ignored): HTTP probe failed with statuscode: 500",
+		"Warning Unhealthy 3/3 Readiness probe failed: HTTP probe failed with statuscode: 500",
+	}, failures[:3])
+}
+
+// Every command that runs the engine takes --probe-failure-events, so that
+// play and wait show the events run would make.
+func TestProbeFailureEventsFlagWhereverTheEngineRuns(t *testing.T) {
+	for _, cmd := range []string{"run", "play", "wait"} {
+		out, _, err := runCLI(t, cmd, "--help")
+		require.NoError(t, err)
+		assert.Contains(t, out, "--probe-failure-events", cmd)
+		_, errOut, err := runCLI(t, cmd, "--probe-failure-events=loud")
+		assert.ErrorIs(t, err, errUsage, cmd)
+		assert.Contains(t, errOut, `invalid argument "loud" for "--probe-failure-events" flag`, cmd)
+	}
 }

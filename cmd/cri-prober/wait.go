@@ -69,6 +69,7 @@ Probe specs come from --pod-manifests or the containers' annotations.`,
 	fs.StringVar(&o.progress, "progress", "auto", "the progress line on stderr: auto (when stderr is a terminal), always, never")
 	o.policy.registerAnnotationHosts(fs)
 	o.policy.registerDestinations(fs)
+	o.policy.registerFailureEvents(fs)
 	return cmd
 }
 

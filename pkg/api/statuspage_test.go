@@ -584,3 +584,14 @@ func BenchmarkStatusPageBusyNode(b *testing.B) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	}
 }
+
+// A failure below its threshold (run --probe-failure-events=threshold) is
+// a Normal event: listed with its count, not marked as a warning.
+func TestStatusPageShowsIgnoredProbeFailures(t *testing.T) {
+	s, ring := newServer(healthy)
+	s.clock = testingclock.NewFakePassiveClock(t0.Add(5 * time.Minute))
+	ring.Record(events.Event{Time: t0.Add(time.Second), Type: events.Normal, Reason: "ProbeFailureIgnored", Namespace: "shop", Pod: "web", Container: "app",
+		Message: "Liveness probe failed (1/3, will be ignored): HTTP probe failed with statuscode: 500", Count: 1, Threshold: 3})
+	_, body := getPage(t, s.Handler(), "/")
+	assert.Contains(t, body, `<tr data-key="2026-11-21T09:00:01Z|shop|web|app|ProbeFailureIgnored|1" data-time="2026-11-21T09:00:01Z"><td class="nowrap"><time datetime="2026-11-21T09:00:01Z">09:00:01</time></td><td class="nowrap">Normal</td><td>ProbeFailureIgnored</td><td>shop/web/app</td><td>1/3</td><td class="message">Liveness probe failed (1/3, will be ignored): HTTP probe failed with statuscode: 500</td></tr>`)
+}

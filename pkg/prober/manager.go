@@ -60,6 +60,7 @@ type Manager struct {
 	// anyway; keepSuccessOutput keeps what passing probes print.
 	allowed           []netip.Prefix
 	keepSuccessOutput bool
+	failureEvents     FailureEvents
 
 	// view is the latest view, read by the workers.
 	view atomic.Pointer[pods.View]
@@ -162,6 +163,18 @@ func WithSuccessOutput() Option {
 	return func(m *Manager) error { m.keepSuccessOutput = true; return nil }
 }
 
+// WithFailureEvents says which event a probe failure makes
+// (--probe-failure-events; default FailureEventsKubelet).
+func WithFailureEvents(mode FailureEvents) Option {
+	return func(m *Manager) error {
+		if err := ValidateFailureEvents(string(mode)); err != nil {
+			return fmt.Errorf("probe failure events: %w", err)
+		}
+		m.failureEvents = mode
+		return nil
+	}
+}
+
 // withRunner replaces the probe dispatcher (tests).
 func withRunner(r probeRunner) Option {
 	return func(m *Manager) error { m.runner = r; return nil }
@@ -193,6 +206,9 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 	}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
+	}
+	if m.failureEvents == "" {
+		m.failureEvents = FailureEventsKubelet
 	}
 	m.sched = newScheduler(m.clock, m.maxInFlight)
 	m.lateness = m.metrics.lateness
@@ -427,21 +443,22 @@ func sameExtensions(a, b *spec.Extensions) bool {
 
 func (m *Manager) startWorker(ctx context.Context, key workerKey, d desiredWorker) {
 	w := &worker{
-		key:       key,
-		namespace: d.pod.Namespace,
-		podName:   d.pod.Name,
-		container: d.container.Spec,
-		probe:     d.probe,
-		initial:   initialResult(key.probeType),
-		clock:     m.clock,
-		pods:      m,
-		runner:    m.runner,
-		results:   m.results,
-		recorder:  m.recorder,
-		metrics:   m.metrics.forWorker(key.probeType, key.container, d.pod.Name, d.pod.Namespace, d.pod.UID),
-		lateness:  m.lateness,
-		history:   m.histories.Get(results.HistoryKey{Pod: key.pod, Container: key.container, Type: key.probeType}),
-		restore:   m.restored,
+		key:           key,
+		namespace:     d.pod.Namespace,
+		podName:       d.pod.Name,
+		container:     d.container.Spec,
+		probe:         d.probe,
+		initial:       initialResult(key.probeType),
+		clock:         m.clock,
+		pods:          m,
+		runner:        m.runner,
+		results:       m.results,
+		recorder:      m.recorder,
+		failureEvents: m.failureEvents,
+		metrics:       m.metrics.forWorker(key.probeType, key.container, d.pod.Name, d.pod.Namespace, d.pod.UID),
+		lateness:      m.lateness,
+		history:       m.histories.Get(results.HistoryKey{Pod: key.pod, Container: key.container, Type: key.probeType}),
+		restore:       m.restored,
 	}
 	h := &workerHandle{w: w}
 	m.workers[key] = h

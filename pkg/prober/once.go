@@ -85,7 +85,10 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 //   - a URL (http or https), which makes an httpGet probe: its scheme,
 //     host, port (80 or 443 by default), path and query replace the
 //     probe's, whose headers and timeout stay. p may then be nil (or have
-//     no handler): a plain httpGet probe with kubelet's defaults.
+//     no handler): a plain httpGet probe with kubelet's defaults;
+//   - a gRPC URL, grpc://HOST:PORT[/SERVICE], which makes a grpc probe
+//     (gRPC's health checking protocol, as kubelet's) of that service (none:
+//     the server's overall health), or aims p's grpc handler there.
 //
 // Exec probes run in containers, and cannot be aimed at an address. The
 // probe may reach the refused destinations in allowed, as RunProbe's. The
@@ -109,6 +112,9 @@ func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
 		q = p.DeepCopy()
 	}
 	u, isURL, err := addressURL(address)
+	if err == nil && isURL && strings.EqualFold(u.Scheme, "grpc") {
+		return atGRPCAddress(q, u)
+	}
 	switch {
 	case err != nil:
 		return nil, Target{}, err
@@ -149,8 +155,41 @@ func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
 	return q, Target{Host: host}, nil
 }
 
-// addressURL parses address as a URL if it is one (it has "://"): an http
-// or https one, naming a host.
+// atGRPCAddress aims q (nil: a new grpc probe) at a grpc:// URL, whose
+// port is required (gRPC has no default port) and whose path, if any, is
+// the service.
+func atGRPCAddress(q *corev1.Probe, u *url.URL) (*corev1.Probe, Target, error) {
+	switch {
+	case q != nil && q.Exec != nil:
+		return nil, Target{}, errors.New("an exec probe runs in a container: it cannot be aimed at an address")
+	case q == nil || (q.HTTPGet == nil && q.TCPSocket == nil && q.GRPC == nil):
+		if q == nil {
+			q = &corev1.Probe{}
+		}
+		q.GRPC = &corev1.GRPCAction{}
+	case q.GRPC == nil:
+		return nil, Target{}, fmt.Errorf("address %q is a gRPC URL, for a grpc probe; give HOST:PORT", u.Redacted())
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, Target{}, fmt.Errorf("address %q: a gRPC URL is grpc://HOST:PORT[/SERVICE], with no credentials, query or fragment", u.Redacted())
+	}
+	if u.Port() == "" {
+		return nil, Target{}, fmt.Errorf("address %q names no port: give grpc://HOST:PORT[/SERVICE]", u.Redacted())
+	}
+	port, err := portNumber(u.Port())
+	if err != nil {
+		return nil, Target{}, err
+	}
+	q.GRPC.Port = int32(port)
+	if service := strings.TrimPrefix(u.Path, "/"); service != "" {
+		q.GRPC.Service = &service
+	}
+	spec.DefaultProbe(q)
+	return q, Target{Host: u.Hostname()}, nil
+}
+
+// addressURL parses address as a URL if it is one (it has "://"): an http,
+// https or grpc one, naming a host.
 func addressURL(address string) (*url.URL, bool, error) {
 	if !strings.Contains(address, "://") {
 		return nil, false, nil
@@ -159,8 +198,8 @@ func addressURL(address string) (*url.URL, bool, error) {
 	switch {
 	case err != nil:
 		return nil, true, err
-	case !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"):
-		return nil, true, fmt.Errorf("address %q: a URL's scheme must be http or https", u.Redacted())
+	case !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https") && !strings.EqualFold(u.Scheme, "grpc"):
+		return nil, true, fmt.Errorf("address %q: a URL's scheme must be http or https (an httpGet probe) or grpc (grpc://HOST:PORT[/SERVICE]); or give HOST:PORT (a TCP connect)", u.Redacted())
 	case u.Hostname() == "":
 		return nil, true, fmt.Errorf("URL %q names no host", u.Redacted())
 	}

@@ -60,9 +60,11 @@ type worker struct {
 	runner   probeRunner
 	results  *results.Store
 	recorder Recorder
-	metrics  *workerMetrics
-	lateness prometheus.Observer
-	history  *results.History // nil: none kept
+	// failureEvents: which event a failure makes (failureEvent).
+	failureEvents FailureEvents
+	metrics       *workerMetrics
+	lateness      prometheus.Observer
+	history       *results.History // nil: none kept
 	// restore gives what a previous agent saved for a probe (nil: none).
 	restore func(results.Key) (results.Saved, bool)
 
@@ -230,9 +232,7 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 	}
 	switch o.raw {
 	case results.OutcomeFailure:
-		// kubelet's message; the count and threshold ride beside it.
-		w.record(events.Event{Type: events.Warning, Reason: ReasonUnhealthy, Count: w.resultRun, Threshold: threshold,
-			Message: fmt.Sprintf("%s probe failed: %s", w.key.probeType, o.output)})
+		w.record(failureEvent(w.failureEvents, w.key.probeType, o.output, w.resultRun, threshold))
 	case results.OutcomeWarning:
 		w.event(events.Warning, ReasonProbeWarning, "%s probe warning: %s", w.key.probeType, o.output)
 	}

@@ -120,12 +120,22 @@ func criConfig(path string, doc document, root *yaml.Node, info *docInfo) (*CRIC
 
 // sourceLine is the line of a "file:line" source (0: none).
 func sourceLine(source string) int {
+	_, line := SplitSource(source)
+	return line
+}
+
+// SplitSource splits an Error's, a Pod's or a Notice's Source ("file:line",
+// or a file alone) into the file and the line (0: none).
+func SplitSource(source string) (file string, line int) {
 	i := strings.LastIndexByte(source, ':')
 	if i < 0 {
-		return 0
+		return source, 0
 	}
-	n, _ := strconv.Atoi(source[i+1:])
-	return n
+	n, err := strconv.Atoi(source[i+1:])
+	if err != nil || n < 1 {
+		return source, 0
+	}
+	return source[:i], n
 }
 
 // annotationsNode is a config's annotations, found as encoding/json finds

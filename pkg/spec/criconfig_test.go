@@ -100,3 +100,21 @@ func TestLoadCRIConfigBad(t *testing.T) {
 		})
 	}
 }
+
+func TestSplitSource(t *testing.T) {
+	for _, tt := range []struct {
+		source, file string
+		line         int
+	}{
+		{"pods.yaml:12", "pods.yaml", 12},
+		{"/etc/pods/web.yaml", "/etc/pods/web.yaml", 0},
+		{"<stdin>:1", "<stdin>", 1},
+		{"dir/a:b.yaml:3", "dir/a:b.yaml", 3},
+		{"dir/a:b.yaml", "dir/a:b.yaml", 0},
+		{"annotations", "annotations", 0},
+	} {
+		file, line := SplitSource(tt.source)
+		assert.Equal(t, tt.file, file, tt.source)
+		assert.Equal(t, tt.line, line, tt.source)
+	}
+}
