@@ -218,6 +218,9 @@ func (o *statusOptions) watchPods(ctx context.Context, last []api.Pod, stdout, s
 	return streamEvents(ctx, o.server, query, func(events.Event) error {
 		list, err := o.list(ctx, stderr)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped (Ctrl-C) while listing: a clean end, as between events
+			}
 			return err
 		}
 		var changed []api.Pod
