@@ -456,3 +456,21 @@ func (r *Restarter) nodeEvent(ctx context.Context, eventType, reason, message st
 	}
 	rec.Record(events.Event{Time: r.clock.Now(), Type: eventType, Reason: reason, Message: message})
 }
+
+// KillWaits reports whether the kill of container id waits (the restart
+// budget, a pause): its probes go on (prober.WithKillWaits).
+func (r *Restarter) KillWaits(id string) bool { return r.budget.waits(id) }
+
+// waits reports whether a kill of container id waits.
+func (b *KillBudget) waits(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, list := range b.deferred {
+		for _, d := range list {
+			if d.ContainerID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
