@@ -8,9 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -335,4 +337,64 @@ func TestBudgetConfigCheck(t *testing.T) {
 			assert.ErrorContains(t, err, tt.want)
 		}
 	}
+}
+
+// The executor under a pod budget of one kill per 20 s: the first
+// liveness failure kills; the replacement's failure waits (one
+// KillDeferred event however many syncs, the kill shown as waiting, its
+// probe to go on); once the window passed, the kill goes ahead.
+func TestSyncKillDeferredThenReleased(t *testing.T) {
+	st := newSyncTest(t)
+	budget, err := NewKillBudget(BudgetConfig{Pod: 1, Interval: 20 * time.Second}, "")
+	require.NoError(t, err)
+	st.r.budget = budget
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{}})
+	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
+	first := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.store.Set(results.Key{ContainerID: first, Type: results.Liveness}, results.Failure, "uid")
+	sync := func() plan {
+		p := st.view(t, m, true)
+		st.w.state.prune(p)
+		pl := st.r.plan(p, st.clock.Now(), st.w.state)
+		st.r.tellDeferred(st.w, p, pl)
+		st.r.execute(context.Background(), st.w, p, pl)
+		return pl
+	}
+	sync()
+	require.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
+	second := st.rt.Containers(sb)[1].ID
+	st.store.Set(results.Key{ContainerID: second, Type: results.Liveness}, results.Failure, "uid")
+
+	st.clock.Step(5 * time.Second)
+	pl := sync()
+	assert.Equal(t, 15*time.Second, pl.retry, "synced again when the window frees")
+	sync()
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb), "not killed")
+	deferred := st.events.messagesOf(ReasonKillDeferred)
+	require.Len(t, deferred, 1, "told once")
+	assert.Contains(t, deferred[0], "Container app failed liveness probe, will be restarted, kill deferred: the pod's restart budget of 1 kill per 20s (--pod-kill-budget) is spent; it frees at ")
+	assert.True(t, st.r.KillWaits(second), "its probe goes on")
+	ks := st.r.Kills()
+	require.Len(t, ks.Deferred, 1)
+	assert.Equal(t, DeferredKill{Namespace: "ns", Pod: "web-node", Container: "app", ContainerID: second, Probe: "Liveness", Reason: DeferPod,
+		Since: planNow.Add(5 * time.Second), Until: planNow.Add(20 * time.Second)}, ks.Deferred[0])
+
+	st.clock.Step(15 * time.Second)
+	sync()
+	assert.Equal(t, []string{"app#1:CONTAINER_EXITED", "app#2:CONTAINER_RUNNING"}, st.states(sb), "released (the oldest dead instance removed, as kubelet keeps one)")
+	assert.False(t, st.r.KillWaits(second))
+	assert.Empty(t, st.r.Kills().Deferred)
+}
+
+// messagesOf returns the messages of the events with reason.
+func (r *recorded) messagesOf(reason string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.list {
+		if e.Reason == reason {
+			out = append(out, e.Message)
+		}
+	}
+	return out
 }
