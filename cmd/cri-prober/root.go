@@ -53,6 +53,7 @@ func newRootCommand() *cobra.Command {
 	root.AddGroup(
 		&cobra.Group{ID: "agent", Title: "Running pods and the agent:"},
 		&cobra.Group{ID: "read", Title: "Asking a running agent:"},
+		&cobra.Group{ID: "change", Title: "Changing a running agent:"},
 		&cobra.Group{ID: "direct", Title: "Without an agent:"},
 	)
 	add := func(group string, cmds ...*cobra.Command) {
@@ -63,6 +64,7 @@ func newRootCommand() *cobra.Command {
 	}
 	add("agent", newRunCommand(new(runOptions)), newPlayCommand())
 	add("read", newStatusCommand(), newEventsCommand(), newHistoryCommand(), newWhyCommand())
+	add("change", newPauseCommand(), newResumeCommand())
 	add("direct", newWaitCommand(), newProbeCommand(), newValidateCommand(), newExplainCommand(), newPodsCommand(), newLogsCommand())
 	root.AddCommand(newVersionCommand(), newGenDocsCommand(root))
 	root.SetHelpCommandGroupID("")

@@ -92,6 +92,7 @@ type runOptions struct {
 	probeMetrics       string
 	policy             probePolicy
 	podSync            podSyncFlags
+	killBudget         killBudgetFlags
 }
 
 // newRunCommand is run; its flags are also the keys of its config file.
@@ -136,6 +137,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why) and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
 	o.policy.register(fs)
 	o.podSync.register(fs)
+	o.killBudget.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.BoolVar(&o.notReadyOnExit, "not-ready-on-exit", false, "beyond kubelet: a container whose instance the agent kills to restart it (a liveness or startup failure) is not ready from that instance's exit, shown exited until its replacement runs, so that load balancers stop sending to it at once; default, as kubelet: shown running and ready until the replacement has started and its postStart hook ended")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
@@ -177,6 +179,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		return usageErrorf(cmd, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
 	}
 	if err := o.podSync.check(); err != nil {
+		return usageError{cmd: cmd, err: err}
+	}
+	if err := o.killBudget.config().Check(); err != nil {
 		return usageError{cmd: cmd, err: err}
 	}
 	if o.staticPodPath != "" && mode != restart.Recreate {
@@ -245,6 +250,11 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}
 	o.policy.apply(&cfg)
 	o.podSync.apply(&cfg)
+	budget, err := restart.NewKillBudget(o.killBudget.config(), o.stateDir)
+	if err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
+	cfg.RestartOptions = append(cfg.RestartOptions, restart.WithKillBudget(budget))
 	if o.stateDir != "" {
 		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
 	}
@@ -296,6 +306,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 			ProbeMetrics: promhttp.HandlerFor(probeRegistry, metricsOpts),
 			Profiling:    o.profiling,
 			Registerer:   agentRegistry, MaxEventStreams: o.maxEventStreams,
+			Kills: killController(engine.Restarter),
 		})
 		if o.maxConnections <= 0 || o.maxEventStreams <= 0 {
 			return usageErrorf(cmd, "--web.max-connections and --web.max-event-streams must be positive")
@@ -460,4 +471,12 @@ func interfaceIPv4(name string) (string, error) {
 func buildInfoCollector() prometheus.Collector {
 	promversion.Version, promversion.Revision = version, revision()
 	return versioncollector.NewCollector("cri_prober", versioncollector.WithExtraConstLabels(prometheus.Labels{"kubernetes_api": moduleVersion("k8s.io/api")}))
+}
+
+// killController is the API's pause and budget: the restarter's, if any.
+func killController(r *restart.Restarter) api.KillController {
+	if r == nil {
+		return nil
+	}
+	return r
 }

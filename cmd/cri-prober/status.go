@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // defaultServer is --server's default: "" is where the agent is found
@@ -31,6 +33,12 @@ const defaultServer = ""
 // user:password in it is sent as basic auth, as curl does; the CA comes
 // from the system or SSL_CERT_FILE), or unix:///path for a unix socket.
 func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
+	return apiDo(ctx, server, http.MethodGet, path, nil)
+}
+
+// apiDo sends a request of method to path (a JSON body, if body is not
+// nil), as apiRequest.
+func apiDo(ctx context.Context, server, method, path string, body []byte) (*http.Response, error) {
 	if server == "" {
 		server = defaultServerURL()
 	}
@@ -45,9 +53,16 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = vettedDialer(dial)
 	client := &http.Client{Transport: transport}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	var reqBody io.Reader
+	if body != nil {
+		reqBody = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, reqBody)
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: %w", redactURL(server), err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -191,11 +206,26 @@ func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 		}
 	} else {
 		printStatus(stdout, pods, time.Now(), o.output == outputWide, true)
+		o.printKills(ctx, stdout)
 	}
 	if !o.watch {
 		return nil
 	}
 	return o.watchPods(ctx, pods, stdout, stderr)
+}
+
+// printKills says, under the pods, whether kills are paused and which
+// wait (nothing from an agent that does not say: one without a
+// restarter, or older).
+func (o *statusOptions) printKills(ctx context.Context, stdout io.Writer) {
+	var st restart.KillsStatus
+	if err := apiGet(ctx, o.server, "/api/v1/kills", &st); err != nil {
+		return
+	}
+	if st.Paused != nil || len(st.Deferred) > 0 {
+		safeln(stdout)
+		printKills(stdout, st, time.Now(), false)
+	}
 }
 
 // watchPods prints every pod whose state changed, each time the agent

@@ -179,6 +179,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ProbeRegisterer != nil && cfg.AgentRegisterer != nil {
 		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegisterer, cfg.AgentRegisterer))
 	}
+	// A failed container whose kill waits (restart budget, pause) is
+	// probed on: the restarter is made below, before anything runs.
+	mopts = append(mopts, prober.WithKillWaits(func(id string) bool { return a.Restarter != nil && a.Restarter.KillWaits(id) }))
 	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.ProberOptions...)...); err != nil {
 		return nil, err
 	}

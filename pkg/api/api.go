@@ -80,6 +80,7 @@ type Server struct {
 	// busy holds a token per expensive request being served (bounded).
 	busy    chan struct{}
 	podList podListCache
+	kills   KillController // nil: no restarter
 }
 
 // Config holds what the server reads from. Health returns nil while the
@@ -112,6 +113,8 @@ type Config struct {
 	// served at once; beyond it a client gets 503 with Retry-After. 0:
 	// DefaultMaxEventStreams.
 	MaxEventStreams int
+	// Kills is the restart budget and pause (nil: no /api/v1/kills).
+	Kills KillController
 	// StreamWriteTimeout bounds each write to an event stream: a client
 	// that stops reading is dropped once the socket's buffers are full
 	// for that long. 0: DefaultStreamWriteTimeout.
@@ -132,14 +135,17 @@ func New(cfg Config) *Server {
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, events: cfg.Events, health: cfg.Health, live: cfg.Live,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer),
-		busy: make(chan struct{}, MaxBusyRequests)}
+		busy: make(chan struct{}, MaxBusyRequests), kills: cfg.Kills}
 }
 
 // Handler routes the API.
 func (s *Server) Handler() http.Handler { return s.routes(false) }
 
-// routes is the API, with Go's profiles if profiles (and Config.Profiling).
-func (s *Server) routes(profiles bool) http.Handler {
+// routes is the API; vetted (every client is: a unix socket, a web
+// configuration) adds Go's profiles (with Config.Profiling) and the
+// changes (pause, resume).
+func (s *Server) routes(vetted bool) http.Handler {
+	profiles := vetted
 	mux := http.NewServeMux()
 	// What builds or writes much (megabytes for hundreds of pods) is
 	// bounded: a flood of it from any local client must not take the CPU
@@ -158,6 +164,11 @@ func (s *Server) routes(profiles bool) http.Handler {
 		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/restarts", s.bounded(s.getRestarts))
 	}
 	mux.HandleFunc("GET /api/v1/events", s.listEvents)
+	if s.kills != nil {
+		mux.HandleFunc("GET /api/v1/kills", s.getKills)
+		mux.HandleFunc("POST /api/v1/kills/pause", s.changeKills(vetted, true))
+		mux.HandleFunc("POST /api/v1/kills/resume", s.changeKills(vetted, false))
+	}
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", s.metrics)
 	}

@@ -481,8 +481,17 @@ type limitedConn struct {
 	active    bool
 }
 
+// Write counts a request answered without reaching the API (the web
+// configuration's 401) against its source before the answer leaves, so
+// that the source's next connection already meets the count.
 func (c *limitedConn) Write(b []byte) (int, error) {
-	c.answered.Store(true)
+	if !c.answered.Swap(true) && !c.reached.Load() {
+		c.l.mu.Lock()
+		if c.active {
+			c.l.failedLocked(c.source)
+		}
+		c.l.mu.Unlock()
+	}
 	return c.Conn.Write(b)
 }
 
@@ -665,11 +674,9 @@ func (l *connLimiter) connState(conn net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew, http.StateIdle, http.StateClosed:
 		// A request answered without reaching the API was refused before
-		// it (authentication); one cut short (the client gone, a timeout,
-		// room made for another) is no failure of the source's.
-		if c.active && !c.reached.Load() && c.answered.Load() {
-			l.failedLocked(c.source)
-		}
+		// it (authentication) and counted as its answer left (Write); one
+		// cut short (the client gone, a timeout, room made for another) is
+		// no failure of the source's.
 		c.active = false
 		if state != http.StateClosed {
 			l.seq++

@@ -172,6 +172,20 @@ type pageData struct {
 	Restarts     []restartView
 	Events       []eventView
 	MaxEvents    int
+	Kills        *killsView // nil: no restarter, or nothing to say
+}
+
+// killsView is the restart budget, the pause and the kills that wait.
+type killsView struct {
+	Paused   string // by whom, since when, why
+	Budget   string // "3 kills per 20s on the node (2 in the window)"
+	Deferred []deferredView
+}
+
+type deferredView struct {
+	Object string // namespace/pod container
+	Probe  string
+	Why    string
 }
 
 type summaryView struct {
@@ -331,6 +345,9 @@ func (s *Server) pageData(namespace string, page int) (pageData, error) {
 		d.Pods = append(d.Pods, v)
 	}
 	d.Restarts = s.restartViews(list, shown, now)
+	if s.kills != nil {
+		d.Kills = killsViewOf(s.kills.Kills(), namespace, now)
+	}
 
 	all := s.events.Since(time.Time{})
 	for i := len(all) - 1; i >= 0 && len(d.Events) < pageEvents; i-- {
@@ -630,4 +647,51 @@ func clipAll(list []string) []string {
 		out = append(out, clip(s, shownLine))
 	}
 	return out
+}
+
+// killsViewOf says what the page shows of the budget and the pause (nil:
+// nothing to say), the waiting kills of namespace ("" all).
+func killsViewOf(k restart.KillsStatus, namespace string, now time.Time) *killsView {
+	var v killsView
+	if p := k.Paused; p != nil {
+		v.Paused = clip(fmt.Sprintf("by %s, %s ago", p.By, now.Sub(p.Since).Round(time.Second)), shownTooltip)
+		if p.Reason != "" {
+			v.Paused += " (" + clip(p.Reason, shownTooltip) + ")"
+		}
+	}
+	if k.NodeBudget > 0 || k.PodBudget > 0 {
+		var parts []string
+		if k.NodeBudget > 0 {
+			parts = append(parts, fmt.Sprintf("%d kills per %s on the node (%d in the window)", k.NodeBudget, k.Interval, k.KillsInWindow))
+		}
+		if k.PodBudget > 0 {
+			parts = append(parts, fmt.Sprintf("%d per pod per %s", k.PodBudget, k.Interval))
+		}
+		v.Budget = strings.Join(parts, ", ")
+	}
+	for _, d := range k.Deferred {
+		if namespace != "" && d.Namespace != namespace {
+			continue
+		}
+		v.Deferred = append(v.Deferred, deferredView{Object: clip(d.Namespace+"/"+d.Pod+" "+d.Container, shownName), Probe: d.Probe,
+			Why: clip(DeferredWhy(d, now), shownTooltip)})
+	}
+	if v.Paused == "" && v.Budget == "" && len(v.Deferred) == 0 {
+		return nil
+	}
+	return &v
+}
+
+// DeferredWhy says in a line why a kill waits and until when (the status
+// page, cri-prober status).
+func DeferredWhy(d restart.DeferredKill, now time.Time) string {
+	switch d.Reason {
+	case restart.DeferPaused:
+		return fmt.Sprintf("kills paused (waiting %s)", now.Sub(d.Since).Round(time.Second))
+	case restart.DeferNode:
+		return fmt.Sprintf("node restart budget spent, frees in %s", max(0, d.Until.Sub(now)).Round(time.Second))
+	case restart.DeferPod:
+		return fmt.Sprintf("pod restart budget spent, frees in %s", max(0, d.Until.Sub(now)).Round(time.Second))
+	}
+	return d.Reason
 }

@@ -61,6 +61,10 @@ type Manager struct {
 	allowed           []netip.Prefix
 	keepSuccessOutput bool
 	failureEvents     FailureEvents
+	// killWaits reports whether the kill of a container whose liveness or
+	// startup failed waits (the restart budget, a pause): its probe goes
+	// on rather than holding (nil: never).
+	killWaits func(containerID string) bool
 
 	// view is the latest view, read by the workers.
 	view atomic.Pointer[pods.View]
@@ -89,6 +93,15 @@ type workerHandle struct {
 
 // Option configures NewManager.
 type Option func(*Manager) error
+
+// WithKillWaits keeps probing a container whose liveness or startup
+// failure is not acted on yet (waits reports so: the restarter's restart
+// budget or pause), where kubelet holds the probe until the container is
+// replaced: its probes go on reporting, and a kill that goes ahead later
+// acts on a result still current.
+func WithKillWaits(waits func(containerID string) bool) Option {
+	return func(m *Manager) error { m.killWaits = waits; return nil }
+}
 
 // WithClock replaces the real clock.
 func WithClock(c clock.WithTicker) Option {
@@ -459,6 +472,7 @@ func (m *Manager) startWorker(ctx context.Context, key workerKey, d desiredWorke
 		lateness:      m.lateness,
 		history:       m.histories.Get(results.HistoryKey{Pod: key.pod, Container: key.container, Type: key.probeType}),
 		restore:       m.restored,
+		killWaits:     m.killWaits,
 	}
 	h := &workerHandle{w: w}
 	m.workers[key] = h

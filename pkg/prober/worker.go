@@ -67,12 +67,16 @@ type worker struct {
 	history       *results.History // nil: none kept
 	// restore gives what a previous agent saved for a probe (nil: none).
 	restore func(results.Key) (results.Saved, bool)
+	// killWaits: the kill of a failed container waits (WithKillWaits).
+	killWaits func(containerID string) bool
 
 	// ---
 	containerID string
 	lastResult  results.Result
 	resultRun   int
 	onHold      bool
+	// heldFailed: the hold is after a failure (not a startup success).
+	heldFailed bool
 	// settled: this container's probe has succeeded once (started, or
 	// first ready); until then a startInterval applies.
 	settled bool
@@ -159,7 +163,10 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		w.results.Set(w.resultKey(), w.resume(), w.key.pod)
 	}
 	if w.onHold {
-		return true // until a new container replaces the failed one
+		if !w.heldFailed || w.killWaits == nil || !w.killWaits(c.ID) {
+			return true // until a new container replaces the failed one
+		}
+		w.onHold = false // its kill waits: probe on, report on
 	}
 
 	if c.State != cri.StateRunning {
@@ -252,7 +259,7 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		// Hold until a new container: a failed container is about to be
 		// replaced and a started one needs no more startup probes. The
 		// next container gets a full threshold.
-		w.onHold = true
+		w.onHold, w.heldFailed = true, o.result == results.Failure
 		w.resultRun = 0
 	}
 	return true

@@ -459,6 +459,43 @@ func TestOnHoldAfterLivenessOrStartupFailure(t *testing.T) {
 	}
 }
 
+// A failed container whose kill waits (the restarter's restart budget or
+// pause) is probed on instead of held: its failures go on being reported,
+// and a recovery turns its result back to Success, so that a kill that
+// goes ahead later acts on a current result. A startup success still
+// holds.
+func TestKillWaitsKeepsProbing(t *testing.T) {
+	for _, probeType := range []results.ProbeType{liveness, startup} {
+		t.Run(probeType.String(), func(t *testing.T) {
+			wt := newWorkerTest(t, probeType, nil)
+			waits := false
+			wt.w.killWaits = func(id string) bool { return waits && id == testID }
+			wt.runner.answer(results.Failure)
+			assert.True(t, wt.step(t))
+			wt.expect(t, testID, results.Failure)
+			assert.True(t, wt.w.onHold)
+
+			assert.True(t, wt.step(t))
+			assert.Equal(t, 1, wt.runner.callCount(), "held while the kill does not wait")
+
+			waits = true
+			assert.True(t, wt.step(t))
+			assert.Equal(t, 2, wt.runner.callCount(), "the kill waits: probed on")
+			wt.expect(t, testID, results.Failure)
+
+			wt.runner.answer(results.Success)
+			assert.True(t, wt.step(t))
+			assert.Equal(t, 3, wt.runner.callCount())
+			wt.expect(t, testID, results.Success)
+			if probeType == startup {
+				assert.True(t, wt.w.onHold, "started: no more startup probes")
+				assert.True(t, wt.step(t))
+				assert.Equal(t, 3, wt.runner.callCount())
+			}
+		})
+	}
+}
+
 // Liveness (and startup), failure 3: run counts 1,1,2 then Failure with the
 // run reset to 0, so the next container gets a full threshold.
 func TestResultRunOnLivenessAndStartupFailure(t *testing.T) {

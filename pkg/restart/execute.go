@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"time"
 
@@ -42,9 +43,9 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 	if regularMade(p) {
 		r.setInitialized(w.key)
 	}
-	pl := makePlan(planInput{pod: p, viewTime: v.Time, results: r.results, backoff: r.backoff, state: w.state,
-		now: r.clock.Now(), mode: r.mode, syncFrequency: r.syncFrequency, jitter: r.jitter()})
+	pl := r.plan(p, v.Time, w.state)
 	w.needView = pl.needView
+	r.tellDeferred(w, p, pl)
 	for _, c := range pl.backoffEvents {
 		w.state.reported[lastExit(c).ID] = true
 		r.eventf(p, c.Name, events.Warning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.Name, p.Namespace, p.UID)
@@ -73,6 +74,73 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		retry = pl.retry
 	}
 	return retry
+}
+
+// plan makes the pod's plan and spends its probe-triggered kills in the
+// restart budget; a plan made from a budget that changed meanwhile (kills
+// of another pod, a pause) is made again from the new one.
+func (r *Restarter) plan(p *pods.Pod, viewTime time.Time, state *podState) plan {
+	jitter := r.jitter()
+	for {
+		now := r.clock.Now()
+		pl := makePlan(planInput{pod: p, viewTime: viewTime, results: r.results, backoff: r.backoff, state: state,
+			now: now, mode: r.mode, syncFrequency: r.syncFrequency, jitter: jitter, budget: r.budget.snapshot()})
+		if r.mode == Observe || r.budget.commit(pl.budgetVersion, p.Key, probeKills(&pl), now) {
+			return pl
+		}
+	}
+}
+
+// tellDeferred publishes the pod's kills that wait, and tells each once
+// (a KillDeferred event) for each reason it waits.
+func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
+	if r.mode == Observe {
+		return
+	}
+	var list []DeferredKill
+	now := r.clock.Now()
+	for _, d := range pl.deferred {
+		probe, _ := probeOf(d.cause)
+		list = append(list, DeferredKill{Namespace: p.Namespace, Pod: p.Name, Container: d.container.Name, ContainerID: d.instance.ID,
+			Probe: probe.String(), Reason: d.reason, Since: now, Until: d.until})
+		if w.state.deferTold[d.instance.ID] == d.reason {
+			continue
+		}
+		w.state.deferTold[d.instance.ID] = d.reason
+		r.metrics.deferredTotal.WithLabelValues(d.reason).Inc()
+		r.eventf(p, d.container.Name, events.Warning, ReasonKillDeferred, "%s, kill deferred: %s", d.message, r.deferredWhy(d.killDecision, now))
+	}
+	r.budget.setDeferred(p.Key, list)
+	r.updateDeferredGauge()
+}
+
+// deferredWhy says why a kill waits and until when, naming the setting.
+func (r *Restarter) deferredWhy(d killDecision, now time.Time) string {
+	cfg := r.budget.Config()
+	switch d.reason {
+	case DeferPaused:
+		return "kills are paused on this node (cri-prober pause); it goes ahead after cri-prober resume if the probe still fails"
+	case DeferNode:
+		return fmt.Sprintf("the node's restart budget of %s per %s (--kill-budget) is spent; it frees at %s (in %s), and the kill goes ahead then if the probe still fails",
+			plural(cfg.Node, "kill"), cfg.Interval, d.until.UTC().Format(time.RFC3339), d.until.Sub(now).Round(time.Second))
+	default:
+		return fmt.Sprintf("the pod's restart budget of %s per %s (--pod-kill-budget) is spent; it frees at %s (in %s), and the kill goes ahead then if the probe still fails",
+			plural(cfg.Pod, "kill"), cfg.Interval, d.until.UTC().Format(time.RFC3339), d.until.Sub(now).Round(time.Second))
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// updateDeferredGauge sets how many kills wait, by reason.
+func (r *Restarter) updateDeferredGauge() {
+	for reason, n := range r.budget.deferredCounts() {
+		r.metrics.deferred.WithLabelValues(reason).Set(float64(n))
+	}
 }
 
 // updateWaiting shows why the pod's containers that are to start do not,

@@ -22,6 +22,9 @@ type podState struct {
 	reported map[string]bool
 	// told are the actions --restart=none told (once each).
 	told map[string]bool
+	// deferTold are the kills whose deferral was told, with the reason
+	// told (once per reason).
+	deferTold map[string]string
 	// pending are the ledger entries of kills whose restart waits, by the
 	// killed instance's ID: recorded when the replacement starts.
 	pending map[string]Entry
@@ -38,7 +41,7 @@ type podState struct {
 
 func newPodState() *podState {
 	return &podState{killed: map[string]bool{}, reported: map[string]bool{}, told: map[string]bool{},
-		pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+		deferTold: map[string]string{}, pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
 }
 
 // prune drops what the state keeps about instances the pod no longer has
@@ -67,6 +70,11 @@ func (s *podState) prune(p *pods.Pod) {
 			delete(s.pending, id)
 		}
 	}
+	for id := range s.deferTold {
+		if !live[id] {
+			delete(s.deferTold, id)
+		}
+	}
 	for name := range s.failed {
 		if !names[name] {
 			delete(s.failed, name)
@@ -89,6 +97,9 @@ type planInput struct {
 	// worker's requeue, jittered by up to half).
 	syncFrequency time.Duration
 	jitter        float64
+	// budget is the node's restart budget and pause, as the sync found
+	// them: probe-triggered kills past it wait (deferred).
+	budget budgetSnapshot
 }
 
 // plan is what one sync of a pod does: kubelet's podActions, and every
@@ -125,6 +136,20 @@ type plan struct {
 	// needView: the decision waits for a view of the runtime listed at or
 	// after this time (an exit's settle time).
 	needView time.Time
+	// deferred are the probe-triggered kills that wait for the restart
+	// budget or a pause: their containers run on, their probes go on, and
+	// the plan is made again at the retry (when the budget frees) or on
+	// resume; a kill then goes ahead if its probe still fails.
+	deferred []deferredKill
+	// budgetVersion is the version of the budget the plan was made from:
+	// its kills are spent only if it is unchanged (else a new plan).
+	budgetVersion uint64
+}
+
+// deferredKill is a kill the plan defers, and why.
+type deferredKill struct {
+	containerToKill
+	killDecision
 }
 
 // killReason is why a whole pod is killed.
@@ -215,6 +240,10 @@ func makePlan(in planInput) plan {
 		return pl
 	}
 	pl.podActions = computePodActions(p, in.results)
+	pl.budgetVersion = in.budget.version
+	if in.mode != Observe {
+		deferBudgeted(in, &pl)
+	}
 	if pl.createSandbox {
 		pl.why = killSandboxChanged
 	}
@@ -329,6 +358,32 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 	}
 	s.backoffFrom = finished
 	return s, true
+}
+
+// deferBudgeted defers the plan's probe-triggered kills that the budget
+// or a pause holds back: the pod's actions are decided again as if their
+// probes had not failed (the container runs on, keeps its pod alive and
+// is not started again), and the plan is made again when the budget
+// frees.
+func deferBudgeted(in planInput, pl *plan) {
+	decisions := deferKills(in.budget, in.pod.Key, in.now, pl.kill)
+	ids := map[string]bool{}
+	var deferred []deferredKill
+	for i, d := range decisions {
+		if d == nil {
+			continue
+		}
+		ids[pl.kill[i].instance.ID] = true
+		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d})
+		if !d.until.IsZero() {
+			pl.retry = sooner(pl.retry, max(d.until.Sub(in.now), time.Millisecond))
+		}
+	}
+	if len(deferred) == 0 {
+		return
+	}
+	pl.podActions = computePodActions(in.pod, withheld{resultReader: in.results, ids: ids})
+	pl.deferred = deferred
 }
 
 // killCause is the cause of the kill of instance id in kills.

@@ -159,6 +159,7 @@ type Restarter struct {
 	metrics       *metrics
 	ledger        *Ledger // nil: none kept
 	maker         Maker   // nil: owned pods are not made
+	budget        *KillBudget
 
 	// notReadyOnExit: a pod held by a sync shows its instances' exits
 	// (heldStatus).
@@ -368,6 +369,10 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 	if r.histories == nil {
 		r.histories = results.NewHistories()
 	}
+	if r.budget == nil {
+		r.budget, _ = NewKillBudget(BudgetConfig{}, "")
+	}
+	r.syncPausedGauge()
 	r.status.Store(pods.Resolve(nil, pods.Inputs{}))
 	return r, nil
 }
@@ -446,12 +451,18 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 			if v := changes.Latest(); v != nil {
 				r.handled.Store(v.Seq)
 			}
+		case <-r.budget.changed:
+			// Resumed: the kills that waited go ahead if still due.
+			for _, key := range r.budget.deferredPods() {
+				r.trigger(ctx, key)
+			}
 		case <-updates.Ready():
 			for _, u := range updates.Next() {
 				// kubelet syncs a pod on every startup result (a sidecar
 				// that started lets the next container start) and on
-				// liveness failures.
-				if u.Type == results.Startup || u.Type == results.Liveness && u.Result == results.Failure {
+				// liveness failures; a pod whose kill waits, on any
+				// liveness result (a kill no longer due stops waiting).
+				if u.Type == results.Startup || u.Type == results.Liveness && (u.Result == results.Failure || r.budget.hasDeferred(u.PodUID)) {
 					r.trigger(ctx, u.PodUID)
 				}
 			}
@@ -482,6 +493,8 @@ func (r *Restarter) forget(key string) {
 	}
 	r.backoff.GC(r.clock.Now())
 	r.metrics.forget(key)
+	r.budget.setDeferred(key, nil)
+	r.updateDeferredGauge()
 	r.statusMu.Lock()
 	delete(r.shown, key)
 	delete(r.held, key)
