@@ -87,6 +87,15 @@ var ksmFamilies = func() []ksmFamily {
 	return append(append(fs, containerFamilies("kube_pod_container", "container", false)...), containerFamilies("kube_pod_init_container", "init container", true)...)
 }()
 
+// KubeStateSeries are the names of the series KubeState writes.
+func KubeStateSeries() []string {
+	names := make([]string, 0, len(ksmFamilies))
+	for _, f := range ksmFamilies {
+		names = append(names, f.name)
+	}
+	return names
+}
+
 func podInfo(w *ksmWriter, k *KubeState, p *pods.PodReport) {
 	var byKind, byName string
 	for _, o := range p.Owners {
