@@ -478,6 +478,9 @@ type sample struct {
 type samples []sample
 
 func (s samples) String() string {
+	if len(s) == 0 {
+		return "  (no series)\n"
+	}
 	var b strings.Builder
 	for _, x := range s {
 		names := make([]string, 0, len(x.Metric))
