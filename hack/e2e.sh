@@ -19,6 +19,9 @@ export CRI_PROBER_E2E_SUBNET="$CNI_SUBNET"
 export CRI_PROBER_E2E_CONTAINERD_PIDFILE="$CONTAINERD_PID"
 export CRI_PROBER_E2E_CONTAINERD_UP="$REPO_ROOT/hack/containerd-up.sh"
 export CRI_PROBER_E2E_BINARY="${CRI_PROBER_E2E_BINARY:-$REPO_ROOT/bin/cri-prober}"
+# Prometheus's server (Debian's package, unpacked once, cached) scrapes the
+# agents with the shipped config and rules (TestPrometheus*).
+export CRI_PROBER_E2E_PROMETHEUS="${CRI_PROBER_E2E_PROMETHEUS:-$("$REPO_ROOT/hack/install-prometheus.sh")}"
 # crictl drives the CI-harness tests (built once, cached).
 export CRI_PROBER_E2E_CRICTL="${CRI_PROBER_E2E_CRICTL:-$("$REPO_ROOT/hack/crictl.sh")}"
 cd "$REPO_ROOT"

@@ -86,6 +86,7 @@ type runOptions struct {
 	stateDir           string
 	webConfigFile      string
 	allowedHosts       string
+	kubeStateNS        []string
 	maxConnections     int
 	maxEventStreams    int
 	specSources        string
@@ -121,6 +122,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
 	fs.StringVar(&o.hostIP, "host-ip", "", "address probed for host-network pods (default: the address of the interface with the default route)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:9440", "address of the state API and metrics (/healthz, /api/v1/…, /metrics, /metrics/probes): host:port, or unix:///path for a unix socket only the agent's user can use (0600); empty: none")
+	fs.StringSliceVar(&o.kubeStateNS, "kube-state-namespaces", nil, "namespaces whose pods /metrics/kube-state covers (kube-state-metrics' --namespaces), comma-separated; default: every pod the agent sees")
 	fs.StringVar(&o.probeMetrics, "probe-metrics", string(prober.PerProbeMetrics), "kubelet's probe series on /metrics/probes (prober_probe_total, prober_probe_duration_seconds): per-probe (kubelet's labels: container, pod, namespace and, on the total, pod_uid; about 470 bytes of memory per probe) or aggregate (by probe_type and result only: a few series for the node, whatever the number of probes)")
 	fs.BoolVar(&o.systemdSocket, "web.systemd-socket", false, "serve the state API on the sockets systemd passes (socket activation, as Prometheus exporters' --web.systemd-socket) instead of --listen: systemd binds them before any user can and holds them across the agent's restarts (deploy/systemd/cri-prober.socket)")
 	fs.StringVar(&o.webConfigFile, "web.config.file", "", "Prometheus exporter web configuration `file` for the state API: TLS, basic auth, headers (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md); read again at every request")
@@ -184,6 +186,10 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if err := o.killBudget.config().Check(); err != nil {
 		return usageError{cmd: cmd, err: err}
 	}
+	nodeName, err := o.node.name()
+	if err != nil {
+		return usageError{cmd: cmd, err: err}
+	}
 	if o.staticPodPath != "" && mode != restart.Recreate {
 		return usageErrorf(cmd, "--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
 	}
@@ -197,7 +203,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 
 	probeRegistry := prometheus.NewRegistry()
 	agentRegistry := prometheus.NewRegistry()
-	agentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	agentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector(nodeName))
 	criMetrics, err := cri.NewMetrics(agentRegistry)
 	if err != nil {
 		return err
@@ -236,7 +242,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if transitions != nil {
 		recorder = append(recorder, transitions)
 	}
-	ledger, err := restart.OpenLedger(o.stateDir)
+	ledger, err := restart.OpenLedger(o.stateDir, restart.WithNode(nodeName))
 	switch {
 	case ledger == nil:
 		return fmt.Errorf("--state-dir: %w", err)
@@ -245,7 +251,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
-		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, NotReadyOnExit: o.notReadyOnExit, Ledger: ledger, Recorder: recorder,
+		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, NotReadyOnExit: o.notReadyOnExit, Ledger: ledger, Recorder: reported{instance: nodeName, to: recorder},
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	o.policy.apply(&cfg)
@@ -302,10 +308,12 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		metricsOpts := promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second, ErrorHandling: promhttp.ContinueOnError}
 		apiServer := api.New(api.Config{
 			Pods: engine, History: engine.Histories, Ledger: ledger, Events: ring, Health: engine.Health, Live: live.err,
-			Metrics:      promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, metricsOpts),
-			ProbeMetrics: promhttp.HandlerFor(probeRegistry, metricsOpts),
-			Profiling:    o.profiling,
-			Registerer:   agentRegistry, MaxEventStreams: o.maxEventStreams,
+			Metrics:          promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, metricsOpts),
+			ProbeMetrics:     promhttp.HandlerFor(probeRegistry, metricsOpts),
+			KubeStateMetrics: api.NewKubeState(engine, api.KubeStateOptions{NodeName: nodeName, HostIP: hostIP, Namespaces: o.kubeStateNS}),
+			NodeName:         nodeName,
+			Profiling:        o.profiling,
+			Registerer:       agentRegistry, MaxEventStreams: o.maxEventStreams,
 			Kills: killController(engine.Restarter),
 		})
 		if o.maxConnections <= 0 || o.maxEventStreams <= 0 {
@@ -398,6 +406,19 @@ func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod 
 	return hooks.New(append(opts, hooks.WithRegisterer(reg), hooks.WithPodIP(podIP), hooks.WithPodExists(podExists))...), nil
 }
 
+// reported says who reported each event (events.k8s.io/v1's
+// reportingController and reportingInstance: cri-prober and the node's
+// name) before it is logged, kept or sent.
+type reported struct {
+	instance string
+	to       recorders
+}
+
+func (r reported) Record(e events.Event) {
+	e.ReportingController, e.ReportingInstance = events.ReportingController, r.instance
+	r.to.Record(e)
+}
+
 // recorders sends each event to several recorders.
 type recorders []interface{ Record(events.Event) }
 
@@ -468,9 +489,9 @@ func interfaceIPv4(name string) (string, error) {
 // buildInfoCollector is cri_prober_build_info, as every exporter's
 // <program>_build_info: 1, labelled by version, revision, Go version and
 // platform, and the Kubernetes API version the agent was built with.
-func buildInfoCollector() prometheus.Collector {
+func buildInfoCollector(node string) prometheus.Collector {
 	promversion.Version, promversion.Revision = version, revision()
-	return versioncollector.NewCollector("cri_prober", versioncollector.WithExtraConstLabels(prometheus.Labels{"kubernetes_api": moduleVersion("k8s.io/api")}))
+	return versioncollector.NewCollector("cri_prober", versioncollector.WithExtraConstLabels(prometheus.Labels{"kubernetes_api": moduleVersion("k8s.io/api"), "node": node}))
 }
 
 // killController is the API's pause and budget: the restarter's, if any.

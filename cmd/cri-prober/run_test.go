@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/events"
 )
 
 // The state API shows probe output and has no authentication: loopback
@@ -80,4 +82,51 @@ func TestSpecSources(t *testing.T) {
 	report(err, &stderr) // what main prints
 	require.ErrorIs(t, err, errUsage)
 	assert.Contains(t, stderr.String(), "--pod-manifests is set but --spec-sources leaves manifests out")
+}
+
+// --node-name and kubelet's --hostname-override are one setting: the
+// node's name. Both given must agree; its default is the host's name as
+// kubelet names its node.
+func TestNodeName(t *testing.T) {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name, nodeName, override, want, wantErr string
+	}{
+		{name: "default: the host's name, lowercased", want: strings.ToLower(strings.TrimSpace(host))},
+		{name: "--node-name", nodeName: "Node-A ", want: "node-a"},
+		{name: "kubelet's --hostname-override", override: "node-b", want: "node-b"},
+		{name: "both, agreeing", nodeName: "node-c", override: "NODE-C", want: "node-c"},
+		{name: "both, disagreeing", nodeName: "node-c", override: "node-d", wantErr: `--node-name "node-c" and --hostname-override "node-d" name the node twice: give one of them`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := nodeFlags{nodeName: tt.nodeName, hostnameOverride: tt.override}
+			got, err := f.name()
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+
+	rt := fakeruntime.NewForTest(t)
+	var stderr strings.Builder
+	err = run(context.Background(), []string{"run", "--runtime-endpoint", rt.Endpoint(), "--containerd-address", "none", "--listen", "",
+		"--node-name", "a", "--hostname-override", "b"}, io.Discard, &stderr)
+	report(err, &stderr)
+	require.ErrorIs(t, err, errUsage, "refused before anything starts")
+	assert.Contains(t, stderr.String(), "name the node twice")
+}
+
+// Every event says who reported it, as events.k8s.io/v1 Events do,
+// before any recorder (the log, the ring, the hooks) gets it.
+func TestEventsSayWhoReportedThem(t *testing.T) {
+	ring := events.NewRing(10)
+	reported{instance: "node1", to: recorders{ring}}.Record(events.Event{Reason: "Killing", Namespace: "ns", Pod: "web"})
+	got := ring.Since(time.Time{})
+	require.Len(t, got, 1)
+	assert.Equal(t, "cri-prober", got[0].ReportingController)
+	assert.Equal(t, "node1", got[0].ReportingInstance)
 }

@@ -25,7 +25,7 @@ func TestVersionSaysWhatItWasBuiltWith(t *testing.T) {
 // cri_prober_build_info is 1, labelled as every exporter's build_info.
 func TestBuildInfoMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(buildInfoCollector())
+	reg.MustRegister(buildInfoCollector("node1"))
 	assert.Equal(t, 1, testutil.CollectAndCount(reg, "cri_prober_build_info"))
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -36,5 +36,6 @@ func TestBuildInfoMetric(t *testing.T) {
 	assert.Equal(t, version, labels["version"])
 	assert.Equal(t, runtime.Version(), labels["goversion"])
 	assert.Regexp(t, `^v0\.\d+\.\d+$`, labels["kubernetes_api"])
+	assert.Equal(t, "node1", labels["node"], "the node's name (--node-name), so that a fleet's agents stay apart")
 	assert.Equal(t, 1.0, families[0].GetMetric()[0].GetGauge().GetValue())
 }

@@ -65,6 +65,8 @@ type Server struct {
 	live      func() error
 	metrics   http.Handler
 	probes    http.Handler
+	kubeState http.Handler
+	node      string
 	profiling bool
 	keepWarm  time.Duration
 	clock     clock.PassiveClock // the status page's ages
@@ -97,6 +99,11 @@ type Config struct {
 	Live         func() error
 	Metrics      http.Handler // /metrics
 	ProbeMetrics http.Handler // /metrics/probes
+	// KubeStateMetrics is /metrics/kube-state: kube-state-metrics' pod
+	// series (KubeState).
+	KubeStateMetrics http.Handler
+	// NodeName is the node's name, on every pod of /api/v1/pods.
+	NodeName string
 	// Profiling serves Go's profiles under /debug/pprof/ (net/http/pprof),
 	// as Kubernetes components do with --profiling, but only where every
 	// client is vetted: on a unix socket (0600) or behind a web
@@ -133,7 +140,7 @@ func New(cfg Config) *Server {
 		writeTimeout = DefaultStreamWriteTimeout
 	}
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, events: cfg.Events, health: cfg.Health, live: cfg.Live,
-		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
+		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, kubeState: cfg.KubeStateMetrics, node: cfg.NodeName, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer),
 		busy: make(chan struct{}, MaxBusyRequests), kills: cfg.Kills}
 }
@@ -174,6 +181,9 @@ func (s *Server) routes(vetted bool) http.Handler {
 	}
 	if s.probes != nil {
 		mux.Handle("GET /metrics/probes", s.probes)
+	}
+	if s.kubeState != nil {
+		mux.HandleFunc("GET /metrics/kube-state", s.bounded(s.kubeState.ServeHTTP))
 	}
 	if s.profiling && profiles {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -227,6 +237,8 @@ type Pod struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
+	// Node is the node's name (run --node-name), as spec.nodeName.
+	Node      string `json:"node,omitempty"`
 	SandboxID string `json:"sandboxId"`
 	IP        string `json:"ip"`
 	Phase     string `json:"phase"`
@@ -357,7 +369,11 @@ func (s *Server) snapshot() []Pod {
 	return out
 }
 
-func (s *Server) pod(r pods.PodReport) Pod { return PodFromReport(r) }
+func (s *Server) pod(r pods.PodReport) Pod {
+	p := PodFromReport(r)
+	p.Node = s.node
+	return p
+}
 
 // PodFromReport is a pod as the API shows it, from the agent's report of
 // it; `cri-prober wait` reads its own engine through it, so that it

@@ -39,10 +39,20 @@ type Event struct {
 	// (this one included) and how many change the probe's result.
 	Count     int `json:"count,omitempty"`
 	Threshold int `json:"threshold,omitempty"`
+	// ReportingController and ReportingInstance say who reported it, as
+	// events.k8s.io/v1 Events do (kubelet's: kubelet and its node's
+	// name): ReportingController for cri-prober's, and the node's name
+	// (run --node-name), so that the events of a fleet stay apart when
+	// collected.
+	ReportingController string `json:"reportingController,omitempty"`
+	ReportingInstance   string `json:"reportingInstance,omitempty"`
 	// Transition is set on the events that mark a change of a container's
 	// state that hooks report (ready, not ready, restarted).
 	Transition Transition `json:"-"`
 }
+
+// ReportingController is the reportingController of cri-prober's events.
+const ReportingController = "cri-prober"
 
 // Transition is a change of a container's state worth telling the outside
 // world (transition hooks).

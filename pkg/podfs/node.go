@@ -135,6 +135,14 @@ func DiscoverNode(opts NodeOptions) (podconfig.Node, error) {
 	return d.node()
 }
 
+// NodeName is the node's name as kubelet learns it without a cloud
+// provider (nodeutil.GetHostname): override, else the host's name,
+// trimmed and lowercased. DiscoverNode names the node so.
+func NodeName(override string) (string, error) {
+	d := discovery{opts: NodeOptions{HostnameOverride: override}, host: nodeHost{}.withDefaults()}
+	return d.hostname()
+}
+
 type discovery struct {
 	opts           NodeOptions
 	host           nodeHost

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -43,6 +45,16 @@ type PodReport struct {
 	Conditions []Condition
 	Problems   []string // invalid pod-level configuration, UID conflicts
 	Containers []ContainerReport
+	// Owners are the pod's owner references as the API server would show
+	// them: a pod the agent makes from a static pod manifest is owned by
+	// its node (kubelet's mirror pod: Kind Node, controller), any other
+	// has its manifest's metadata.ownerReferences (none without one).
+	Owners []metav1.OwnerReference
+	// HostNetwork: the pod is on the node's network (its current
+	// sandbox's, else its manifest's spec.hostNetwork).
+	HostNetwork bool
+	// PriorityClassName is its manifest's spec.priorityClassName.
+	PriorityClassName string
 }
 
 // ContainerReport is one container's current instance.
@@ -102,7 +114,17 @@ func ReportPod(p *Pod, store *results.Store) PodReport {
 	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source,
 		Reason: p.Reason, Message: p.Message, StartTime: p.StartTime, Terminating: p.Terminating}
 	if p.Sandbox != nil {
-		pr.SandboxID, pr.CreatedAt = p.Sandbox.ID, p.Sandbox.CreatedAt
+		pr.SandboxID, pr.CreatedAt, pr.HostNetwork = p.Sandbox.ID, p.Sandbox.CreatedAt, p.Sandbox.HostNetwork
+	}
+	if p.Manifest != nil && p.Manifest.Object != nil {
+		obj := p.Manifest.Object
+		pr.PriorityClassName, pr.Owners = obj.Spec.PriorityClassName, obj.OwnerReferences
+		if p.Sandbox == nil {
+			pr.HostNetwork = obj.Spec.HostNetwork
+		}
+		if p.Owned && obj.Spec.NodeName != "" {
+			pr.Owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: obj.Spec.NodeName, Controller: ptr.To(true)}}
+		}
 	}
 	for _, e := range slices.Concat(p.Problems, p.Conflicts) {
 		pr.Problems = append(pr.Problems, e.Error())

@@ -19,11 +19,14 @@ import (
 // Entry is one restart (or stop) the restarter did, and why: the question
 // users ask most (kubernetes#6532, #115823).
 type Entry struct {
-	Time      time.Time `json:"time"` // when the replacement started (or the container was stopped)
-	Namespace string    `json:"namespace"`
-	Pod       string    `json:"pod"`
-	PodUID    string    `json:"podUid"`
-	Container string    `json:"container"`
+	Time time.Time `json:"time"` // when the replacement started (or the container was stopped)
+	// Node is the node the restart was on (run --node-name); set by the
+	// ledger that records it.
+	Node      string `json:"node,omitempty"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	PodUID    string `json:"podUid"`
+	Container string `json:"container"`
 	// ContainerID is the instance that failed or exited.
 	ContainerID string `json:"containerId"`
 	// Cause is liveness or startup (a probe reached its failure
@@ -88,6 +91,7 @@ const ledgerMaxBytes = 32 << 20
 type Ledger struct {
 	mu       sync.Mutex
 	dir      string // "": memory only
+	node     string // set on the entries added
 	size     int    // entries kept: ledgerSize
 	maxBytes int64  // ledgerMaxBytes
 	entries  []Entry
@@ -107,9 +111,22 @@ type Ledger struct {
 // reported in the error, and the ledger starts empty; a torn last line (an
 // append cut short by a crash) or a damaged one is skipped and reported,
 // the other entries kept. Such a file must not stop the agent.
-func OpenLedger(dir string) (*Ledger, error) {
-	return openLedger(dir, ledgerSize, ledgerMaxBytes)
+func OpenLedger(dir string, opts ...LedgerOption) (*Ledger, error) {
+	l, err := openLedger(dir, ledgerSize, ledgerMaxBytes)
+	if l != nil {
+		for _, o := range opts {
+			o(l)
+		}
+	}
+	return l, err
 }
+
+// LedgerOption is an option of OpenLedger.
+type LedgerOption func(*Ledger)
+
+// WithNode sets the node's name on every entry added (Entry.Node); the
+// entries a previous agent left keep theirs.
+func WithNode(name string) LedgerOption { return func(l *Ledger) { l.node = name } }
 
 func openLedger(dir string, size int, maxBytes int64) (*Ledger, error) {
 	l := &Ledger{size: size, maxBytes: maxBytes}
@@ -222,6 +239,9 @@ func parseLedger(raw []byte) (ledgerContent, error) {
 func (l *Ledger) Add(e Entry) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.Node == "" {
+		e.Node = l.node
+	}
 	l.entries = append(l.entries, e)
 	if len(l.entries) > l.size {
 		// Not copied: append copies the kept entries when it grows the

@@ -433,3 +433,23 @@ func TestLedgerNewest(t *testing.T) {
 	assert.Equal(t, "sick", l.Newest(1, keep)[0].Failures[0].Output, "the caller's own copy")
 	assert.Empty(t, l.Newest(3, func(string, string) bool { return false }))
 }
+
+// Each entry says the node it was recorded on (run --node-name), in the
+// ledger and in its file; entries a previous agent left keep theirs.
+func TestLedgerEntriesCarryTheNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	l, err := OpenLedger(dir, WithNode("node1"))
+	require.NoError(t, err)
+	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
+	assert.Equal(t, "node1", l.For("ns", "web")[0].Node)
+	raw, err := os.ReadFile(filepath.Join(dir, ledgerFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"node":"node1"`)
+
+	renamed, err := OpenLedger(dir, WithNode("node2"))
+	require.NoError(t, err)
+	require.NoError(t, renamed.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
+	got := renamed.For("ns", "web")
+	require.Len(t, got, 2)
+	assert.Equal(t, []string{"node1", "node2"}, []string{got[0].Node, got[1].Node})
+}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/cri-prober/cri-prober/pkg/api"
 )
 
 const (
@@ -84,16 +86,25 @@ func TestPrometheusFilesLoad(t *testing.T) {
 			t.Errorf("%s: %s: a rule file holds groups only", rulesPath, k)
 		}
 	}
-	// The alert on a down agent names the scrape job.
+	// The alerts name the scrape jobs: the agent's own series, and
+	// kube-state-metrics' pod series on /metrics/kube-state (the same
+	// targets).
 	jobs := regexp.MustCompile(`job_name: *(\S+)`).FindAllStringSubmatch(string(readFile(t, scrapeConfigPath)), -1)
-	if len(jobs) != 1 {
-		t.Fatalf("%s: want one scrape job, found %d", scrapeConfigPath, len(jobs))
+	var names []string
+	for _, j := range jobs {
+		names = append(names, j[1])
+	}
+	if !slices.Equal(names, []string{"cri-prober", "cri-prober-kube-state"}) {
+		t.Fatalf("%s: scrape jobs %v, want cri-prober and cri-prober-kube-state", scrapeConfigPath, names)
+	}
+	if !regexp.MustCompile(`(?m)job_name: cri-prober-kube-state.*\n\s+metrics_path: /metrics/kube-state$`).Match(readFile(t, scrapeConfigPath)) {
+		t.Errorf("%s: the job cri-prober-kube-state must scrape /metrics/kube-state", scrapeConfigPath)
 	}
 	for _, g := range loadRules(t).Groups {
 		for _, r := range g.Rules {
 			for _, m := range regexp.MustCompile(`job="([^"]*)"`).FindAllStringSubmatch(r.Expr, -1) {
-				if m[1] != jobs[0][1] {
-					t.Errorf("alert %s selects job=%q; the scrape job is %q", r.Alert, m[1], jobs[0][1])
+				if !slices.Contains(names, m[1]) {
+					t.Errorf("alert %s selects job=%q; the scrape jobs are %v", r.Alert, m[1], names)
 				}
 			}
 		}
@@ -179,6 +190,9 @@ func TestPrometheusRulesUseExportedMetrics(t *testing.T) {
 		"up":                    true, // Prometheus' own, per target
 		"cri_prober_build_info": true, // versioncollector.NewCollector("cri_prober")
 	}
+	for _, name := range api.KubeStateSeries() { // /metrics/kube-state
+		exported[name] = true
+	}
 	literal := regexp.MustCompile(`"((?:cri_prober|prober)_[a-z0-9_]+)"`)
 	for _, dir := range []string{"pkg", "cmd"} {
 		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d fs.DirEntry, err error) error {
@@ -198,7 +212,7 @@ func TestPrometheusRulesUseExportedMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	metric := regexp.MustCompile(`\b(up|(?:cri_prober|prober)_[a-z0-9_]+)\b`)
+	metric := regexp.MustCompile(`\b(up|(?:cri_prober|prober|kube)_[a-z0-9_]+)\b`)
 	for _, g := range loadRules(t).Groups {
 		for _, r := range g.Rules {
 			for _, m := range metric.FindAllString(r.Expr, -1) {
