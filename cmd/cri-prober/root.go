@@ -62,7 +62,7 @@ func newRootCommand() *cobra.Command {
 		}
 	}
 	add("agent", newRunCommand(new(runOptions)), newPlayCommand())
-	add("read", newStatusCommand(), newEventsCommand(), newHistoryCommand(), newWhyCommand())
+	add("read", newStatusCommand(), newEventsCommand(), newHistoryCommand(), newWhyCommand(), newGateCommand())
 	add("direct", newWaitCommand(), newProbeCommand(), newValidateCommand(), newExplainCommand(), newPodsCommand(), newLogsCommand())
 	root.AddCommand(newVersionCommand(), newGenDocsCommand(root))
 	root.SetHelpCommandGroupID("")

@@ -31,6 +31,12 @@ const defaultServer = ""
 // user:password in it is sent as basic auth, as curl does; the CA comes
 // from the system or SSL_CERT_FILE), or unix:///path for a unix socket.
 func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
+	return apiDo(ctx, server, http.MethodGet, path, nil)
+}
+
+// apiDo is apiRequest with any method, and a JSON body if body is not
+// nil.
+func apiDo(ctx context.Context, server, method, path string, body io.Reader) (*http.Response, error) {
 	if server == "" {
 		server = defaultServerURL()
 	}
@@ -45,9 +51,12 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = vettedDialer(dial)
 	client := &http.Client{Transport: transport}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: %w", redactURL(server), err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -60,9 +69,16 @@ func apiRequest(ctx context.Context, server, path string) (*http.Response, error
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		text := strings.TrimSpace(string(b))
+		var answer struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &answer) == nil && answer.Error != "" {
+			text = answer.Error // the API's errors: {"error":"…"}
+		}
 		// What a server sent is shown, never obeyed: one line, escape
 		// sequences escaped.
-		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), terminalSafe(resp.Status), terminalSafe(strings.TrimSpace(string(b))))}
+		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), terminalSafe(resp.Status), terminalSafe(text))}
 	}
 	resp.Body = struct {
 		io.Reader
@@ -277,7 +293,7 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
 	if wide {
-		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tSANDBOX\tSPEC")
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tSANDBOX\tREADINESS GATES\tSPEC")
 	} else {
 		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
 	}
@@ -285,7 +301,8 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 		ready, total := p.ReadyCount()
 		restarts := p.RestartsText(now)
 		if wide {
-			safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
+			safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID),
+				p.ReadinessGatesText(), dash(p.Source))
 			continue
 		}
 		safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now))

@@ -364,7 +364,7 @@ func TestProfilingIsOptIn(t *testing.T) {
 	on := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Profiling: true})
 	code, _ = get(t, on.Handler(), "/debug/pprof/")
 	assert.Equal(t, http.StatusNotFound, code, "not where clients are not vetted")
-	vetted := on.routes(true)
+	vetted := on.routes(true, "")
 	code, body := get(t, vetted, "/debug/pprof/")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "goroutine")
