@@ -417,7 +417,7 @@ func TestPrintStatusWide(t *testing.T) {
 	hostile := "disk full\x1b[2J\u202e" + strings.Repeat("x", 300) + "\nsecond line"
 	pods := []api.Pod{{Namespace: "shop", Name: "web", Phase: "Running", IP: "10.0.0.5", SandboxID: "0123456789abcdef", Source: "pods.yaml:1", CreatedAt: now.Add(-time.Hour),
 		ReadinessGates: []string{"example.com/lb", "example.com/warm"},
-		Conditions: []api.Condition{{Type: "example.com/lb", Status: "True"}, {Type: "Initialized", Status: "True"}, {Type: "Ready", Status: "False", Reason: "ContainersNotReady", Message: "containers with unready status: [app]"}},
+		Conditions:     []api.Condition{{Type: "example.com/lb", Status: "True"}, {Type: "Initialized", Status: "True"}, {Type: "Ready", Status: "False", Reason: "ContainersNotReady", Message: "containers with unready status: [app]"}},
 		Containers: []api.Container{{Name: "app", RestartCount: 4, Probes: map[string]api.Probe{}, WaitingUntil: &finished,
 			Status: api.ContainerStatus{State: api.ContainerState{Waiting: &api.StateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=app pod=web_shop(u)"}},
 				LastState: api.ContainerState{Terminated: &api.StateTerminated{ExitCode: 1, Reason: "Error", Message: hostile, FinishedAt: &finished}}}}}},
