@@ -239,4 +239,3 @@ func TestGateStoreBadFile(t *testing.T) {
 	require.NotNil(t, s)
 	assert.ErrorContains(t, err, "symbolic link")
 }
-
