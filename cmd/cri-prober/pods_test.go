@@ -217,7 +217,7 @@ func TestValidateCommand(t *testing.T) {
 	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", good)
 	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
 	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n"+
-		"warning: "+filepath.Join(good, "readiness-gates.yaml")+":5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates\n"+
+		"warning: "+filepath.Join(good, "readiness-gates.yaml")+":5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is not Ready until each gate's condition is set True with cri-prober gate set (as under kubelet, where a controller sets it); its containers run, are probed and restarted meanwhile\n"+
 		"1 problem(s), 1 warning(s); 5 valid pod(s)\n", out)
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
