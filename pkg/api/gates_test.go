@@ -208,3 +208,19 @@ func TestReadyEndpointShowsGates(t *testing.T) {
 	assert.Equal(t, "1/2", PodFromReport(r).ReadinessGatesText(), "kubectl's READINESS GATES")
 	assert.Equal(t, "<none>", PodFromReport(testPods()[0]).ReadinessGatesText())
 }
+
+// The status page says how many of a pod's readiness gates are met, and
+// lists their conditions with the others.
+func TestStatusPageShowsGates(t *testing.T) {
+	r := testPods()[1]
+	r.ReadinessGates = []corev1.PodConditionType{"example.com/lb", "example.com/warm"}
+	r.Conditions = append([]pods.Condition{condition("example.com/lb", corev1.ConditionTrue, "", "")}, r.Conditions...)
+	s := New(Config{Pods: fakePods{r, testPods()[0]}, Events: events.NewRing(1), Health: healthy})
+	resp, body := getPage(t, s.Handler(), "/")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	db := from(t, body, "pod-shop/db")
+	assert.Contains(t, db[:strings.Index(db, "</article>")], " · readiness gates 1/2 · restarts")
+	assert.Contains(t, db, `<p class="conditions"><span class="cond ok" title="since 2026-11-21T09:00:00Z">example.com/lb True</span> · `)
+	web := from(t, body, "pod-shop/web")
+	assert.NotContains(t, web[:strings.Index(web, "</article>")], "readiness gates", "a pod without gates")
+}
