@@ -45,8 +45,9 @@ func newGateCommand() *cobra.Command {
   cri-prober gate set -n shop web example.com/lb-ready=False
   cri-prober gate unset shop/web example.com/lb-ready
   cri-prober gate list`,
-		Args: unknownCommand,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Args:                       unknownCommand,
+		RunE:                       func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		SuggestionsMinimumDistance: 2,
 	}
 	cmd.AddCommand(newGateSetCommand(), newGateUnsetCommand(), newGateListCommand())
 	return cmd

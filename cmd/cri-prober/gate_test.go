@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +193,20 @@ func TestGateWithoutStateDirWarns(t *testing.T) {
 	assert.Contains(t, errOut, "Warning: the agent runs without --state-dir: it forgets this condition when it restarts")
 	out, _, _ := cli(t, "gate", "list", "-o", "json", "--server", server)
 	assert.Contains(t, out, `"persistent": false`)
+}
+
+// gate and its subcommands have help with examples, are listed by the
+// top-level help, and a mistyped subcommand gets kubectl's suggestion.
+func TestGateHelp(t *testing.T) {
+	for _, args := range [][]string{{"gate"}, {"gate", "set"}, {"gate", "unset"}, {"gate", "list"}} {
+		out, _, code := cli(t, append(args, "--help")...)
+		require.Equal(t, 0, code)
+		assert.Contains(t, out, "Usage:\n  cri-prober "+strings.Join(args, " "))
+		assert.Contains(t, out, "Examples:")
+	}
+	out, _, _ := cli(t, "--help")
+	assert.Contains(t, out, "\n  gate ")
+	_, errOut, code := cli(t, "gate", "sett", "shop/web", "example.com/lb=True")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "Did you mean this?\n\tset")
 }
