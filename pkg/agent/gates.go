@@ -88,7 +88,7 @@ func (a *Agent) gatedPod(ctx context.Context, namespace, name string) (*pods.Pod
 }
 
 func (a *Agent) gateResult(p *pods.Pod, t corev1.PodConditionType, change pods.GateChange) pods.GateResult {
-	res := pods.GateResult{GateChange: change, Pod: pods.ReportPod(p, a.Store, a.Gates.Gates())}
+	res := pods.GateResult{GateChange: change, Pod: pods.ReportPod(p, a.Store, a.Gates.Gates()), Persistent: a.Gates.Persistent()}
 	res.Declared = slices.Contains(res.Pod.ReadinessGates, t)
 	return res
 }

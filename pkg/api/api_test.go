@@ -310,7 +310,8 @@ func TestEventsWatchStreams(t *testing.T) {
 }
 
 // The API only reads: nothing in it runs a command, changes a probe or
-// restarts a container.
+// restarts a container (the readiness gates' PUT and DELETE, with a
+// Gater, are the only writes: gates_test.go).
 func TestAPIIsReadOnly(t *testing.T) {
 	s, _ := newServer(healthy)
 	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/pods/shop/web/history", "/api/v1/pods/shop/web/restarts", "/api/v1/events"} {

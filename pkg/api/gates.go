@@ -199,10 +199,9 @@ func (s *Server) gateAnswer(w http.ResponseWriter, r *http.Request, res pods.Gat
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
 	}
-	_, persistent := s.gates.ListGates()
 	t := r.PathValue("condition")
 	out := GateAnswer{Namespace: res.Pod.Namespace, Name: res.Pod.Name, ConditionType: t, Previous: string(res.Previous),
-		Changed: res.Changed, Declared: res.Declared, Ready: res.Pod.Ready, Persistent: persistent}
+		Changed: res.Changed, Declared: res.Declared, Ready: res.Pod.Ready, Persistent: res.Persistent}
 	if r.Method == http.MethodPut {
 		out.Status = string(res.Gate.Status)
 	}

@@ -42,7 +42,7 @@ func (f *fakeGater) change(namespace, name string, t corev1.PodConditionType, st
 	g := pods.Gate{PodKey: "uid-" + name, Namespace: namespace, Pod: name, Type: t, Status: status, By: by}
 	return pods.GateResult{GateChange: pods.GateChange{Gate: g, Changed: true, Previous: corev1.ConditionFalse},
 		Declared: name == "web" && t == "example.com/lb",
-		Pod:      pods.PodReport{Namespace: namespace, Name: name, Ready: status == corev1.ConditionTrue}}, nil
+		Pod:      pods.PodReport{Namespace: namespace, Name: name, Ready: status == corev1.ConditionTrue}, Persistent: true}, nil
 }
 
 func (f *fakeGater) SetGate(_ context.Context, namespace, name string, t corev1.PodConditionType, status corev1.ConditionStatus, by string) (pods.GateResult, error) {

@@ -203,7 +203,7 @@ func OpenGateStore(dir string, c clock.PassiveClock) (*GateStore, error) {
 		if err := validGate(g); err != nil {
 			return s, setGatesAside(d, gateFile+".bad", fmt.Sprintf("readiness gates %s are not valid (%v)", path, err))
 		}
-		if len(s.gates) >= MaxGatedPods && s.gates[g.PodKey] == nil || len(s.gates[g.PodKey]) >= MaxGatesPerPod {
+		if (len(s.gates) >= MaxGatedPods && s.gates[g.PodKey] == nil) || len(s.gates[g.PodKey]) >= MaxGatesPerPod {
 			continue
 		}
 		s.gates[g.PodKey] = upsertGate(s.gates[g.PodKey], g)
@@ -302,6 +302,9 @@ type GateResult struct {
 	Declared bool
 	// Pod is the pod as reported after the change.
 	Pod PodReport
+	// Persistent: the change survives the agent's restart (a state
+	// directory).
+	Persistent bool
 }
 
 // Set sets the condition g.Type of the pod g.PodKey to g.Status, by g.By
