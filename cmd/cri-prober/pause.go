@@ -32,9 +32,10 @@ cri-prober resume; then the kills whose probes still fail go ahead. Exits
 are restarted as before. Who paused, when and why is recorded in a
 KillsPaused event. With --state-dir the pause survives the agent's restart.
 
-The agent serves pause and resume only where every client is vetted: on a
-unix socket (--listen unix:///run/cri-prober/api.sock, or the systemd
-socket unit) or behind --web.config.file.`,
+The agent serves pause and resume, as every change of its state, only to
+a client it can name: on a unix socket (--listen
+unix:///run/cri-prober/api.sock, or the systemd socket unit), or behind a
+--web.config.file that checks basic auth or client certificates.`,
 		Example: `  cri-prober pause --reason "database failover"
   cri-prober pause --server unix:///run/cri-prober/api.sock
   cri-prober resume`,

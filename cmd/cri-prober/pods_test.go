@@ -217,7 +217,7 @@ func TestValidateCommand(t *testing.T) {
 	out, _, err = runCLI(t, "validate", "../../pkg/spec/testdata/bad/negative-period.yaml", good)
 	assert.ErrorIs(t, err, errProblemsFound, "exit code 1")
 	assert.Equal(t, "../../pkg/spec/testdata/bad/negative-period.yaml:12: pod shop/negative-period: container app: spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0\n"+
-		"warning: "+filepath.Join(good, "readiness-gates.yaml")+":5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates\n"+
+		"warning: "+filepath.Join(good, "readiness-gates.yaml")+":5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is not Ready until each gate's condition is set True with cri-prober gate set (as under kubelet, where a controller sets it); its containers run, are probed and restarted meanwhile\n"+
 		"1 problem(s), 1 warning(s); 5 valid pod(s)\n", out)
 
 	out, _, err = runCLI(t, "validate", "/nonexistent.yaml")
@@ -425,7 +425,8 @@ func TestPrintStatusWide(t *testing.T) {
 	finished := now.Add(-2 * time.Minute)
 	hostile := "disk full\x1b[2J\u202e" + strings.Repeat("x", 300) + "\nsecond line"
 	pods := []api.Pod{{Namespace: "shop", Name: "web", Phase: "Running", IP: "10.0.0.5", SandboxID: "0123456789abcdef", Source: "pods.yaml:1", CreatedAt: now.Add(-time.Hour),
-		Conditions: []api.Condition{{Type: "Initialized", Status: "True"}, {Type: "Ready", Status: "False", Reason: "ContainersNotReady", Message: "containers with unready status: [app]"}},
+		ReadinessGates: []string{"example.com/lb", "example.com/warm"},
+		Conditions:     []api.Condition{{Type: "example.com/lb", Status: "True"}, {Type: "Initialized", Status: "True"}, {Type: "Ready", Status: "False", Reason: "ContainersNotReady", Message: "containers with unready status: [app]"}},
 		Containers: []api.Container{{Name: "app", RestartCount: 4, Probes: map[string]api.Probe{}, WaitingUntil: &finished,
 			Status: api.ContainerStatus{State: api.ContainerState{Waiting: &api.StateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=app pod=web_shop(u)"}},
 				LastState: api.ContainerState{Terminated: &api.StateTerminated{ExitCode: 1, Reason: "Error", Message: hostile, FinishedAt: &finished}}}}}},
@@ -434,13 +435,13 @@ func TestPrintStatusWide(t *testing.T) {
 				Status: api.ContainerStatus{State: api.ContainerState{Terminated: &api.StateTerminated{ExitCode: 137, Reason: "Error", FinishedAt: &now}}}}}}}
 	var out strings.Builder
 	printStatus(&out, pods, now, true, true)
-	want := `NAMESPACE  POD    READY  STATUS            RESTARTS      AGE   IP        SANDBOX        SPEC
-shop       web    0/1    CrashLoopBackOff  4 (2m0s ago)  1h0m  10.0.0.5  0123456789abc  pods.yaml:1
-    conditions: Initialized=True, Ready=False (ContainersNotReady: containers with unready status: [app])
+	want := `NAMESPACE  POD    READY  STATUS            RESTARTS      AGE   IP        SANDBOX        READINESS GATES  SPEC
+shop       web    0/1    CrashLoopBackOff  4 (2m0s ago)  1h0m  10.0.0.5  0123456789abc  1/2              pods.yaml:1
+    conditions: example.com/lb=True, Initialized=True, Ready=False (ContainersNotReady: containers with unready status: [app])
     app: not ready, CrashLoopBackOff, restarts 4 — back-off until ` + finished.Local().Format("15:04:05") + `
       waiting: back-off 40s restarting failed container=app pod=web_shop(u)
       last state: Error (exit code 1), finished 2m0s ago: disk full\x1b[2J\u202e` + strings.Repeat("x", 144) + `… (156 more bytes cut)
-shop       batch  0/1    Error             0             0s    -                        -
+shop       batch  0/1    Error             0             0s    -                        <none>           -
     reason: DeadlineExceeded: Pod was active on the node longer than the specified deadline
     run: not ready, Error (exit code 137), restarts 0 — no probes
       terminated: Error (exit code 137), finished 0s ago

@@ -64,7 +64,7 @@ func newRootCommand() *cobra.Command {
 	}
 	add("agent", newRunCommand(new(runOptions)), newPlayCommand())
 	add("read", newStatusCommand(), newEventsCommand(), newHistoryCommand(), newWhyCommand())
-	add("change", newPauseCommand(), newResumeCommand())
+	add("change", newPauseCommand(), newResumeCommand(), newGateCommand())
 	add("direct", newWaitCommand(), newProbeCommand(), newValidateCommand(), newExplainCommand(), newPodsCommand(), newLogsCommand())
 	root.AddCommand(newVersionCommand(), newGenDocsCommand(root))
 	root.SetHelpCommandGroupID("")

@@ -28,6 +28,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -136,7 +137,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.probeNetwork, "probe-network", spec.ProbeNetworkNode, "where HTTP, TCP and gRPC probes are dialled from: node (kubelet's way: the pod IP, from the node) or pod (inside each pod's network namespace, to 127.0.0.1 unless the probe sets a host, so apps listening only on localhost can be probed; needs CAP_SYS_ADMIN); a pod's "+spec.ProbeNetworkAnnotation+" annotation wins")
 	fs.StringVar(&o.onTransition, "on-transition", "", "shell `command` (/bin/sh -c) run when a container becomes ready, not ready, or is restarted: the transition as JSON on its stdin, and CRI_PROBER_TRANSITION (ready, not-ready, restarted), CRI_PROBER_NAMESPACE, CRI_PROBER_POD, CRI_PROBER_CONTAINER")
 	fs.StringVar(&o.webhook, "webhook", "", "`URL` POSTed the same JSON on every transition (tried 3 times on 5xx or network errors)")
-	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why) and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why), the readiness gates set with cri-prober gate, and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
 	o.policy.register(fs)
 	o.podSync.register(fs)
 	o.killBudget.register(fs)
@@ -249,9 +250,16 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	case err != nil:
 		logger.Error(err, "Restart ledger") // set aside; a new one begins
 	}
+	gates, err := openGates(o.stateDir)
+	switch {
+	case gates == nil:
+		return fmt.Errorf("--state-dir: %w", err)
+	case err != nil:
+		logger.Error(err, "Readiness gates") // set aside; none set
+	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
-		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, NotReadyOnExit: o.notReadyOnExit, Ledger: ledger, Recorder: reported{instance: nodeName, to: recorder},
+		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, NotReadyOnExit: o.notReadyOnExit, Ledger: ledger, Gates: gates, Recorder: reported{instance: nodeName, to: recorder},
 		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
 	}
 	o.policy.apply(&cfg)
@@ -307,7 +315,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		// the CPU the probes need (as api.MaxBusyRequests bounds the rest).
 		metricsOpts := promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second, ErrorHandling: promhttp.ContinueOnError}
 		apiServer := api.New(api.Config{
-			Pods: engine, History: engine.Histories, Ledger: ledger, Events: ring, Health: engine.Health, Live: live.err,
+			Pods: engine, History: engine.Histories, Ledger: ledger, Gates: engine, Events: ring, Health: engine.Health, Live: live.err,
 			Metrics:          promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, metricsOpts),
 			ProbeMetrics:     promhttp.HandlerFor(probeRegistry, metricsOpts),
 			KubeStateMetrics: api.NewKubeState(engine, api.KubeStateOptions{NodeName: nodeName, HostIP: hostIP, Namespaces: o.kubeStateNS}),
@@ -356,6 +364,15 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
+}
+
+// openGates is the readiness gates' store: kept in the state directory,
+// or in memory only without one (an agent restart forgets them).
+func openGates(stateDir string) (*pods.GateStore, error) {
+	if stateDir == "" {
+		return pods.NewGateStore(nil), nil
+	}
+	return pods.OpenGateStore(stateDir, nil)
 }
 
 // inDir says which records of pods under the root directory are the

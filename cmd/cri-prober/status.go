@@ -75,9 +75,16 @@ func apiDo(ctx context.Context, server, method, path string, body []byte) (*http
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		text := strings.TrimSpace(string(b))
+		var answer struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &answer) == nil && answer.Error != "" {
+			text = answer.Error // the API's errors: {"error":"…"}
+		}
 		// What a server sent is shown, never obeyed: one line, escape
 		// sequences escaped.
-		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), terminalSafe(resp.Status), terminalSafe(strings.TrimSpace(string(b))))}
+		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), terminalSafe(resp.Status), terminalSafe(text))}
 	}
 	resp.Body = struct {
 		io.Reader
@@ -310,7 +317,7 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
 	if wide {
-		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tSANDBOX\tSPEC")
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tSANDBOX\tREADINESS GATES\tSPEC")
 	} else {
 		fmt.Fprintln(tw, "NAMESPACE\tPOD\tREADY\tSTATUS\tRESTARTS\tAGE")
 	}
@@ -318,7 +325,8 @@ func printStatus(w io.Writer, pods []api.Pod, now time.Time, wide, header bool) 
 		ready, total := p.ReadyCount()
 		restarts := p.RestartsText(now)
 		if wide {
-			safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID), dash(p.Source))
+			safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now), dash(p.IP), shortID(p.SandboxID),
+				p.ReadinessGatesText(), dash(p.Source))
 			continue
 		}
 		safef(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\n", p.Namespace, p.Name, ready, total, p.Status(), restarts, api.Age(p.CreatedAt, now))

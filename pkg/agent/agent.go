@@ -80,6 +80,9 @@ type Config struct {
 	NotReadyOnExit bool
 	// Ledger records restarts (nil: none kept).
 	Ledger *restart.Ledger
+	// Gates are the readiness gates' conditions set through the API
+	// (nil: kept in memory).
+	Gates *pods.GateStore
 	// Recorder receives every event (nil: logged).
 	Recorder interface{ Record(events.Event) }
 	// ProbeRegisterer gets kubelet's probe series, AgentRegisterer the
@@ -105,6 +108,7 @@ type Agent struct {
 	Restarter *restart.Restarter // nil without Config.Restart
 	Store     *results.Store
 	Histories *results.Histories
+	Gates     *pods.GateStore
 
 	cfg      Config
 	watcher  *cri.EventWatcher
@@ -116,7 +120,10 @@ type Agent struct {
 // New builds the engine. Its subscriptions are made here, before anything
 // runs, so that every part sees the first relist.
 func New(cfg Config) (*Agent, error) {
-	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories()}
+	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories(), Gates: cfg.Gates}
+	if a.Gates == nil {
+		a.Gates = pods.NewGateStore(nil)
+	}
 	popts := append([]cri.PollerOption(nil), cfg.PollerOptions...)
 	if cfg.RelistPeriod > 0 {
 		popts = append(popts, cri.WithRelistPeriod(cfg.RelistPeriod))
@@ -280,13 +287,14 @@ func (a *Agent) View() *pods.View {
 }
 
 // Report describes every pod with its probes' results.
-func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store) }
+func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store, a.Gates.Gates()) }
 
 // ReportVersion says what Report would show: the view, and the store's
-// versions (results.Store.Versions).
+// versions (results.Store.Versions), the gates' version added to the
+// results' (both only grow: the sum changes whenever either does).
 func (a *Agent) ReportVersion() (view *pods.View, results, observations uint64) {
 	results, observations = a.Store.Versions()
-	return a.View(), results, observations
+	return a.View(), results + a.Gates.Version(), observations
 }
 
 // ReportPod describes the pod a namespace and name stand for
@@ -296,7 +304,7 @@ func (a *Agent) ReportPod(namespace, name string) (pods.PodReport, bool) {
 	if !ok {
 		return pods.PodReport{}, false
 	}
-	return pods.ReportPod(p, a.Store), true
+	return pods.ReportPod(p, a.Store, a.Gates.Gates()), true
 }
 
 // Health returns nil while the runtime answers, else why not.

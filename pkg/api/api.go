@@ -60,6 +60,7 @@ type Server struct {
 	pods      Reporter
 	history   Historian
 	ledger    Ledger
+	gates     Gater
 	events    *events.Ring
 	health    func() error
 	live      func() error
@@ -91,8 +92,13 @@ type Config struct {
 	Pods    Reporter
 	History Historian // nil: no history endpoint
 	Ledger  Ledger    // nil: no restarts endpoint
-	Events  *events.Ring
-	Health  func() error
+	// Gates sets pods' readiness gates (nil: no gate endpoints). Its
+	// changes are served only to clients the agent can name (a unix
+	// socket's peer, basic auth or a client certificate checked by the
+	// web configuration), and audited in events.
+	Gates  Gater
+	Events *events.Ring
+	Health func() error
 	// Live is /livez: nil while the agent works, whatever the runtime's
 	// state (a liveness check that restarts the agent must not fire while
 	// containerd is down: the agent reconnects by itself). nil: always ok.
@@ -139,20 +145,20 @@ func New(cfg Config) *Server {
 	if writeTimeout <= 0 {
 		writeTimeout = DefaultStreamWriteTimeout
 	}
-	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, events: cfg.Events, health: cfg.Health, live: cfg.Live,
+	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, gates: cfg.Gates, events: cfg.Events, health: cfg.Health, live: cfg.Live,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, kubeState: cfg.KubeStateMetrics, node: cfg.NodeName, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer),
 		busy: make(chan struct{}, MaxBusyRequests), kills: cfg.Kills}
 }
 
 // Handler routes the API.
-func (s *Server) Handler() http.Handler { return s.routes(false) }
+func (s *Server) Handler() http.Handler { return s.routes(false, "") }
 
-// routes is the API; vetted (every client is: a unix socket, a web
-// configuration) adds Go's profiles (with Config.Profiling) and the
-// changes (pause, resume).
-func (s *Server) routes(vetted bool) http.Handler {
-	profiles := vetted
+// routes is the API, with Go's profiles if profiles (and Config.Profiling);
+// webConfigFile is the web configuration it is served with ("": none),
+// which with the listener says who may change the agent's state (gates,
+// pause, resume: mutating).
+func (s *Server) routes(profiles bool, webConfigFile string) http.Handler {
 	mux := http.NewServeMux()
 	// What builds or writes much (megabytes for hundreds of pods) is
 	// bounded: a flood of it from any local client must not take the CPU
@@ -173,8 +179,13 @@ func (s *Server) routes(vetted bool) http.Handler {
 	mux.HandleFunc("GET /api/v1/events", s.listEvents)
 	if s.kills != nil {
 		mux.HandleFunc("GET /api/v1/kills", s.getKills)
-		mux.HandleFunc("POST /api/v1/kills/pause", s.changeKills(vetted, true))
-		mux.HandleFunc("POST /api/v1/kills/resume", s.changeKills(vetted, false))
+		mux.HandleFunc("POST /api/v1/kills/pause", mutating(webConfigFile, s.changeKills(true)))
+		mux.HandleFunc("POST /api/v1/kills/resume", mutating(webConfigFile, s.changeKills(false)))
+	}
+	if s.gates != nil {
+		mux.HandleFunc("GET /api/v1/gates", s.listGates)
+		mux.HandleFunc("PUT /api/v1/pods/{namespace}/{name}/gates/{condition...}", mutating(webConfigFile, s.setGate))
+		mux.HandleFunc("DELETE /api/v1/pods/{namespace}/{name}/gates/{condition...}", mutating(webConfigFile, s.unsetGate))
 	}
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", s.metrics)
@@ -253,8 +264,12 @@ type Pod struct {
 	// Terminating: the pod is being torn down (kubelet's deletion
 	// timestamp is set).
 	Terminating bool `json:"terminating,omitempty"`
-	// Conditions are kubelet's, in its order: PodReadyToStartContainers,
-	// Initialized, Ready, ContainersReady, PodScheduled.
+	// ReadinessGates are the condition types of the spec's
+	// readinessGates.
+	ReadinessGates []string `json:"readinessGates,omitempty"`
+	// Conditions are those set with `cri-prober gate set`, then
+	// kubelet's, in its order: PodReadyToStartContainers, Initialized,
+	// Ready, ContainersReady, PodScheduled.
 	Conditions []Condition `json:"conditions"`
 	Source     string      `json:"source,omitempty"`
 	Problems   []string    `json:"problems,omitempty"`
@@ -382,6 +397,9 @@ func PodFromReport(r pods.PodReport) Pod {
 	p := Pod{Namespace: r.Namespace, Name: r.Name, UID: r.UID, SandboxID: r.SandboxID, IP: r.IP, Phase: string(r.Phase), Reason: r.Reason,
 		Message: r.Message, Ready: r.Ready, CreatedAt: r.CreatedAt, StartTime: timeOrNil(r.StartTime), Terminating: r.Terminating,
 		Conditions: []Condition{}, Source: r.Source, Problems: r.Problems, Containers: []Container{}}
+	for _, g := range r.ReadinessGates {
+		p.ReadinessGates = append(p.ReadinessGates, string(g))
+	}
 	for _, c := range r.Conditions {
 		p.Conditions = append(p.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message,
 			LastTransitionTime: timeOrNil(c.LastTransitionTime)})
@@ -571,6 +589,9 @@ type Readiness struct {
 	Name       string          `json:"name"`
 	Ready      bool            `json:"ready"`
 	Containers map[string]bool `json:"containers"`
+	// ReadinessGates are the pod's readiness gates, each true when its
+	// condition is True (omitted for a pod without).
+	ReadinessGates map[string]bool `json:"readinessGates,omitempty"`
 }
 
 // ready answers 200 when the pod is ready (kubelet's Ready condition:
@@ -582,7 +603,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "pod not found"})
 		return
 	}
-	body := Readiness{Namespace: p.Namespace, Name: p.Name, Ready: p.Ready, Containers: map[string]bool{}}
+	body := Readiness{Namespace: p.Namespace, Name: p.Name, Ready: p.Ready, Containers: map[string]bool{}, ReadinessGates: gateStatuses(p)}
 	for _, c := range p.Containers {
 		if c.Kind != spec.Init { // init containers never count (kubelet)
 			body.Containers[c.Name] = c.Ready

@@ -310,7 +310,8 @@ func TestEventsWatchStreams(t *testing.T) {
 }
 
 // The API only reads: nothing in it runs a command, changes a probe or
-// restarts a container.
+// restarts a container (the readiness gates' PUT and DELETE, with a
+// Gater, are the only writes: gates_test.go).
 func TestAPIIsReadOnly(t *testing.T) {
 	s, _ := newServer(healthy)
 	for _, path := range []string{"/healthz", "/api/v1/pods", "/api/v1/pods/shop/web", "/api/v1/pods/shop/web/ready", "/api/v1/pods/shop/web/history", "/api/v1/pods/shop/web/restarts", "/api/v1/events"} {
@@ -364,7 +365,7 @@ func TestProfilingIsOptIn(t *testing.T) {
 	on := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Profiling: true})
 	code, _ = get(t, on.Handler(), "/debug/pprof/")
 	assert.Equal(t, http.StatusNotFound, code, "not where clients are not vetted")
-	vetted := on.routes(true)
+	vetted := on.routes(true, "")
 	code, body := get(t, vetted, "/debug/pprof/")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "goroutine")

@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,14 +67,20 @@ func TestPauseAndResumeKills(t *testing.T) {
 	assert.Contains(t, rec.Body.String(), "unix socket")
 	assert.Empty(t, kills.calls)
 
-	vetted := s.routes(true)
-	rec = post(vetted, "/api/v1/kills/pause", "", `{}`, "")
+	// Behind a web configuration that checks basic auth: its users are
+	// named clients (mutating).
+	webConfig := filepath.Join(t.TempDir(), "web.yml")
+	require.NoError(t, os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  alice: %s\n", daveHash), 0o600))
+	vetted := s.routes(true, webConfig)
+	rec = post(vetted, "/api/v1/kills/pause", "application/json", `{}`, "")
+	assert.Equal(t, http.StatusForbidden, rec.Code, "no user named")
+	rec = post(vetted, "/api/v1/kills/pause", "", `{}`, "alice")
 	assert.Equal(t, http.StatusUnsupportedMediaType, rec.Code, "a form a web page posts")
-	rec = post(vetted, "/api/v1/kills/pause", "text/plain", `{}`, "")
+	rec = post(vetted, "/api/v1/kills/pause", "text/plain", `{}`, "alice")
 	assert.Equal(t, http.StatusUnsupportedMediaType, rec.Code)
-	rec = post(vetted, "/api/v1/kills/pause", "application/json", `{"reason": 1}`, "")
+	rec = post(vetted, "/api/v1/kills/pause", "application/json", `{"reason": 1}`, "alice")
 	assert.Equal(t, http.StatusBadRequest, rec.Code)
-	rec = post(vetted, "/api/v1/kills/pause", "application/json", `{"reason":"`+strings.Repeat("x", MaxPauseReason+1)+`"}`, "")
+	rec = post(vetted, "/api/v1/kills/pause", "application/json", `{"reason":"`+strings.Repeat("x", MaxPauseReason+1)+`"}`, "alice")
 	assert.Equal(t, http.StatusBadRequest, rec.Code)
 	assert.Empty(t, kills.calls)
 

@@ -241,7 +241,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, c ServeConfig) error
 	}
 	limited := newConnLimiter(l, c.MaxConnections, s.m)
 	server := &http.Server{
-		Handler:           s.servingHandler(hosts, logger, l.Addr().Network() == "unix" || c.WebConfigFile != ""),
+		Handler:           s.servingHandler(hosts, logger, l.Addr().Network() == "unix" || c.WebConfigFile != "", c.WebConfigFile),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
@@ -299,9 +299,10 @@ const hostRefused = "cri-prober: this request's Host header names none of this a
 
 // servingHandler is the API as served: the routes behind the Host check;
 // vetted says every client is (a unix socket, or a web configuration), so
-// that Go's profiles may be served.
-func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger, vetted bool) http.Handler {
-	routes := s.routes(vetted)
+// that Go's profiles may be served; webConfigFile is the web
+// configuration ("": none).
+func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger, vetted bool, webConfigFile string) http.Handler {
+	routes := s.routes(vetted, webConfigFile)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reach(r)
 		if hosts.any || hosts.allows(r.Host) {

@@ -218,6 +218,9 @@ type podView struct {
 	// (DeadlineExceeded).
 	Why        string
 	Conditions []conditionView
+	// Gates is how many of its readiness gates are met, of how many
+	// (kubectl's READINESS GATES: 1/2); "" for a pod without.
+	Gates string
 
 	Containers []containerView
 }
@@ -379,6 +382,9 @@ func (s *Server) podView(p Pod, key string, now time.Time) (podView, error) {
 		Created: rfc3339(p.CreatedAt), IP: clip(p.IP, shownName), Source: clip(p.Source, shownLine), Problems: clipAll(p.Problems)}
 	if v.Phase = p.Phase; v.Phase == v.Status {
 		v.Phase = ""
+	}
+	if len(p.ReadinessGates) > 0 {
+		v.Gates = p.ReadinessGatesText()
 	}
 	if p.Reason != "" {
 		v.Why = clip(strings.TrimSuffix(p.Reason+": "+p.Message, ": "), shownLine)

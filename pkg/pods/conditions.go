@@ -2,6 +2,7 @@ package pods
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,16 +55,22 @@ type containerFacts struct {
 	ready, started bool
 }
 
-// conditions is generateAPIPodStatus's "set all Kubelet-owned conditions"
-// for pod p in phase. facts are its containers', in p.Containers' order.
-func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts) []Condition {
+// conditions is generateAPIPodStatus's conditions for pod p in phase:
+// first the conditions kubelet does not own that the pod's status has
+// (gates: those set with `cri-prober gate set`, as a controller sets them
+// through the API server; GateStore), then "set all Kubelet-owned
+// conditions". facts are its containers', in p.Containers' order. As in
+// kubelet, Ready finds a readiness gate's condition among those before
+// it: the gates, PodReadyToStartContainers and Initialized.
+func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts, gates []Condition) []Condition {
 	start := p.StartTime
 	toStart := readyToStartContainers(p)
 	initialized := initializedCondition(p, phase, facts, start)
 	containersReady := containersReadyCondition(p, phase, facts, start)
-	ready := readyCondition(p, containersReady, []Condition{toStart, initialized}, start)
+	before := append(slices.Clip(gates), toStart, initialized)
+	ready := readyCondition(p, containersReady, before, start)
 	scheduled := Condition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: start}
-	out := []Condition{toStart, initialized, ready, containersReady, scheduled}
+	out := append(slices.Clip(gates), toStart, initialized, ready, containersReady, scheduled)
 	if couldRestartAll(p) {
 		out = append(out, allContainersRestarting(p, phase, start))
 	}
@@ -236,10 +243,12 @@ func containersReadyCondition(p *Pod, phase corev1.PodPhase, facts []containerFa
 }
 
 // readyCondition is GeneratePodReadyCondition: ContainersReady, and every
-// readiness gate's condition True. Nothing sets a gate's condition without
-// an API server, so a pod with readiness gates is never ready (unless a
-// gate names one of kubelet's own conditions set before Ready, which
-// kubelet finds among them).
+// readiness gate's condition True, found among the conditions before
+// Ready (the gates set with `cri-prober gate set`, then kubelet's
+// PodReadyToStartContainers and Initialized, which a gate may name too).
+// A condition set that no readiness gate names is shown and changes
+// nothing, as under kubelet. Ready's time when the gates hold it back is
+// the pod's start (the agent keeps no earlier status).
 func readyCondition(p *Pod, containersReady Condition, before []Condition, start time.Time) Condition {
 	c := containersReady
 	c.Type = corev1.PodReady

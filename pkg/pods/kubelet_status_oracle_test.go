@@ -186,7 +186,7 @@ func TestKubeletStatusOracle(t *testing.T) {
 		want := answers[i]
 		t.Run(c.Name, func(t *testing.T) {
 			require.Equal(t, c.Name, want.Name)
-			r := ReportPod(oraclePod(t, c), results.NewStore())
+			r := ReportPod(oraclePod(t, c), results.NewStore(), GateSet{})
 			assert.Equal(t, want.Phase, r.Phase, "phase")
 			var wantConds, gotConds []cond
 			var wantTypes, gotTypes []corev1.PodConditionType

@@ -380,13 +380,13 @@ func TestReportReadiness(t *testing.T) {
 			ctr("s", "sb1", "setup", 0, cri.StateExited, 1), ctr("p", "sb1", "proxy", 0, proxy, 2), ctr("a", "sb1", "app", 0, cri.StateRunning, 3)})
 	}
 	store := results.NewStore()
-	r := ReportPod(mustPod(t, Resolve(snap(cri.StateRunning), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store)
+	r := ReportPod(mustPod(t, Resolve(snap(cri.StateRunning), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store, GateSet{})
 	assert.True(t, r.Ready, "the completed init container does not hold readiness back")
 	assert.Equal(t, corev1.PodRunning, r.Phase)
 	assert.True(t, r.Containers[0].Ready, "a completed init container shows ready")
 	assert.True(t, r.Containers[0].Completed())
 
-	r = ReportPod(mustPod(t, Resolve(snap(cri.StateExited), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store)
+	r = ReportPod(mustPod(t, Resolve(snap(cri.StateExited), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store, GateSet{})
 	assert.False(t, r.Ready, "a sidecar that is down does")
 }
 
@@ -408,11 +408,11 @@ func TestChangedPods(t *testing.T) {
 func TestReportNotReadyWithoutContainers(t *testing.T) {
 	store := results.NewStore()
 	v := Resolve(cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, nil), Inputs{})
-	assert.False(t, ReportPod(mustPod(t, v, "uid-web"), store).Ready)
+	assert.False(t, ReportPod(mustPod(t, v, "uid-web"), store, GateSet{}).Ready)
 	invalid := []*spec.Error{{Source: "pods.yaml:7", Namespace: "ns", Pod: "web", Field: "spec.readinessGates", Detail: "Forbidden"}}
 	v = Resolve(cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{ctr("a", "sb1", "app", 0, cri.StateRunning, 1)}),
 		Inputs{ManifestErrors: invalid})
-	r := ReportPod(mustPod(t, v, "uid-web"), store)
+	r := ReportPod(mustPod(t, v, "uid-web"), store, GateSet{})
 	assert.False(t, r.Ready)
 	assert.Equal(t, []string{"pods.yaml:7: pod ns/web: spec.readinessGates: Forbidden"}, r.Problems)
 }

@@ -40,8 +40,12 @@ type PodReport struct {
 	// container and every sidecar exists and is ready; init containers do
 	// not count; the pod has not completed) and every readiness gate met.
 	Ready bool
-	// Conditions are kubelet's: PodReadyToStartContainers, Initialized,
-	// Ready, ContainersReady and PodScheduled (conditions.go).
+	// ReadinessGates are the condition types the spec's readinessGates
+	// name (nil: none).
+	ReadinessGates []corev1.PodConditionType
+	// Conditions are those set on the pod (GateStore), then kubelet's:
+	// PodReadyToStartContainers, Initialized, Ready, ContainersReady and
+	// PodScheduled (conditions.go).
 	Conditions []Condition
 	Problems   []string // invalid pod-level configuration, UID conflicts
 	Containers []ContainerReport
@@ -100,19 +104,25 @@ type ProbeReport struct {
 }
 
 // Report describes every pod of v, probed or not, with the results in
-// store.
-func Report(v *View, store *results.Store) []PodReport {
+// store and the readiness gates' conditions in gates.
+func Report(v *View, store *results.Store, gates GateSet) []PodReport {
 	out := make([]PodReport, 0, len(v.Pods()))
 	for _, p := range v.Pods() {
-		out = append(out, ReportPod(p, store))
+		out = append(out, ReportPod(p, store, gates))
 	}
 	return out
 }
 
-// ReportPod describes one pod.
-func ReportPod(p *Pod, store *results.Store) PodReport {
+// ReportPod describes one pod, with the conditions set on it in gates
+// (the zero GateSet: none).
+func ReportPod(p *Pod, store *results.Store, gates GateSet) PodReport {
 	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source,
 		Reason: p.Reason, Message: p.Message, StartTime: p.StartTime, Terminating: p.Terminating}
+	if p.Manifest != nil && p.Manifest.Object != nil {
+		for _, rg := range p.Manifest.Object.Spec.ReadinessGates {
+			pr.ReadinessGates = append(pr.ReadinessGates, rg.ConditionType)
+		}
+	}
 	if p.Sandbox != nil {
 		pr.SandboxID, pr.CreatedAt, pr.HostNetwork = p.Sandbox.ID, p.Sandbox.CreatedAt, p.Sandbox.HostNetwork
 	}
@@ -146,7 +156,7 @@ func ReportPod(p *Pod, store *results.Store) PodReport {
 		pr.Containers = append(pr.Containers, cr)
 	}
 	pr.Phase = phaseOf(p, in, func(c *Container) apiStatus { return statuses[c] }, func(c *Container) bool { return started[c] })
-	pr.Conditions = conditions(p, pr.Phase, facts)
+	pr.Conditions = conditions(p, pr.Phase, facts, gates.For(p.Key))
 	final := terminatedStatuses(p, pr.Phase, statuses, started)
 	for i, c := range p.Containers {
 		if st, ok := final[c]; ok {

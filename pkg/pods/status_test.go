@@ -171,7 +171,7 @@ func TestContainerStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore())
+			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
 			for _, c := range r.Containers {
 				if c.Name == tt.container {
 					assert.Equal(t, tt.want, c.Status)
@@ -202,11 +202,11 @@ func TestRestartCount(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			i := inst("c1", cri.StateRunning, 1, 0)
 			i.Annotations, i.Attempt = tt.annotations, tt.attempt
-			r := ReportPod(podOf("", pcont("app", spec.Regular, i)), results.NewStore())
+			r := ReportPod(podOf("", pcont("app", spec.Regular, i)), results.NewStore(), GateSet{})
 			assert.Equal(t, tt.want, r.Containers[0].RestartCount)
 		})
 	}
-	r := ReportPod(podOf("", pcont("app", spec.Regular)), results.NewStore())
+	r := ReportPod(podOf("", pcont("app", spec.Regular)), results.NewStore(), GateSet{})
 	assert.Equal(t, int32(0), r.Containers[0].RestartCount, "no instance: 0")
 }
 
@@ -339,7 +339,7 @@ func TestConditions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore())
+			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
 			var types []corev1.PodConditionType
 			got := map[corev1.PodConditionType]cond{}
 			for _, c := range r.Conditions {
@@ -362,7 +362,7 @@ func TestConditionTimes(t *testing.T) {
 	p.Sandboxes = append(p.Sandboxes, sandbox("sb0", "web", "u", false, -60))
 	p.StartTime = at(-60) // as Resolve sets it: the first sandbox's creation
 	times := map[corev1.PodConditionType]time.Time{}
-	for _, c := range ReportPod(p, results.NewStore()).Conditions {
+	for _, c := range ReportPod(p, results.NewStore(), GateSet{}).Conditions {
 		times[c.Type] = c.LastTransitionTime
 	}
 	assert.Equal(t, at(-60), times[corev1.PodScheduled], "the pod's start: its first sandbox")
@@ -374,7 +374,7 @@ func TestConditionTimes(t *testing.T) {
 	p.StartTime = at(-30)
 	p.Containers[2] = pcont("worker", spec.Regular, inst("w2", cri.StateRunning, 20, 0), inst("w1", cri.StateExited, 4, 1))
 	times = map[corev1.PodConditionType]time.Time{}
-	for _, c := range ReportPod(p, results.NewStore()).Conditions {
+	for _, c := range ReportPod(p, results.NewStore(), GateSet{}).Conditions {
 		times[c.Type] = c.LastTransitionTime
 	}
 	assert.Equal(t, at(-30), times[corev1.PodScheduled], "the start time the pod sync set")
@@ -386,7 +386,7 @@ func TestConditionTimes(t *testing.T) {
 func TestDeadlineExceeded(t *testing.T) {
 	p := podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0)))
 	p.Reason, p.Message = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
-	r := ReportPod(p, results.NewStore())
+	r := ReportPod(p, results.NewStore(), GateSet{})
 	assert.Equal(t, corev1.PodFailed, r.Phase)
 	assert.Equal(t, "DeadlineExceeded", r.Reason)
 	assert.Equal(t, "Pod was active on the node longer than the specified deadline", r.Message)
@@ -473,7 +473,7 @@ func TestTerminatedPodStatuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore())
+			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
 			got := map[string]ContainerStatus{}
 			for _, c := range r.Containers {
 				got[c.Name] = c.Status
@@ -569,7 +569,7 @@ func TestRestartAllStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore())
+			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
 			got := map[string]want{}
 			for _, c := range r.Containers {
 				got[c.Name] = want{status: c.Status, restarts: c.RestartCount}
@@ -581,7 +581,7 @@ func TestRestartAllStatus(t *testing.T) {
 			assert.Equal(t, tt.restarting, cond.Status)
 		})
 	}
-	plain := ReportPod(podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0))), results.NewStore())
+	plain := ReportPod(podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0))), results.NewStore(), GateSet{})
 	for _, c := range plain.Conditions {
 		assert.NotEqual(t, corev1.AllContainersRestarting, c.Type, "only for a pod with a RestartAllContainers rule")
 	}
@@ -595,7 +595,7 @@ func TestInitializedStaysOnceInitialized(t *testing.T) {
 		return podOf("", pcont("init", spec.Init, inst("i2", cri.StateRunning, 10, 0)), pcont("app", spec.Regular))
 	}
 	initialized := func(p *Pod) corev1.ConditionStatus {
-		for _, c := range ReportPod(p, results.NewStore()).Conditions {
+		for _, c := range ReportPod(p, results.NewStore(), GateSet{}).Conditions {
 			if c.Type == corev1.PodInitialized {
 				return c.Status
 			}
@@ -616,12 +616,12 @@ func TestReadyFollowsProbes(t *testing.T) {
 	c.Spec.Readiness = &corev1.Probe{}
 	p := podOf("", c)
 	store := results.NewStore()
-	r := ReportPod(p, store)
+	r := ReportPod(p, store, GateSet{})
 	require.False(t, r.Ready)
 	assert.Equal(t, cond{corev1.ConditionFalse, ReasonContainersNotReady, "containers with unready status: [app]"},
 		cond{r.Conditions[2].Status, r.Conditions[2].Reason, r.Conditions[2].Message})
 	store.Set(results.Key{ContainerID: "a1", Type: results.Readiness}, results.Success, "u")
-	r = ReportPod(p, store)
+	r = ReportPod(p, store, GateSet{})
 	assert.True(t, r.Ready)
 	assert.Equal(t, corev1.ConditionTrue, r.Conditions[2].Status)
 }

@@ -237,7 +237,7 @@ func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
 		if current, _ := v.ByName(pod.Namespace, pod.Name); current != pod {
 			continue
 		}
-		p := pods.ReportPod(pod, c.m.results)
+		p := pods.ReportPod(pod, c.m.results, pods.GateSet{})
 		for _, ctr := range p.Containers {
 			if ctr.ID == "" {
 				continue

@@ -77,7 +77,7 @@ func TestLoadWhatKubeletHonours(t *testing.T) {
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Pods, 1)
 	require.Len(t, r.Warnings, 1)
-	assert.Contains(t, r.Warnings[0].Error(), "testdata/good/readiness-gates.yaml:5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is never Ready")
+	assert.Contains(t, r.Warnings[0].Error(), "testdata/good/readiness-gates.yaml:5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is not Ready until")
 
 	r = Load("testdata/good/restart-all-containers.yaml")
 	require.Empty(t, r.Errors)

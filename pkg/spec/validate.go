@@ -118,7 +118,7 @@ func podWarnings(s *corev1.PodSpec, path *field.Path) field.ErrorList {
 	var warnings field.ErrorList
 	if len(s.ReadinessGates) > 0 {
 		warnings = append(warnings, field.Invalid(path.Child("readinessGates"), s.ReadinessGates[0].ConditionType,
-			"nothing sets pod conditions without an API server, so the pod is never Ready (as under kubelet); its containers run, are probed and restarted; set the condition with the API, or remove the gates"))
+			"nothing sets pod conditions without an API server, so the pod is not Ready until each gate's condition is set True with cri-prober gate set (as under kubelet, where a controller sets it); its containers run, are probed and restarted meanwhile"))
 	}
 	return warnings
 }
