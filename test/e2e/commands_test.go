@@ -86,7 +86,7 @@ func TestProbeCommand(t *testing.T) {
 
 	out, code = probe("--container-id", id)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, out, "give exactly one probe")
+	assert.Contains(t, out, "give a probe: for a container")
 }
 
 // writeCrictlConfigs writes crictl JSON configs for a pod in the e2e
