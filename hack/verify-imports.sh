@@ -32,9 +32,9 @@ allowed() {
     pkg/podconfig*) echo "pkg/spec" ;;
     pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
     pkg/pods*) echo "pkg/spec pkg/podconfig pkg/results pkg/cri pkg/events" ;;
-    pkg/prober/netprobe*) echo "" ;;
-    pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
-    pkg/prober*) echo "pkg/prober pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
+    pkg/probe) echo "" ;;
+    pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
+    pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -35,7 +35,7 @@ type Target struct {
 	// received, then the outcome as kubelet reports it (all an exec probe
 	// records), with the values of credential headers redacted as in the
 	// output (RunProbe sets its Redact).
-	Transcript *netprobe.Transcript
+	Transcript *probe.Transcript
 	// AllowedDestinations are the link-local and cloud metadata addresses
 	// the probe may reach, as the agent's --allow-probe-destination.
 	AllowedDestinations []netip.Prefix
@@ -62,11 +62,11 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 	if tr != nil {
 		if h := p.HTTPGet; h != nil {
 			header := httpHeaders(h.HTTPHeaders)
-			tr.Redact = func(s string) string { return netprobe.RedactCredentials(s, header) }
+			tr.Redact = func(s string) string { return probe.RedactCredentials(s, header) }
 		}
-		ctx = netprobe.WithTranscript(ctx, tr)
+		ctx = probe.WithTranscript(ctx, tr)
 	}
-	d := newDispatcher(execRunner, netprobe.NewDialer(t.AllowedDestinations...), true)
+	d := newDispatcher(execRunner, probe.NewDialer(t.AllowedDestinations...), true)
 	o := d.probe(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
 		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions})
 	if tr != nil {
@@ -94,7 +94,7 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 // probe may reach the refused destinations in allowed, as RunProbe's. The
 // error says that p cannot be aimed at address (nothing was sent); a probe
 // that could not run is the Outcome's Err.
-func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netprobe.Transcript, allowed []netip.Prefix) (Outcome, error) {
+func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *probe.Transcript, allowed []netip.Prefix) (Outcome, error) {
 	q, t, err := atAddress(p, address)
 	if err != nil {
 		return Outcome{}, err

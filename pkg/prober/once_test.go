@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -192,7 +192,7 @@ func TestRunProbeAt(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			without, err := RunProbeAt(t.Context(), tt.probe, tt.address, nil, nil)
 			require.NoError(t, err)
-			tr := &netprobe.Transcript{}
+			tr := &probe.Transcript{}
 			with, err := RunProbeAt(t.Context(), tt.probe, tt.address, tr, nil)
 			require.NoError(t, err)
 			assert.Equal(t, without, with, "a transcript does not change the outcome")
@@ -202,7 +202,7 @@ func TestRunProbeAt(t *testing.T) {
 
 			rec := tr.Record()
 			require.NotNil(t, rec.Result)
-			assert.Equal(t, netprobe.Final{Result: string(with.Raw), Output: with.Output, DurationMs: rec.Result.DurationMs}, *rec.Result)
+			assert.Equal(t, probe.Final{Result: string(with.Raw), Output: with.Output, DurationMs: rec.Result.DurationMs}, *rec.Result)
 			var text strings.Builder
 			require.NoError(t, tr.Write(&text))
 			assert.Contains(t, text.String(), tt.wantText)
@@ -224,7 +224,7 @@ func TestRunProbeTranscriptRedactsCredentials(t *testing.T) {
 	defer srv.Close()
 	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
 		{Name: "Authorization", Value: "Bearer s3cr3t-t0ken"}, {Name: "X-Api-Key", Value: "k3y-v4lue"}}}}}
-	tr := &netprobe.Transcript{}
+	tr := &probe.Transcript{}
 	out, err := RunProbeAt(t.Context(), p, srv.URL, tr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, results.OutcomeFailure, out.Raw)
@@ -244,7 +244,7 @@ func TestRunProbeTranscriptRedactsCredentials(t *testing.T) {
 // unknown, with the error.
 func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
 	p := &corev1.Probe{TimeoutSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
-	tr := &netprobe.Transcript{}
+	tr := &probe.Transcript{}
 	out := RunProbe(context.Background(), nil, p, Target{Transcript: tr}) // no host
 	require.Error(t, out.Err)
 	rec := tr.Record()
@@ -273,7 +273,7 @@ func TestRunProbeTranscriptRedactsLongCredentials(t *testing.T) {
 	defer srv.Close()
 	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
 		{Name: "Authorization", Value: "Bearer " + token}}}}}
-	tr := &netprobe.Transcript{}
+	tr := &probe.Transcript{}
 	out, err := RunProbeAt(t.Context(), p, srv.URL, tr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "seen: [redacted]", out.Output)

@@ -16,7 +16,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -66,7 +66,7 @@ type outcome struct {
 	// queued is how long an exec probe waited for a slot of its pod.
 	queued time.Duration
 	// resourceCause names the agent's own shortage that kept the probe
-	// from running (netprobe.ResourceCause), if that is why.
+	// from running (probe.ResourceCause), if that is why.
 	resourceCause string
 }
 
@@ -74,8 +74,8 @@ type outcome struct {
 // becomes a probe kind and a kind's verdict becomes kubelet's result.
 type dispatcher struct {
 	exec   ExecRunner
-	dialer *netprobe.Dialer
-	http   *netprobe.HTTPGet
+	dialer *probe.Dialer
+	http   *probe.HTTPGet
 	// keepSuccessOutput keeps what passing probes print; kubelet keeps
 	// none (--keep-success-output).
 	keepSuccessOutput bool
@@ -85,8 +85,8 @@ type dispatcher struct {
 
 // newDispatcher returns a dispatcher that runs exec probes with
 // execRunner and connects network probes through dialer.
-func newDispatcher(execRunner ExecRunner, dialer *netprobe.Dialer, keepSuccessOutput bool) *dispatcher {
-	return &dispatcher{exec: execRunner, dialer: dialer, http: netprobe.NewHTTPGet(dialer), keepSuccessOutput: keepSuccessOutput}
+func newDispatcher(execRunner ExecRunner, dialer *probe.Dialer, keepSuccessOutput bool) *dispatcher {
+	return &dispatcher{exec: execRunner, dialer: dialer, http: probe.NewHTTPGet(dialer), keepSuccessOutput: keepSuccessOutput}
 }
 
 // probe runs p against t, retrying at once while it cannot run at all, and
@@ -138,7 +138,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		if t.netns == "" {
 			return outcome{err: errNoNetNS}
 		}
-		ctx = netprobe.WithNetNS(ctx, t.netns)
+		ctx = probe.WithNetNS(ctx, t.netns)
 	}
 	switch {
 	case p.Exec != nil:
@@ -159,25 +159,25 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		if err != nil {
 			return outcome{err: err}
 		}
-		req, err := netprobe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, httpHeaders(h.HTTPHeaders), UserAgent)
+		req, err := probe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, httpHeaders(h.HTTPHeaders), UserAgent)
 		if err != nil {
 			return outcome{err: fmt.Errorf("build HTTP request: %w", err)}
 		}
-		var check netprobe.HTTPCheck
+		var check probe.HTTPCheck
 		if ext := t.extensions; ext != nil && ext.HTTPGet != nil {
 			if ext.HTTPGet.Method != "" {
 				req.Method = ext.HTTPGet.Method
 			}
-			check = netprobe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
+			check = probe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
 		}
-		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check)) // credentials redacted by netprobe
+		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check)) // credentials redacted by the kind
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
 		host, port, err := address(s.Host, s.Port, t)
 		if err != nil {
 			return outcome{err: err}
 		}
-		return fromNet(netprobe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
+		return fromNet(probe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
 	case p.GRPC != nil:
 		if t.host == "" {
 			return outcome{err: errNoPodIP}
@@ -187,7 +187,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			service = *p.GRPC.Service
 		}
 		addr := net.JoinHostPort(t.host, strconv.Itoa(int(p.GRPC.Port)))
-		return fromNet(netprobe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout))
+		return fromNet(probe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
 	}
@@ -197,13 +197,13 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 // afterwards, so classification comes first.
 func errorReason(err error) string {
 	switch {
-	case errors.Is(err, netprobe.ErrNetNS), errors.Is(err, errNoNetNS):
+	case errors.Is(err, probe.ErrNetNS), errors.Is(err, errNoNetNS):
 		return ReasonNetNS
-	case errors.Is(err, netprobe.ErrAgentResource):
+	case errors.Is(err, probe.ErrAgentResource):
 		return ReasonAgentResources
 	case errors.Is(err, ErrAgentOverload):
 		return ReasonAgentOverload
-	case errors.Is(err, netprobe.ErrDestinationRefused):
+	case errors.Is(err, probe.ErrDestinationRefused):
 		return ReasonDestinationRefused
 	case errors.Is(err, cri.ErrExecReplyTooLarge):
 		return ReasonExecReplyTooLarge
@@ -243,13 +243,13 @@ func httpHeaders(list []corev1.HTTPHeader) http.Header {
 	return h
 }
 
-func fromNet(v netprobe.Verdict, err error) outcome {
+func fromNet(v probe.Verdict, err error) outcome {
 	switch {
 	case err != nil:
 		return outcome{output: v.Output, err: err}
-	case v.Result == netprobe.Success:
+	case v.Result == probe.Success:
 		return outcome{raw: results.OutcomeSuccess, output: v.Output}
-	case v.Result == netprobe.Warning:
+	case v.Result == probe.Warning:
 		return outcome{raw: results.OutcomeWarning, output: v.Output}
 	default:
 		return outcome{raw: results.OutcomeFailure, output: v.Output, reason: failureReason[v.Cause]}

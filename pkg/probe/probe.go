@@ -1,4 +1,4 @@
-// Package netprobe probes an address over the network the way kubelet does:
+// Package probe holds the network probe kinds, kubelet's pkg/probe/{http,tcp,grpc}:
 // HTTP GET, TCP connect and gRPC health checks. Each probe is a leaf that
 // knows nothing of pods or containers: it gets an address and a timeout and
 // says Success, Warning or Failure with kubelet's output text, or returns an
@@ -20,7 +20,7 @@
 // A probe run with a context from WithTranscript also records what it
 // sent and received, and when, in a Transcript (probe --debug); without
 // one, it costs nothing.
-package netprobe
+package probe
 
 import (
 	"context"
