@@ -235,12 +235,13 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	var tr *probe.Transcript
 	if o.debug {
-		target.Transcript = &probe.Transcript{}
+		tr = &probe.Transcript{}
 	}
 	start := time.Now()
-	out := prober.RunProbe(ctx, runner, p, target)
-	return o.print(stdout, out, time.Since(start), target.Transcript)
+	out := prober.RunOnce(ctx, runner, p, target, tr)
+	return o.print(stdout, out, time.Since(start), tr)
 }
 
 // runAt probes an address, with no runtime: the inline probe (or, for a
@@ -266,7 +267,7 @@ func (o *probeOptions) runAt(cmd *cobra.Command, inline *corev1.Probe) error {
 		tr = &probe.Transcript{}
 	}
 	start := time.Now()
-	out, err := prober.RunProbeAt(cmd.Context(), inline, o.address, tr, o.policy.allowedDestinations)
+	out, err := runProbeAt(cmd.Context(), inline, o.address, tr, o.policy.allowedDestinations)
 	if err != nil {
 		return usageErrorf(cmd, "%s: %v", o.addressName(), err)
 	}

@@ -17,9 +17,11 @@
 // No probe connects to a link-local or cloud metadata address unless its
 // Dialer allows it: that probe could not run (ErrDestinationRefused).
 //
-// A probe run with a context from WithTranscript also records what it
-// sent and received, and when, in a Transcript (probe --debug); without
-// one, it costs nothing.
+// Each kind takes a Transcript as its last argument, as blackbox_exporter's
+// probers take their debug logger: given one, it records there what it
+// sent and received, and when (probe --debug); given nil, it records
+// nothing and costs nothing. The transcript is its own file group
+// (transcript.go records, transcript_text.go renders).
 package probe
 
 import (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -100,10 +101,16 @@ func newDispatcher(execRunner ExecRunner, dialer *probe.Dialer, keepSuccessOutpu
 // whatever a probe fetched (from wherever its spec's author aimed it)
 // must not be served to every reader of the API.
 func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
+	return d.probeRecorded(ctx, p, t, nil)
+}
+
+// probeRecorded is probe, recorded into tr when it is not nil: what the
+// network kinds sent and received (probe --debug).
+func (d *dispatcher) probeRecorded(ctx context.Context, p *corev1.Probe, t target, tr *probe.Transcript) outcome {
 	var o outcome
 	for range maxProbeRetries {
 		start := time.Now()
-		o = d.runOnce(ctx, p, t)
+		o = d.runOnce(ctx, p, t, tr)
 		if p.Exec == nil && o.err == nil && o.reason == ReasonTimeout {
 			// A network probe's timeout is measured by the agent's own
 			// goroutines: starved, they time out a target that answered.
@@ -132,7 +139,7 @@ func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outco
 	return o
 }
 
-func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) outcome {
+func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target, tr *probe.Transcript) outcome {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if p.Exec == nil && t.inPodNetwork {
 		if t.netns == "" {
@@ -170,14 +177,14 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			}
 			check = probe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
 		}
-		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check)) // credentials redacted by the kind
+		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check, tr)) // credentials redacted by the kind
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
 		host, port, err := address(s.Host, s.Port, t)
 		if err != nil {
 			return outcome{err: err}
 		}
-		return fromNet(probe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
+		return fromNet(probe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout, tr))
 	case p.GRPC != nil:
 		if t.host == "" {
 			return outcome{err: errNoPodIP}
@@ -187,7 +194,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			service = *p.GRPC.Service
 		}
 		addr := net.JoinHostPort(t.host, strconv.Itoa(int(p.GRPC.Port)))
-		return fromNet(probe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout))
+		return fromNet(probe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout, tr))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
 	}
@@ -254,4 +261,57 @@ func fromNet(v probe.Verdict, err error) outcome {
 	default:
 		return outcome{raw: results.OutcomeFailure, output: v.Output, reason: failureReason[v.Cause]}
 	}
+}
+
+// Target is where a one-off probe goes.
+type Target struct {
+	// Host is where network probes go when the probe names no host (the
+	// pod IP; 127.0.0.1 with NetNS).
+	Host        string
+	ContainerID string
+	// Container gives named ports and env for $(VAR); may be empty.
+	Container *spec.Container
+	// Extensions are the probe's additions (startInterval is moot here).
+	Extensions *spec.Extensions
+	// NetNS, when set, dials network probes from inside that network
+	// namespace.
+	NetNS string
+	// AllowedDestinations are the link-local and cloud metadata addresses
+	// the probe may reach, as the agent's --allow-probe-destination.
+	AllowedDestinations []netip.Prefix
+}
+
+// Outcome is a one-off probe's result, as a worker would see it.
+type Outcome struct {
+	Result results.Result  // Success or Failure (meaningless when Err is set)
+	Raw    results.Outcome // success, warning, failure or unknown
+	Output string
+	Err    error // could not probe (after kubelet's three tries)
+}
+
+// RunOnce runs p once against t through the same handlers, retries and
+// result mapping as the agent's workers (cri-prober probe). execRunner may
+// be nil for a network probe. A success's output is kept: it is shown to
+// the caller once, not kept or served. tr, when not nil, records what a
+// network probe sent and received, then the outcome as kubelet reports it
+// (all an exec probe records), with the values of credential headers
+// redacted as in the output (RunOnce sets its Redact).
+func RunOnce(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target, tr *probe.Transcript) Outcome {
+	c := t.Container
+	if c == nil {
+		c = &spec.Container{}
+	}
+	if tr != nil {
+		if h := p.HTTPGet; h != nil {
+			header := httpHeaders(h.HTTPHeaders)
+			tr.Redact = func(s string) string { return probe.RedactCredentials(s, header) }
+		}
+	}
+	d := newDispatcher(execRunner, probe.NewDialer(t.AllowedDestinations...), true)
+	o := d.probeRecorded(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
+		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions}, tr)
+	if tr != nil {
+		tr.Finish(string(o.raw), o.output, o.err)
+	}
+	return Outcome{Result: o.result, Raw: o.raw, Output: o.output, Err: o.err}
 }

@@ -316,3 +316,20 @@ func TestDispatchRefusesMetadataDestinations(t *testing.T) {
 		})
 	}
 }
+
+// A probe that could not run ends its transcript as kubelet reports it:
+// unknown, with the error.
+func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
+	p := &corev1.Probe{TimeoutSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
+	tr := &probe.Transcript{}
+	out := RunOnce(context.Background(), nil, p, Target{}, tr) // no host
+	require.Error(t, out.Err)
+	rec := tr.Record()
+	require.NotNil(t, rec.Result)
+	assert.Equal(t, "unknown", rec.Result.Result)
+	assert.Equal(t, "the pod has no IP address yet", rec.Result.Error)
+	var text strings.Builder
+	require.NoError(t, tr.Write(&text))
+	assert.Contains(t, text.String(), "result:   unknown (could not probe")
+	assert.Contains(t, text.String(), "error:    the pod has no IP address yet")
+}
