@@ -1,8 +1,9 @@
-// Package probe holds the network probe kinds, kubelet's pkg/probe/{http,tcp,grpc}:
-// HTTP GET, TCP connect and gRPC health checks. Each probe is a leaf that
-// knows nothing of pods or containers: it gets an address and a timeout and
-// says Success, Warning or Failure with kubelet's output text, or returns an
-// error when it could not probe at all.
+// Package probe holds the network probe kinds (kubelet's
+// pkg/probe/{http,tcp,grpc}): HTTP GET, TCP connect and gRPC health
+// checks. Each probe is a leaf that knows nothing of pods or containers:
+// it gets an address and a timeout and says Success, Warning or Failure
+// with kubelet's output text, or returns an error when it could not probe
+// at all.
 //
 // Everything a target sends is bounded where it enters: HTTP response
 // headers at MaxResponseHeader bytes and a body at MaxBody (kubelet's

@@ -67,7 +67,7 @@ func rawServer(t *testing.T, response []byte) (addr string, heads <-chan []byte)
 	return l.Addr().String(), ch
 }
 
-// probeWith runs probe with a transcript, finished as RunProbe finishes it.
+// probeWith runs probe with a transcript, finished as prober.RunOnce finishes it.
 func probeWith(probe func(*Transcript) (Verdict, error)) (Verdict, error, *Transcript) {
 	tr := &Transcript{}
 	v, err := probe(tr)
