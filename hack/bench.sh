@@ -19,7 +19,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 echo "== Go benchmarks"
-go test -run '^$' -bench . -benchmem -count=1 ./pkg/cri ./pkg/prober/netprobe | tee "$out"
+go test -run '^$' -bench . -benchmem -count=1 ./pkg/cri ./pkg/probe | tee "$out"
 
 # Exec probes against a bare ExecSync need a real containerd (root).
 if [[ $EUID -eq 0 ]]; then

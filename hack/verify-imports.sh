@@ -3,6 +3,12 @@
 # commands down to the CRI boundary:
 #   cmd -> agent -> api, hooks -> prober, restart -> lifecycle, pods
 #       -> spec, exec, results -> cri, events
+# pkg/probe, the probe kinds (HTTP, TCP, gRPC and the probe --debug
+# transcript: kubelet's pkg/probe/*), is a leaf beside pkg/prober, the
+# workers and their dispatcher: prober and lifecycle use it, and it
+# imports nothing of ours but the leaves every layer may use. pkg/explain
+# (cri-prober explain, pure) sits beside the outputs, for cmd: it reads
+# restart's rules (the kill's grace period) where restart states them.
 # pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
@@ -32,12 +38,13 @@ allowed() {
     pkg/podconfig*) echo "pkg/spec" ;;
     pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
     pkg/pods*) echo "pkg/spec pkg/podconfig pkg/results pkg/cri pkg/events" ;;
-    pkg/prober/netprobe*) echo "" ;;
-    pkg/lifecycle*) echo "pkg/spec pkg/prober/netprobe" ;;
-    pkg/prober*) echo "pkg/prober pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
+    pkg/probe) echo "" ;;
+    pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
+    pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
+    pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
     pkg/agent*) echo "pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/podfs pkg/spec" ;;
@@ -70,5 +77,5 @@ while read -r pkg imports; do
     fi
   done
 done < <(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
-((fail == 0)) && echo "imports follow cmd -> agent -> api/hooks -> prober/restart -> lifecycle/pods -> spec/exec/results -> cri/events"
+((fail == 0)) && echo "imports follow cmd -> agent -> api/hooks, explain -> prober/restart -> lifecycle/pods -> probe, spec/exec/results -> cri/events"
 exit $fail

@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/explain"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -39,11 +40,11 @@ on: a timeout longer than the period, liveness without readiness, and, with
 			if startTime < 0 {
 				return usageErrorf(cmd, "--start-time must not be negative")
 			}
-			var opts []prober.ExplainOption
+			var opts []explain.Option
 			if startTime > 0 {
-				opts = append(opts, prober.WithStartTime(startTime))
+				opts = append(opts, explain.WithStartTime(startTime))
 			}
-			return explain(paths, cmd.InOrStdin(), cmd.OutOrStdout(), opts...)
+			return explainFiles(paths, cmd.InOrStdin(), cmd.OutOrStdout(), opts...)
 		},
 	}
 	cmd.Flags().DurationVar(&startTime, "start-time", 0, "how long the app takes to start answering (e.g. 45s): warns when a startup budget is shorter, and says what to set")
@@ -52,7 +53,7 @@ on: a timeout longer than the period, liveness without readiness, and, with
 	return cmd
 }
 
-func explain(files []string, stdin io.Reader, stdout io.Writer, opts ...prober.ExplainOption) error {
+func explainFiles(files []string, stdin io.Reader, stdout io.Writer, opts ...explain.Option) error {
 	var problems int
 	for _, f := range files {
 		r := loadPath(f, stdin)
@@ -73,9 +74,9 @@ func explain(files []string, stdin io.Reader, stdout io.Writer, opts ...prober.E
 	return nil
 }
 
-func printExplanation(w io.Writer, pod *spec.Pod, opts ...prober.ExplainOption) {
+func printExplanation(w io.Writer, pod *spec.Pod, opts ...explain.Option) {
 	safef(w, "pod %s/%s (%s): restartPolicy %s, terminationGracePeriodSeconds %d\n", pod.Namespace, pod.Name, pod.Source, pod.RestartPolicy, pod.TerminationGracePeriodSeconds)
-	ex := prober.Explain(pod, opts...)
+	ex := explain.Probes(pod, opts...)
 	if len(ex) == 0 {
 		safeln(w, "  no probes: its containers are observed, never probed, and ready while running")
 	}
@@ -98,7 +99,7 @@ func printExplanation(w io.Writer, pod *spec.Pod, opts ...prober.ExplainOption) 
 			gated = " (after the startup probe succeeds)"
 		}
 		safef(w, "      first run:           %s after the container starts%s\n", e.FirstRun, gated)
-		if e.Type != results.Liveness && e.Pass != (prober.Window{}) {
+		if e.Type != results.Liveness && e.Pass != (explain.Window{}) {
 			safef(w, "      passes:              %s after the app first answers\n", e.Pass)
 		}
 		if e.StartBudget > 0 {
@@ -109,7 +110,7 @@ func printExplanation(w io.Writer, pod *spec.Pod, opts ...prober.ExplainOption) 
 			safef(w, "      not ready:           %s after the app stops answering\n", e.Detect)
 		case results.Liveness:
 			safef(w, "      failure detected:    %s after the app breaks\n", e.Detect)
-			safef(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod, c), e.Act, e.GracePeriod, prober.CrashLoopWorst())
+			safef(w, "      %s %s (grace %ds; a container that keeps failing waits up to %s more)\n", restartVerb(pod, c), e.Act, e.GracePeriod, restart.DefaultMaxBackoff)
 		case results.Startup:
 			safef(w, "      gives up:            %s after the container starts, if it never passes\n", e.Detect)
 			safef(w, "      %s %s (grace %ds)\n", restartVerb(pod, c), e.Act, e.GracePeriod)

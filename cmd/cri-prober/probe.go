@@ -16,8 +16,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -198,9 +198,9 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("the container's probe spec is invalid: %v", ctr.Problems[0])
 	}
 	cspec := ctr.Spec
-	probe := inline
+	p := inline
 	var extensions *spec.Extensions
-	if probe == nil {
+	if p == nil {
 		t := results.Startup
 		switch {
 		case o.liveness:
@@ -209,15 +209,15 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 			t = results.Readiness
 		}
 		if cspec != nil {
-			probe, extensions = cspec.Probe(t), cspec.Extension(t)
+			p, extensions = cspec.Probe(t), cspec.Extension(t)
 		}
-		if probe == nil {
+		if p == nil {
 			return fmt.Errorf("container %s of pod %s/%s has no %s probe (from --pod-manifests or its %s annotations)", ctr.Name, pod.Namespace, pod.Name, strings.ToLower(t.String()), spec.AnnotationPrefix)
 		}
-		probe = probe.DeepCopy()
+		p = p.DeepCopy()
 	}
 	if o.timeout > 0 {
-		probe.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
+		p.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
 	// The flag, else the pod's own choice as the agent resolves it.
 	host, inPodNetwork := pod.ProbeHost, pod.InPodNetwork
@@ -235,12 +235,13 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	var tr *probe.Transcript
 	if o.debug {
-		target.Transcript = &netprobe.Transcript{}
+		tr = &probe.Transcript{}
 	}
 	start := time.Now()
-	out := prober.RunProbe(ctx, runner, probe, target)
-	return o.print(stdout, out, time.Since(start), target.Transcript)
+	out := prober.RunOnce(ctx, runner, p, target, tr)
+	return o.print(stdout, out, time.Since(start), tr)
 }
 
 // runAt probes an address, with no runtime: the inline probe (or, for a
@@ -261,12 +262,12 @@ func (o *probeOptions) runAt(cmd *cobra.Command, inline *corev1.Probe) error {
 	if inline != nil && o.timeout > 0 {
 		inline.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
-	var tr *netprobe.Transcript
+	var tr *probe.Transcript
 	if o.debug {
-		tr = &netprobe.Transcript{}
+		tr = &probe.Transcript{}
 	}
 	start := time.Now()
-	out, err := prober.RunProbeAt(cmd.Context(), inline, o.address, tr, o.policy.allowedDestinations)
+	out, err := runProbeAt(cmd.Context(), inline, o.address, tr, o.policy.allowedDestinations)
 	if err != nil {
 		return usageErrorf(cmd, "%s: %v", o.addressName(), err)
 	}
@@ -283,16 +284,16 @@ func (o *probeOptions) addressName() string {
 
 // probeResult is what probe -o json|yaml prints.
 type probeResult struct {
-	Result     string               `json:"result"`
-	Output     string               `json:"output,omitempty"`
-	Error      string               `json:"error,omitempty"`
-	DurationMs float64              `json:"durationMs"`
-	Transcript *netprobe.Transcript `json:"transcript,omitempty"`
+	Result     string            `json:"result"`
+	Output     string            `json:"output,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	DurationMs float64           `json:"durationMs"`
+	Transcript *probe.Transcript `json:"transcript,omitempty"`
 }
 
 // print shows the outcome (with --debug, the transcript, which ends with
 // it) and returns the exit code's error: 1 failure, 2 could not probe.
-func (o *probeOptions) print(stdout io.Writer, out prober.Outcome, took time.Duration, tr *netprobe.Transcript) error {
+func (o *probeOptions) print(stdout io.Writer, out prober.Outcome, took time.Duration, tr *probe.Transcript) error {
 	switch {
 	case structured(o.output):
 		r := probeResult{Result: string(out.Raw), Output: out.Output, DurationMs: float64(took.Microseconds()) / 1000, Transcript: tr}

@@ -29,8 +29,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -197,7 +197,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	setVerbosity(o.verbosity, o.logFormat) // -v and --log-format, from the flags and the config file
 	logger := klog.FromContext(ctx)
 	if os.Getenv("GOMAXPROCS") == "" { // the user's setting wins
-		procs := netprobe.Procs(defaultProcs)
+		procs := probe.Procs(defaultProcs)
 		runtime.GOMAXPROCS(procs)
 		logger.V(2).Info("Set GOMAXPROCS for probe sockets' blocking close", "procs", procs)
 	}

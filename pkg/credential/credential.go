@@ -1,6 +1,6 @@
 // Package credential says which HTTP header names carry credentials, once
 // for the whole agent: their values are redacted from what a probe
-// reports (pkg/prober/netprobe), and a manifest that would send them to
+// reports (pkg/probe), and a manifest that would send them to
 // any sandbox of its name is warned about (pkg/spec). It is a leaf every
 // layer may use.
 package credential

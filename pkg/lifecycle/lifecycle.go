@@ -17,7 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -65,7 +65,7 @@ func NewRunner(exec Execer) *Runner {
 				DisableKeepAlives:      true,
 				MaxResponseHeaderBytes: maxHeaderBytes,
 			},
-			CheckRedirect: netprobe.SameHostRedirects,
+			CheckRedirect: probe.SameHostRedirects,
 		},
 		after: time.After,
 	}
@@ -132,7 +132,7 @@ func (r *Runner) runHTTP(ctx context.Context, h *corev1.HTTPGetAction, t Target)
 	for _, hdr := range h.HTTPHeaders {
 		headers.Add(hdr.Name, hdr.Value)
 	}
-	req, err := netprobe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, headers, UserAgent)
+	req, err := probe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, headers, UserAgent)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -235,7 +235,7 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		if execRunner == nil {
 			return nil, fmt.Errorf("an exec runner is required")
 		}
-		d := newDispatcher(execRunner, netprobe.NewDialer(m.allowed...), m.keepSuccessOutput)
+		d := newDispatcher(execRunner, probe.NewDialer(m.allowed...), m.keepSuccessOutput)
 		m.stalls = &stallMonitor{}
 		d.stalls = m.stalls
 		m.runner = d

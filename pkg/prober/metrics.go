@@ -58,7 +58,7 @@ type metrics struct {
 	lateness prometheus.Histogram
 	failures *prometheus.CounterVec
 	// agentResources counts probes the agent could not run for its own
-	// shortage, by which (netprobe.ResourceCause).
+	// shortage, by which (probe.ResourceCause).
 	agentResources *prometheus.CounterVec
 	// probeRegisterer has probes and duration (nil: not registered).
 	probeRegisterer prometheus.Registerer

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -66,7 +67,7 @@ type outcome struct {
 	// queued is how long an exec probe waited for a slot of its pod.
 	queued time.Duration
 	// resourceCause names the agent's own shortage that kept the probe
-	// from running (netprobe.ResourceCause), if that is why.
+	// from running (probe.ResourceCause), if that is why.
 	resourceCause string
 }
 
@@ -74,8 +75,8 @@ type outcome struct {
 // becomes a probe kind and a kind's verdict becomes kubelet's result.
 type dispatcher struct {
 	exec   ExecRunner
-	dialer *netprobe.Dialer
-	http   *netprobe.HTTPGet
+	dialer *probe.Dialer
+	http   *probe.HTTPGet
 	// keepSuccessOutput keeps what passing probes print; kubelet keeps
 	// none (--keep-success-output).
 	keepSuccessOutput bool
@@ -85,8 +86,8 @@ type dispatcher struct {
 
 // newDispatcher returns a dispatcher that runs exec probes with
 // execRunner and connects network probes through dialer.
-func newDispatcher(execRunner ExecRunner, dialer *netprobe.Dialer, keepSuccessOutput bool) *dispatcher {
-	return &dispatcher{exec: execRunner, dialer: dialer, http: netprobe.NewHTTPGet(dialer), keepSuccessOutput: keepSuccessOutput}
+func newDispatcher(execRunner ExecRunner, dialer *probe.Dialer, keepSuccessOutput bool) *dispatcher {
+	return &dispatcher{exec: execRunner, dialer: dialer, http: probe.NewHTTPGet(dialer), keepSuccessOutput: keepSuccessOutput}
 }
 
 // probe runs p against t, retrying at once while it cannot run at all, and
@@ -100,10 +101,16 @@ func newDispatcher(execRunner ExecRunner, dialer *netprobe.Dialer, keepSuccessOu
 // whatever a probe fetched (from wherever its spec's author aimed it)
 // must not be served to every reader of the API.
 func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
+	return d.probeRecorded(ctx, p, t, nil)
+}
+
+// probeRecorded is probe, recorded into tr when it is not nil: what the
+// network kinds sent and received (probe --debug).
+func (d *dispatcher) probeRecorded(ctx context.Context, p *corev1.Probe, t target, tr *probe.Transcript) outcome {
 	var o outcome
 	for range maxProbeRetries {
 		start := time.Now()
-		o = d.runOnce(ctx, p, t)
+		o = d.runOnce(ctx, p, t, tr)
 		if p.Exec == nil && o.err == nil && o.reason == ReasonTimeout {
 			// A network probe's timeout is measured by the agent's own
 			// goroutines: starved, they time out a target that answered.
@@ -132,13 +139,13 @@ func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outco
 	return o
 }
 
-func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) outcome {
+func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target, tr *probe.Transcript) outcome {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if p.Exec == nil && t.inPodNetwork {
 		if t.netns == "" {
 			return outcome{err: errNoNetNS}
 		}
-		ctx = netprobe.WithNetNS(ctx, t.netns)
+		ctx = probe.WithNetNS(ctx, t.netns)
 	}
 	switch {
 	case p.Exec != nil:
@@ -159,25 +166,25 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 		if err != nil {
 			return outcome{err: err}
 		}
-		req, err := netprobe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, httpHeaders(h.HTTPHeaders), UserAgent)
+		req, err := probe.NewRequest(strings.ToLower(string(h.Scheme)), host, port, h.Path, httpHeaders(h.HTTPHeaders), UserAgent)
 		if err != nil {
 			return outcome{err: fmt.Errorf("build HTTP request: %w", err)}
 		}
-		var check netprobe.HTTPCheck
+		var check probe.HTTPCheck
 		if ext := t.extensions; ext != nil && ext.HTTPGet != nil {
 			if ext.HTTPGet.Method != "" {
 				req.Method = ext.HTTPGet.Method
 			}
-			check = netprobe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
+			check = probe.HTTPCheck{ValidStatusCodes: ext.HTTPGet.ValidStatusCodes, BodyMustMatch: ext.HTTPGet.BodyRegexp()}
 		}
-		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check)) // credentials redacted by netprobe
+		return fromNet(d.http.ProbeChecked(ctx, req, timeout, check, tr)) // credentials redacted by the kind
 	case p.TCPSocket != nil:
 		s := p.TCPSocket
 		host, port, err := address(s.Host, s.Port, t)
 		if err != nil {
 			return outcome{err: err}
 		}
-		return fromNet(netprobe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout))
+		return fromNet(probe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout, tr))
 	case p.GRPC != nil:
 		if t.host == "" {
 			return outcome{err: errNoPodIP}
@@ -187,7 +194,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 			service = *p.GRPC.Service
 		}
 		addr := net.JoinHostPort(t.host, strconv.Itoa(int(p.GRPC.Port)))
-		return fromNet(netprobe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout))
+		return fromNet(probe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout, tr))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
 	}
@@ -197,13 +204,13 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target) out
 // afterwards, so classification comes first.
 func errorReason(err error) string {
 	switch {
-	case errors.Is(err, netprobe.ErrNetNS), errors.Is(err, errNoNetNS):
+	case errors.Is(err, probe.ErrNetNS), errors.Is(err, errNoNetNS):
 		return ReasonNetNS
-	case errors.Is(err, netprobe.ErrAgentResource):
+	case errors.Is(err, probe.ErrAgentResource):
 		return ReasonAgentResources
 	case errors.Is(err, ErrAgentOverload):
 		return ReasonAgentOverload
-	case errors.Is(err, netprobe.ErrDestinationRefused):
+	case errors.Is(err, probe.ErrDestinationRefused):
 		return ReasonDestinationRefused
 	case errors.Is(err, cri.ErrExecReplyTooLarge):
 		return ReasonExecReplyTooLarge
@@ -243,15 +250,68 @@ func httpHeaders(list []corev1.HTTPHeader) http.Header {
 	return h
 }
 
-func fromNet(v netprobe.Verdict, err error) outcome {
+func fromNet(v probe.Verdict, err error) outcome {
 	switch {
 	case err != nil:
 		return outcome{output: v.Output, err: err}
-	case v.Result == netprobe.Success:
+	case v.Result == probe.Success:
 		return outcome{raw: results.OutcomeSuccess, output: v.Output}
-	case v.Result == netprobe.Warning:
+	case v.Result == probe.Warning:
 		return outcome{raw: results.OutcomeWarning, output: v.Output}
 	default:
 		return outcome{raw: results.OutcomeFailure, output: v.Output, reason: failureReason[v.Cause]}
 	}
+}
+
+// Target is where a one-off probe goes.
+type Target struct {
+	// Host is where network probes go when the probe names no host (the
+	// pod IP; 127.0.0.1 with NetNS).
+	Host        string
+	ContainerID string
+	// Container gives named ports and env for $(VAR); may be empty.
+	Container *spec.Container
+	// Extensions are the probe's additions (startInterval is moot here).
+	Extensions *spec.Extensions
+	// NetNS, when set, dials network probes from inside that network
+	// namespace.
+	NetNS string
+	// AllowedDestinations are the link-local and cloud metadata addresses
+	// the probe may reach, as the agent's --allow-probe-destination.
+	AllowedDestinations []netip.Prefix
+}
+
+// Outcome is a one-off probe's result, as a worker would see it.
+type Outcome struct {
+	Result results.Result  // Success or Failure (meaningless when Err is set)
+	Raw    results.Outcome // success, warning, failure or unknown
+	Output string
+	Err    error // could not probe (after kubelet's three tries)
+}
+
+// RunOnce runs p once against t through the same handlers, retries and
+// result mapping as the agent's workers (cri-prober probe). execRunner may
+// be nil for a network probe. A success's output is kept: it is shown to
+// the caller once, not kept or served. tr, when not nil, records what a
+// network probe sent and received, then the outcome as kubelet reports it
+// (all an exec probe records), with the values of credential headers
+// redacted as in the output (RunOnce sets its Redact).
+func RunOnce(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target, tr *probe.Transcript) Outcome {
+	c := t.Container
+	if c == nil {
+		c = &spec.Container{}
+	}
+	if tr != nil {
+		if h := p.HTTPGet; h != nil {
+			header := httpHeaders(h.HTTPHeaders)
+			tr.Redact = func(s string) string { return probe.RedactCredentials(s, header) }
+		}
+	}
+	d := newDispatcher(execRunner, probe.NewDialer(t.AllowedDestinations...), true)
+	o := d.probeRecorded(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
+		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions}, tr)
+	if tr != nil {
+		tr.Finish(string(o.raw), o.output, o.err)
+	}
+	return Outcome{Result: o.result, Raw: o.raw, Output: o.output, Err: o.err}
 }

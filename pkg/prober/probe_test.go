@@ -22,7 +22,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -71,7 +71,7 @@ func TestDispatchExec(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			runner := &scriptedExec{answers: tt.answers}
-			d := newDispatcher(runner, netprobe.NewDialer(), false)
+			d := newDispatcher(runner, probe.NewDialer(), false)
 			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.wantCalls, runner.calls)
@@ -84,7 +84,7 @@ func TestDispatchExec(t *testing.T) {
 // anything keeps it.
 func TestDispatchClassifiesAndBounds(t *testing.T) {
 	huge := strings.Repeat("x", 5<<20)
-	resourceErr := fmt.Errorf("dial tcp 10.0.0.5:80: %w: %w", netprobe.ErrAgentResource, syscall.EMFILE)
+	resourceErr := fmt.Errorf("dial tcp 10.0.0.5:80: %w: %w", probe.ErrAgentResource, syscall.EMFILE)
 	replyErr := fmt.Errorf("exec in container c: %w", cri.ErrExecReplyTooLarge)
 	tests := []struct {
 		name       string
@@ -100,7 +100,7 @@ func TestDispatchClassifiesAndBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDispatcher(&scriptedExec{answers: []execAnswer{tt.answer}}, netprobe.NewDialer(), false)
+			d := newDispatcher(&scriptedExec{answers: []execAnswer{tt.answer}}, probe.NewDialer(), false)
 			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
 			assert.Equal(t, tt.wantRaw, got.raw)
 			assert.Equal(t, tt.wantReason, got.reason)
@@ -115,7 +115,7 @@ func TestDispatchClassifiesAndBounds(t *testing.T) {
 
 func TestDispatchExpandsExecCommand(t *testing.T) {
 	runner := &scriptedExec{answers: []execAnswer{{}}}
-	d := newDispatcher(runner, netprobe.NewDialer(), false)
+	d := newDispatcher(runner, probe.NewDialer(), false)
 	d.probe(context.Background(), execProbe("some", "$(A)", "$(B)"), target{container: &spec.Container{Env: []corev1.EnvVar{{Name: "A", Value: "script"}}}})
 	assert.Equal(t, []string{"some", "script", "$(B)"}, runner.lastCmd)
 }
@@ -174,7 +174,7 @@ func TestDispatchNetworkProbes(t *testing.T) {
 		{"tcp refused", tcp(closedPort), "127.0.0.1", results.Failure, results.OutcomeFailure, "", ReasonConnectionRefused},
 		{"no handler", &corev1.Probe{TimeoutSeconds: 1}, "127.0.0.1", results.Failure, results.OutcomeUnknown, "missing probe handler", ReasonRuntimeError},
 	}
-	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), false)
+	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), false)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := d.probe(context.Background(), tt.probe, target{host: tt.podIP, container: container})
@@ -204,15 +204,15 @@ func TestDispatchRedactsCredentialHeaders(t *testing.T) {
 	require.NoError(t, err)
 	port, err := strconv.Atoi(u.Port())
 	require.NoError(t, err)
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port),
+	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port),
 		HTTPHeaders: []corev1.HTTPHeader{
 			{Name: "Authorization", Value: "Bearer s3cr3t-t0ken"},
 			{Name: "X-Api-Key", Value: "k3y-v4lue"},
 			{Name: "X-Trace", Value: "trace-42"},
 		}}}}
-	spec.DefaultProbe(probe)
-	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), false)
-	got := d.probe(context.Background(), probe, target{host: "127.0.0.1", container: &spec.Container{}})
+	spec.DefaultProbe(p)
+	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), false)
+	got := d.probe(context.Background(), p, target{host: "127.0.0.1", container: &spec.Container{}})
 	require.NoError(t, got.err)
 	assert.Equal(t, results.OutcomeWarning, got.raw)
 	assert.Equal(t, "Probe terminated redirects, Response body: auth=[redacted] key=[redacted] token-only=[redacted] trace=trace-42", got.output)
@@ -222,7 +222,7 @@ func TestDispatchRedactsCredentialHeaders(t *testing.T) {
 // run; an exec probe does not use the network.
 func TestProbeInPodNetworkNeedsANamespace(t *testing.T) {
 	// In the pod's network without a namespace path: the probe cannot run.
-	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), false)
+	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), false)
 	tcp := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
 	spec.DefaultProbe(tcp)
 	got := d.probe(context.Background(), tcp, target{host: "10.0.0.1", container: &spec.Container{}, inPodNetwork: true})
@@ -275,7 +275,7 @@ func TestSuccessOutputIsKeptOnlyWhenAsked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for keep, want := range map[bool]string{false: tt.wantDefault, true: tt.wantKept} {
-				d := newDispatcher(&scriptedExec{answers: []execAnswer{{result: tt.exec}}}, netprobe.NewDialer(), keep)
+				d := newDispatcher(&scriptedExec{answers: []execAnswer{{result: tt.exec}}}, probe.NewDialer(), keep)
 				got := d.probe(context.Background(), tt.probe, target{host: "127.0.0.1", containerID: "c", container: &spec.Container{}})
 				require.NoError(t, got.err)
 				assert.Equal(t, tt.wantRaw, got.raw)
@@ -305,7 +305,7 @@ func TestDispatchRefusesMetadataDestinations(t *testing.T) {
 		{"tcpSocket", scan, "refused to probe fd00:ec2::254 ("},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, netprobe.NewDialer(), true)
+			d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), true)
 			got := d.probe(context.Background(), tt.probe, target{host: "10.0.0.5", container: &spec.Container{}})
 			require.Error(t, got.err)
 			assert.Equal(t, results.OutcomeUnknown, got.raw)
@@ -315,4 +315,21 @@ func TestDispatchRefusesMetadataDestinations(t *testing.T) {
 			assert.Empty(t, got.output)
 		})
 	}
+}
+
+// A probe that could not run ends its transcript as kubelet reports it:
+// unknown, with the error.
+func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
+	p := &corev1.Probe{TimeoutSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
+	tr := &probe.Transcript{}
+	out := RunOnce(context.Background(), nil, p, Target{}, tr) // no host
+	require.Error(t, out.Err)
+	rec := tr.Record()
+	require.NotNil(t, rec.Result)
+	assert.Equal(t, "unknown", rec.Result.Result)
+	assert.Equal(t, "the pod has no IP address yet", rec.Result.Error)
+	var text strings.Builder
+	require.NoError(t, tr.Write(&text))
+	assert.Contains(t, text.String(), "result:   unknown (could not probe")
+	assert.Contains(t, text.String(), "error:    the pod has no IP address yet")
 }

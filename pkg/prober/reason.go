@@ -1,6 +1,6 @@
 package prober
 
-import "github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+import "github.com/cri-prober/cri-prober/pkg/probe"
 
 // Why a probe failed or could not run: a bounded set of values for
 // cri_prober_probe_failures_total, so "why" needs no unbounded label
@@ -44,12 +44,12 @@ var FailureReasons = []string{ReasonTimeout, ReasonConnectionRefused, ReasonNetw
 
 // failureReason names a network probe's failure cause, which the probe
 // reports where it knows it (never parsed back out of the output).
-var failureReason = map[netprobe.Cause]string{
-	netprobe.CauseNone:       ReasonNetwork,
-	netprobe.CauseRefused:    ReasonConnectionRefused,
-	netprobe.CauseTimeout:    ReasonTimeout,
-	netprobe.CauseNetwork:    ReasonNetwork,
-	netprobe.CauseStatus:     ReasonHTTPStatus,
-	netprobe.CauseBody:       ReasonHTTPBody,
-	netprobe.CauseNotServing: ReasonGRPCNotServing,
+var failureReason = map[probe.Cause]string{
+	probe.CauseNone:       ReasonNetwork,
+	probe.CauseRefused:    ReasonConnectionRefused,
+	probe.CauseTimeout:    ReasonTimeout,
+	probe.CauseNetwork:    ReasonNetwork,
+	probe.CauseStatus:     ReasonHTTPStatus,
+	probe.CauseBody:       ReasonHTTPBody,
+	probe.CauseNotServing: ReasonGRPCNotServing,
 }

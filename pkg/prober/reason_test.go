@@ -6,13 +6,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
 // Every cause a network probe reports has its reason.
 func TestEveryCauseHasAReason(t *testing.T) {
-	for c := netprobe.CauseNone; c <= netprobe.CauseNotServing; c++ {
+	for c := probe.CauseNone; c <= probe.CauseNotServing; c++ {
 		assert.Contains(t, FailureReasons, failureReason[c], "cause %d", c)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 )
 
 // The agent's own starvation is not the target's failure: a probe that
@@ -54,11 +54,11 @@ func resourceCause(err error) string {
 	if errors.Is(err, ErrAgentOverload) {
 		return causeStarved
 	}
-	return netprobe.ResourceCause(err)
+	return probe.ResourceCause(err)
 }
 
 // resourceCauses lists every label resourceCause gives.
-func resourceCauses() []string { return append(netprobe.ResourceCauses(), causeStarved) }
+func resourceCauses() []string { return append(probe.ResourceCauses(), causeStarved) }
 
 // stall is one late tick: when it ran, how late.
 type stall struct {

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -60,12 +60,12 @@ func TestDispatchTimeoutWhileTheAgentStalled(t *testing.T) {
 	require.NoError(t, err)
 	port, err := strconv.Atoi(u.Port())
 	require.NoError(t, err)
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port)}}}
-	spec.DefaultProbe(probe)
+	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port)}}}
+	spec.DefaultProbe(p)
 
-	d := newDispatcher(nil, netprobe.NewDialer(), false)
+	d := newDispatcher(nil, probe.NewDialer(), false)
 	d.stalls = &stallMonitor{}
-	o := d.probe(context.Background(), probe, target{host: "127.0.0.1", container: &spec.Container{}})
+	o := d.probe(context.Background(), p, target{host: "127.0.0.1", container: &spec.Container{}})
 	require.NoError(t, o.err, "no stall: the target's timeout")
 	assert.Equal(t, results.Failure, o.result)
 	assert.Equal(t, ReasonTimeout, o.reason)
@@ -77,7 +77,7 @@ func TestDispatchTimeoutWhileTheAgentStalled(t *testing.T) {
 		d.stalls.note(stall{at: time.Now(), lateness: 400 * time.Millisecond})
 	}()
 	start := time.Now()
-	o = d.probe(context.Background(), probe, target{host: "127.0.0.1", container: &spec.Container{}})
+	o = d.probe(context.Background(), p, target{host: "127.0.0.1", container: &spec.Container{}})
 	<-stalled
 	require.Error(t, o.err, "the agent's stall: could not probe")
 	assert.True(t, errors.Is(o.err, ErrAgentOverload), "%v", o.err)

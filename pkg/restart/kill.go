@@ -80,7 +80,7 @@ func (r *Restarter) killContainer(ctx context.Context, p *pods.Pod, c *pods.Cont
 	if ordering != nil && grace > 0 {
 		grace -= ordering.waitForTurn(r.clock, c.Name, grace)
 	}
-	grace = max(grace, minimumGracePeriod)
+	grace = max(grace, MinimumGracePeriod)
 	klog.FromContext(ctx).V(2).Info("Killing container with a grace period", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID, "gracePeriod", grace)
 	if err := r.runtime.StopContainer(ctx, inst.ID, grace); err != nil {
 		return grace, err
@@ -97,16 +97,27 @@ func (r *Restarter) killContainer(ctx context.Context, p *pods.Pod, c *pods.Cont
 // would never be stopped at all.
 const maxGracePeriod = 100 * 365 * 24 * 3600
 
-// gracePeriod is kubelet's setTerminationGracePeriod: for a liveness or
-// startup kill the probe's terminationGracePeriodSeconds if it sets one,
-// else the pod's; at most maxGracePeriod.
+// gracePeriod is GracePeriod for a kill of c for cause: the failed
+// probe's, for a liveness or startup kill.
 func gracePeriod(p *pods.Pod, c *pods.Container, cause Cause) int64 {
+	var failed *corev1.Probe
 	if t, ok := probeOf(cause); ok && c.Spec != nil {
-		if probe := c.Spec.Probe(t); probe != nil && probe.TerminationGracePeriodSeconds != nil {
-			return min(*probe.TerminationGracePeriodSeconds, maxGracePeriod)
-		}
+		failed = c.Spec.Probe(t)
 	}
-	return min(p.Policy.TerminationGracePeriodSeconds, maxGracePeriod)
+	return GracePeriod(p.Policy.TerminationGracePeriodSeconds, failed)
+}
+
+// GracePeriod is kubelet's setTerminationGracePeriod, the grace period a
+// kill starts with (its preStop hook and its turn take their time from
+// it; StopContainer gets at least MinimumGracePeriod): for a liveness or
+// startup kill, failed is the probe that failed, and its
+// terminationGracePeriodSeconds wins if it sets one; else the pod's,
+// podGrace. At most maxGracePeriod.
+func GracePeriod(podGrace int64, failed *corev1.Probe) int64 {
+	if failed != nil && failed.TerminationGracePeriodSeconds != nil {
+		return min(*failed.TerminationGracePeriodSeconds, maxGracePeriod)
+	}
+	return min(podGrace, maxGracePeriod)
 }
 
 // runPreStop runs the preStop hook for at most grace seconds (kubelet's

@@ -1,4 +1,5 @@
 package restart
 
-// minimumGracePeriod is kubelet's floor on any kill's grace period.
-const minimumGracePeriod = 2
+// MinimumGracePeriod is kubelet's floor on any kill's grace period, in
+// seconds: what StopContainer gets at least.
+const MinimumGracePeriod = 2

@@ -29,7 +29,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 	"github.com/cri-prober/cri-prober/test/harness"
@@ -178,7 +178,7 @@ func TestHostileAgent(t *testing.T) {
 		t.Skip("run through TestHostile")
 	}
 	if os.Getenv("GOMAXPROCS") == "" { // as cri-prober run does
-		runtime.GOMAXPROCS(netprobe.Procs(runtime.GOMAXPROCS(0)))
+		runtime.GOMAXPROCS(probe.Procs(runtime.GOMAXPROCS(0)))
 	}
 	late := &lateness{}
 	agent, err := harness.Start(endpoint, harness.Options{Lateness: late})

@@ -35,7 +35,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 	"github.com/cri-prober/cri-prober/test/harness"
@@ -224,7 +224,7 @@ func sumCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func measure(t *testing.T, n int) Result {
 	if os.Getenv("GOMAXPROCS") == "" { // as cri-prober run does
-		runtime.GOMAXPROCS(netprobe.Procs(runtime.GOMAXPROCS(0)))
+		runtime.GOMAXPROCS(probe.Procs(runtime.GOMAXPROCS(0)))
 	}
 	tg := startTargets(t)
 	rt := fakeruntime.NewForTest(t)

@@ -37,8 +37,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -777,7 +777,7 @@ func TestNodeChild(t *testing.T) {
 		t.Logf("the child stays at the parent's nice value: %v", err)
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(netprobe.Procs(runtime.GOMAXPROCS(0)))
+		runtime.GOMAXPROCS(probe.Procs(runtime.GOMAXPROCS(0)))
 	}
 	parent := bufio.NewReader(os.Stdin)
 	mark := func(m string) {
@@ -1138,7 +1138,7 @@ func bareHTTP(c net.Conn, req []byte) bool {
 	if err != nil {
 		return false
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, netprobe.MaxBody))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, probe.MaxBody))
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }

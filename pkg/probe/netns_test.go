@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -129,18 +129,18 @@ func TestProbesFromAPodsNetworkNamespace(t *testing.T) {
 	httpProbe := func(ctx context.Context) (Result, string, error) {
 		req, err := NewRequest("http", "127.0.0.1", web.Addr().(*net.TCPAddr).Port, "/", nil, testUA)
 		require.NoError(t, err)
-		return split(NewHTTPGet(NewDialer()).Probe(ctx, req, time.Second))
+		return split(NewHTTPGet(NewDialer()).Probe(ctx, req, time.Second, nil))
 	}
 	r, out, err := httpProbe(inside)
 	require.NoError(t, err)
 	assert.Equal(t, Success, r, out)
-	r, _, _ = split(TCP(inside, NewDialer(), plain.Addr().String(), time.Second))
+	r, _, _ = split(TCP(inside, NewDialer(), plain.Addr().String(), time.Second, nil))
 	assert.Equal(t, Success, r)
-	r, out, _ = split(GRPCHealth(inside, NewDialer(), rpc.Addr().String(), "", testUA, time.Second))
+	r, out, _ = split(GRPCHealth(inside, NewDialer(), rpc.Addr().String(), "", testUA, time.Second, nil))
 	assert.Equal(t, Success, r, out)
 
 	// The node's 127.0.0.1 at the same port: nothing there.
-	r, out, _ = split(TCP(context.Background(), NewDialer(), plain.Addr().String(), time.Second))
+	r, out, _ = split(TCP(context.Background(), NewDialer(), plain.Addr().String(), time.Second, nil))
 	assert.Equal(t, Failure, r)
 	assert.Contains(t, out, "connection refused")
 
@@ -151,9 +151,9 @@ func TestProbesFromAPodsNetworkNamespace(t *testing.T) {
 	gone := WithNetNS(context.Background(), "/nonexistent/ns")
 	_, _, err = httpProbe(gone)
 	assert.ErrorIs(t, err, ErrNetNS)
-	_, _, err = split(TCP(gone, NewDialer(), plain.Addr().String(), time.Second))
+	_, _, err = split(TCP(gone, NewDialer(), plain.Addr().String(), time.Second, nil))
 	assert.ErrorIs(t, err, ErrNetNS)
-	_, _, err = split(GRPCHealth(gone, NewDialer(), rpc.Addr().String(), "", testUA, time.Second))
+	_, _, err = split(GRPCHealth(gone, NewDialer(), rpc.Addr().String(), "", testUA, time.Second, nil))
 	assert.ErrorIs(t, err, ErrNetNS)
 }
 
@@ -192,7 +192,7 @@ var podOrNodeKinds = []podOrNode{
 			if err != nil {
 				return Verdict{}, err
 			}
-			return NewHTTPGet(NewDialer()).Probe(ctx, req, 5*time.Second)
+			return NewHTTPGet(NewDialer()).Probe(ctx, req, 5*time.Second, nil)
 		},
 		want: "pod",
 	},
@@ -210,7 +210,7 @@ var podOrNodeKinds = []podOrNode{
 			}()
 		},
 		probe: func(ctx context.Context, host string, port int) (Verdict, error) {
-			return TCP(ctx, NewDialer(), net.JoinHostPort(host, strconv.Itoa(port)), 5*time.Second)
+			return TCP(ctx, NewDialer(), net.JoinHostPort(host, strconv.Itoa(port)), 5*time.Second, nil)
 		},
 	},
 	{
@@ -226,7 +226,7 @@ var podOrNodeKinds = []podOrNode{
 			t.Cleanup(srv.Stop)
 		},
 		probe: func(ctx context.Context, host string, port int) (Verdict, error) {
-			return GRPCHealth(ctx, NewDialer(), net.JoinHostPort(host, strconv.Itoa(port)), "", testUA, 5*time.Second)
+			return GRPCHealth(ctx, NewDialer(), net.JoinHostPort(host, strconv.Itoa(port)), "", testUA, 5*time.Second, nil)
 		},
 		want: "service healthy",
 	},

@@ -1,4 +1,4 @@
-package prober
+package main
 
 import (
 	"context"
@@ -13,71 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
-	"github.com/cri-prober/cri-prober/pkg/results"
+	"github.com/cri-prober/cri-prober/pkg/probe"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// Target is where a one-off probe goes.
-type Target struct {
-	// Host is where network probes go when the probe names no host (the
-	// pod IP; 127.0.0.1 with NetNS).
-	Host        string
-	ContainerID string
-	// Container gives named ports and env for $(VAR); may be empty.
-	Container *spec.Container
-	// Extensions are the probe's additions (startInterval is moot here).
-	Extensions *spec.Extensions
-	// NetNS, when set, dials network probes from inside that network
-	// namespace.
-	NetNS string
-	// Transcript, when set, records what a network probe sent and
-	// received, then the outcome as kubelet reports it (all an exec probe
-	// records), with the values of credential headers redacted as in the
-	// output (RunProbe sets its Redact).
-	Transcript *netprobe.Transcript
-	// AllowedDestinations are the link-local and cloud metadata addresses
-	// the probe may reach, as the agent's --allow-probe-destination.
-	AllowedDestinations []netip.Prefix
-}
-
-// Outcome is a one-off probe's result, as a worker would see it.
-type Outcome struct {
-	Result results.Result  // Success or Failure (meaningless when Err is set)
-	Raw    results.Outcome // success, warning, failure or unknown
-	Output string
-	Err    error // could not probe (after kubelet's three tries)
-}
-
-// RunProbe runs p once against t through the same handlers, retries and
-// result mapping as the agent's workers. execRunner may be nil for a
-// network probe. A success's output is kept: it is shown to the caller
-// once, not kept or served.
-func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target) Outcome {
-	c := t.Container
-	if c == nil {
-		c = &spec.Container{}
-	}
-	tr := t.Transcript
-	if tr != nil {
-		if h := p.HTTPGet; h != nil {
-			header := httpHeaders(h.HTTPHeaders)
-			tr.Redact = func(s string) string { return netprobe.RedactCredentials(s, header) }
-		}
-		ctx = netprobe.WithTranscript(ctx, tr)
-	}
-	d := newDispatcher(execRunner, netprobe.NewDialer(t.AllowedDestinations...), true)
-	o := d.probe(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
-		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions})
-	if tr != nil {
-		tr.Finish(string(o.raw), o.output, o.err)
-	}
-	return Outcome{Result: o.result, Raw: o.raw, Output: o.output, Err: o.err}
-}
-
-// RunProbeAt runs network probe p once against address, with no runtime
-// and no container, through the same handlers as the agent's workers; tr,
-// when not nil, records the run. address is
+// runProbeAt runs network probe p once against address, with no runtime
+// and no container, through the same handlers as the agent's workers
+// (prober.RunOnce); tr, when not nil, records the run. address is
 //
 //   - HOST:PORT (or [IPv6]:PORT), which replaces the probe's host and
 //     port; a HOST alone keeps the probe's port, which must then be a
@@ -91,22 +34,22 @@ func RunProbe(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Tar
 //     the server's overall health), or aims p's grpc handler there.
 //
 // Exec probes run in containers, and cannot be aimed at an address. The
-// probe may reach the refused destinations in allowed, as RunProbe's. The
+// probe may reach the refused destinations in allowed, as RunOnce's. The
 // error says that p cannot be aimed at address (nothing was sent); a probe
 // that could not run is the Outcome's Err.
-func RunProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *netprobe.Transcript, allowed []netip.Prefix) (Outcome, error) {
+func runProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *probe.Transcript, allowed []netip.Prefix) (prober.Outcome, error) {
 	q, t, err := atAddress(p, address)
 	if err != nil {
-		return Outcome{}, err
+		return prober.Outcome{}, err
 	}
-	t.Transcript, t.AllowedDestinations = tr, allowed
-	return RunProbe(ctx, nil, q, t), nil
+	t.AllowedDestinations = allowed
+	return prober.RunOnce(ctx, nil, q, t, tr), nil
 }
 
-// atAddress aims p at address (RunProbeAt) and returns a copy of it with
+// atAddress aims p at address (runProbeAt) and returns a copy of it with
 // the API server's defaults, and the Target to run it with. The copy is
 // not validated again (the caller validated p).
-func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
+func atAddress(p *corev1.Probe, address string) (*corev1.Probe, prober.Target, error) {
 	var q *corev1.Probe
 	if p != nil {
 		q = p.DeepCopy()
@@ -117,20 +60,20 @@ func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
 	}
 	switch {
 	case err != nil:
-		return nil, Target{}, err
+		return nil, prober.Target{}, err
 	case isURL && q == nil:
 		q = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{}}}
 	case q == nil:
-		return nil, Target{}, errors.New("no probe to aim at " + strconv.Quote(address))
+		return nil, prober.Target{}, errors.New("no probe to aim at " + strconv.Quote(address))
 	case q.Exec != nil:
-		return nil, Target{}, errors.New("an exec probe runs in a container: it cannot be aimed at an address")
+		return nil, prober.Target{}, errors.New("an exec probe runs in a container: it cannot be aimed at an address")
 	case q.HTTPGet == nil && q.TCPSocket == nil && q.GRPC == nil:
 		if !isURL {
-			return nil, Target{}, errors.New("the probe has no httpGet, tcpSocket or grpc handler")
+			return nil, prober.Target{}, errors.New("the probe has no httpGet, tcpSocket or grpc handler")
 		}
 		q.HTTPGet = &corev1.HTTPGetAction{}
 	case isURL && q.HTTPGet == nil:
-		return nil, Target{}, fmt.Errorf("address %q is a URL, for an httpGet probe; give HOST:PORT", address)
+		return nil, prober.Target{}, fmt.Errorf("address %q is a URL, for an httpGet probe; give HOST:PORT", address)
 	}
 
 	var host string
@@ -141,7 +84,7 @@ func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
 		host, port, err = hostPort(address, q)
 	}
 	if err != nil {
-		return nil, Target{}, err
+		return nil, prober.Target{}, err
 	}
 	switch {
 	case q.HTTPGet != nil:
@@ -152,40 +95,40 @@ func atAddress(p *corev1.Probe, address string) (*corev1.Probe, Target, error) {
 		q.GRPC.Port = int32(port)
 	}
 	spec.DefaultProbe(q)
-	return q, Target{Host: host}, nil
+	return q, prober.Target{Host: host}, nil
 }
 
 // atGRPCAddress aims q (nil: a new grpc probe) at a grpc:// URL, whose
 // port is required (gRPC has no default port) and whose path, if any, is
 // the service.
-func atGRPCAddress(q *corev1.Probe, u *url.URL) (*corev1.Probe, Target, error) {
+func atGRPCAddress(q *corev1.Probe, u *url.URL) (*corev1.Probe, prober.Target, error) {
 	switch {
 	case q != nil && q.Exec != nil:
-		return nil, Target{}, errors.New("an exec probe runs in a container: it cannot be aimed at an address")
+		return nil, prober.Target{}, errors.New("an exec probe runs in a container: it cannot be aimed at an address")
 	case q == nil || (q.HTTPGet == nil && q.TCPSocket == nil && q.GRPC == nil):
 		if q == nil {
 			q = &corev1.Probe{}
 		}
 		q.GRPC = &corev1.GRPCAction{}
 	case q.GRPC == nil:
-		return nil, Target{}, fmt.Errorf("address %q is a gRPC URL, for a grpc probe; give HOST:PORT", u.Redacted())
+		return nil, prober.Target{}, fmt.Errorf("address %q is a gRPC URL, for a grpc probe; give HOST:PORT", u.Redacted())
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, Target{}, fmt.Errorf("address %q: a gRPC URL is grpc://HOST:PORT[/SERVICE], with no credentials, query or fragment", u.Redacted())
+		return nil, prober.Target{}, fmt.Errorf("address %q: a gRPC URL is grpc://HOST:PORT[/SERVICE], with no credentials, query or fragment", u.Redacted())
 	}
 	if u.Port() == "" {
-		return nil, Target{}, fmt.Errorf("address %q names no port: give grpc://HOST:PORT[/SERVICE]", u.Redacted())
+		return nil, prober.Target{}, fmt.Errorf("address %q names no port: give grpc://HOST:PORT[/SERVICE]", u.Redacted())
 	}
 	port, err := portNumber(u.Port())
 	if err != nil {
-		return nil, Target{}, err
+		return nil, prober.Target{}, err
 	}
 	q.GRPC.Port = int32(port)
 	if service := strings.TrimPrefix(u.Path, "/"); service != "" {
 		q.GRPC.Service = &service
 	}
 	spec.DefaultProbe(q)
-	return q, Target{Host: u.Hostname()}, nil
+	return q, prober.Target{Host: u.Hostname()}, nil
 }
 
 // addressURL parses address as a URL if it is one (it has "://"): an http,

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -73,13 +73,13 @@ func TestAgentOutOfFileDescriptors(t *testing.T) {
 		"http": func(timeout time.Duration) (Verdict, error) {
 			req, err := NewRequest("http", host, port, "/", nil, testUA)
 			require.NoError(t, err)
-			return NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout)
+			return NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout, nil)
 		},
 		"tcp": func(timeout time.Duration) (Verdict, error) {
-			return TCP(context.Background(), NewDialer(), web.Listener.Addr().String(), timeout)
+			return TCP(context.Background(), NewDialer(), web.Listener.Addr().String(), timeout, nil)
 		},
 		"grpc": func(timeout time.Duration) (Verdict, error) {
-			return GRPCHealth(context.Background(), NewDialer(), rpc, "", testUA, timeout)
+			return GRPCHealth(context.Background(), NewDialer(), rpc, "", testUA, timeout, nil)
 		},
 	}
 	for kind, probe := range probes {

@@ -1,4 +1,9 @@
-package prober
+// Package explain says, for each probe of a pod, when kubelet's semantics
+// (which cri-prober follows) make things happen, and what looks wrong
+// (cri-prober explain). It is pure: a spec.Pod in, Explanations out. The
+// rules it reads are stated where they are decided: the kill's grace
+// period in pkg/restart (GracePeriod, MinimumGracePeriod).
+package explain
 
 import (
 	"fmt"
@@ -9,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -65,7 +71,7 @@ func (w Window) String() string {
 }
 
 // Warning is a likely mistake in a probe's configuration, with what to do
-// instead. Explain warns only about what can be changed: never about a
+// instead. Probes warns only about what can be changed: never about a
 // value that is already the least the API allows.
 type Warning struct {
 	Kind    WarningKind
@@ -107,29 +113,26 @@ const (
 	WarnLongPodGrace
 )
 
-// ExplainOption tunes Explain.
-type ExplainOption func(*explainOptions)
+// Option tunes Probes.
+type Option func(*options)
 
-type explainOptions struct {
+type options struct {
 	startTime time.Duration
 }
 
 // WithStartTime says how long the app takes, after its container starts,
-// to answer its probes (0 or less: unknown). Explain then warns when the
+// to answer its probes (0 or less: unknown). Probes then warns when the
 // startup probe (or, without one, liveness) would restart the container
 // before that, saying what to set, instead of guessing at a short start
 // budget.
-func WithStartTime(d time.Duration) ExplainOption {
-	return func(o *explainOptions) { o.startTime = max(d, 0) }
+func WithStartTime(d time.Duration) Option {
+	return func(o *options) { o.startTime = max(d, 0) }
 }
 
-// kubelet's maximum CrashLoopBackOff, reached after repeated restarts.
-const maxBackoff = 300 * time.Second
-
-// Explain describes every probe of a pod: startup first, then readiness and
+// Probes describes every probe of a pod: startup first, then readiness and
 // liveness, container by container.
-func Explain(pod *spec.Pod, opts ...ExplainOption) []Explanation {
-	var o explainOptions
+func Probes(pod *spec.Pod, opts ...Option) []Explanation {
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -176,7 +179,7 @@ func failures(n int32, interval, timeout time.Duration) Window {
 	return Window{Earliest: k * interval, Latest: interval + k*max(interval, timeout) + timeout}
 }
 
-func explain(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Probe, startup *Explanation, o explainOptions) Explanation {
+func explain(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Probe, startup *Explanation, o options) Explanation {
 	tm := timingOf(c, t, p)
 	delay := seconds(p.InitialDelaySeconds)
 	e := Explanation{Container: c.Name, Type: t, Handler: handlerName(p), Period: tm.period}
@@ -212,10 +215,9 @@ func explain(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Pr
 	}
 	e.Act = e.Detect
 	if t != results.Readiness {
-		e.GracePeriod = max(pod.TerminationGracePeriodSeconds, 2)
-		if p.TerminationGracePeriodSeconds != nil {
-			e.GracePeriod = max(*p.TerminationGracePeriodSeconds, 2)
-		}
+		// The grace period the kill starts with; no preStop hook is
+		// counted.
+		e.GracePeriod = max(restart.GracePeriod(pod.TerminationGracePeriodSeconds, p), restart.MinimumGracePeriod)
 		// Earliest: the app exits at once on SIGTERM; worst: it is killed
 		// after the grace period. The first restarts are not backed off.
 		e.Act = Window{Earliest: e.Detect.Earliest, Latest: e.Detect.Latest + time.Duration(e.GracePeriod)*time.Second}
@@ -240,7 +242,7 @@ func handlerName(p *corev1.Probe) string {
 }
 
 // warnings points out the usual mistakes, each with what to do instead.
-func warnings(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Probe, e *Explanation, o explainOptions) []Warning {
+func warnings(pod *spec.Pod, c *spec.Container, t results.ProbeType, p *corev1.Probe, e *Explanation, o options) []Warning {
 	var w []Warning
 	warn := func(kind WarningKind, format string, args ...any) {
 		w = append(w, Warning{Kind: kind, Message: fmt.Sprintf(format, args...)})
@@ -317,7 +319,3 @@ func thresholdFor(d, interval time.Duration) int64 {
 	}
 	return int64((d+interval-1)/interval) + 1
 }
-
-// CrashLoopWorst is the longest a restart can wait once a container keeps
-// failing (kubelet's back-off cap).
-func CrashLoopWorst() time.Duration { return maxBackoff }

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"bufio"
@@ -89,7 +89,7 @@ func TestHTTPResponseHeadersBounded(t *testing.T) {
 			host, port := rawHTTP(t, tt.response)
 			req, err := NewRequest("http", host, port, "/", nil, testUA)
 			require.NoError(t, err)
-			v, err := NewHTTPGet(NewDialer()).Probe(context.Background(), req, 5*time.Second)
+			v, err := NewHTTPGet(NewDialer()).Probe(context.Background(), req, 5*time.Second, nil)
 			require.NoError(t, err)
 			assert.Equal(t, Failure, v.Result)
 			assert.Equal(t, CauseNetwork, v.Cause)
@@ -147,7 +147,7 @@ func TestGRPCBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := GRPCHealth(context.Background(), NewDialer(), tt.addr, "", testUA, 5*time.Second)
+			v, err := GRPCHealth(context.Background(), NewDialer(), tt.addr, "", testUA, 5*time.Second, nil)
 			require.NoError(t, err)
 			assert.Equal(t, Failure, v.Result, v.Output)
 			assert.Equal(t, tt.wantCause, v.Cause, v.Output)
@@ -176,7 +176,7 @@ func TestHTTPBodyRegexpEndsWithTheTimeout(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, time.Second, HTTPCheck{BodyMustMatch: slow})
+		v, err := NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, time.Second, HTTPCheck{BodyMustMatch: slow}, nil)
 		done <- result{v, err}
 	}()
 	select {
@@ -192,7 +192,7 @@ func TestHTTPBodyRegexpEndsWithTheTimeout(t *testing.T) {
 	settled(t, goroutines, fds)
 
 	// A regexp that matches in time still decides.
-	v, err := NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, time.Second, HTTPCheck{BodyMustMatch: regexp.MustCompile(`a{100}$`)})
+	v, err := NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, time.Second, HTTPCheck{BodyMustMatch: regexp.MustCompile(`a{100}$`)}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, Success, v.Result, v.Output)
 }

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func BenchmarkHTTPProbe(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, out, err := split(get.Probe(context.Background(), req, time.Second))
+		r, out, err := split(get.Probe(context.Background(), req, time.Second, nil))
 		if err != nil || r != Success {
 			b.Fatalf("probe: %v %v %s", r, err, out)
 		}
@@ -72,7 +72,7 @@ func BenchmarkTCPProbe(b *testing.B) {
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {
-		if r, out, _ := split(TCP(context.Background(), NewDialer(), addr, time.Second)); r != Success {
+		if r, out, _ := split(TCP(context.Background(), NewDialer(), addr, time.Second, nil)); r != Success {
 			b.Fatal(out)
 		}
 	}
@@ -124,7 +124,7 @@ func BenchmarkTranscriptHTTPProbe(b *testing.B) {
 			b.Fatal(err)
 		}
 		tr := &Transcript{}
-		if v, err := get.Probe(WithTranscript(context.Background(), tr), req, time.Second); err != nil || v.Result != Success {
+		if v, err := get.Probe(context.Background(), req, time.Second, tr); err != nil || v.Result != Success {
 			b.Fatalf("probe: %v %v %s", v.Result, err, v.Output)
 		}
 		tr.Finish("success", "ok", nil)

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func probeHTTP(t *testing.T, scheme, serverURL, path string, headers http.Header
 	host, port := target(t, serverURL)
 	req, err := NewRequest(scheme, host, port, path, headers, testUA)
 	require.NoError(t, err)
-	return split(NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout))
+	return split(NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout, nil))
 }
 
 // recorder is a handler that remembers the last request it saw.
@@ -346,7 +346,7 @@ func TestHTTPCancelledContextStopsTheProbe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan Result)
 	go func() {
-		r, _, _ := split(NewHTTPGet(NewDialer()).Probe(ctx, req, time.Hour))
+		r, _, _ := split(NewHTTPGet(NewDialer()).Probe(ctx, req, time.Hour, nil))
 		done <- r
 	}()
 	cancel()
@@ -371,7 +371,7 @@ func TestTCP(t *testing.T) {
 			c.Close()
 		}
 	}()
-	result, out, err := split(TCP(context.Background(), NewDialer(), lis.Addr().String(), time.Second))
+	result, out, err := split(TCP(context.Background(), NewDialer(), lis.Addr().String(), time.Second, nil))
 	require.NoError(t, err)
 	assert.Equal(t, Success, result)
 	assert.Empty(t, out)
@@ -380,7 +380,7 @@ func TestTCP(t *testing.T) {
 	require.NoError(t, err)
 	addr := closed.Addr().String()
 	closed.Close()
-	result, out, err = split(TCP(context.Background(), NewDialer(), addr, time.Second))
+	result, out, err = split(TCP(context.Background(), NewDialer(), addr, time.Second, nil))
 	require.NoError(t, err)
 	assert.Equal(t, Failure, result)
 	assert.Equal(t, "dial tcp "+addr+": connect: connection refused", out)
@@ -427,7 +427,7 @@ func TestHTTPCheck(t *testing.T) {
 		if tt.method != "" {
 			req.Method = tt.method
 		}
-		r, out, err := split(NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, time.Second, tt.check))
+		r, out, err := split(NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, time.Second, tt.check, nil))
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, r, "%s %+v", tt.path, tt.check)
 		assert.Equal(t, tt.wantOutput, out, "%s %+v", tt.path, tt.check)
@@ -469,22 +469,24 @@ func TestVerdictCauses(t *testing.T) {
 		want Cause
 	}{
 		{"http status", func() (Verdict, error) {
-			return NewHTTPGet(NewDialer()).Probe(context.Background(), req("/500"), time.Second)
+			return NewHTTPGet(NewDialer()).Probe(context.Background(), req("/500"), time.Second, nil)
 		}, CauseStatus},
 		{"http body", func() (Verdict, error) {
-			return NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req("/"), time.Second, HTTPCheck{BodyMustMatch: regexp.MustCompile("bye")})
+			return NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req("/"), time.Second, HTTPCheck{BodyMustMatch: regexp.MustCompile("bye")}, nil)
 		}, CauseBody},
 		{"http redirect loop", func() (Verdict, error) {
-			return NewHTTPGet(NewDialer()).Probe(context.Background(), req("/loop"), time.Second)
+			return NewHTTPGet(NewDialer()).Probe(context.Background(), req("/loop"), time.Second, nil)
 		}, CauseNetwork},
-		{"tcp refused", func() (Verdict, error) { return TCP(context.Background(), NewDialer(), closedAddr, time.Second) }, CauseRefused},
-		{"tcp timeout", func() (Verdict, error) { return TCP(context.Background(), NewDialer(), closedAddr, time.Nanosecond) }, CauseTimeout},
+		{"tcp refused", func() (Verdict, error) { return TCP(context.Background(), NewDialer(), closedAddr, time.Second, nil) }, CauseRefused},
+		{"tcp timeout", func() (Verdict, error) {
+			return TCP(context.Background(), NewDialer(), closedAddr, time.Nanosecond, nil)
+		}, CauseTimeout},
 		{"http refused", func() (Verdict, error) {
 			r, _ := NewRequest("http", "127.0.0.1", closed.Addr().(*net.TCPAddr).Port, "/", nil, testUA)
-			return NewHTTPGet(NewDialer()).Probe(context.Background(), r, time.Second)
+			return NewHTTPGet(NewDialer()).Probe(context.Background(), r, time.Second, nil)
 		}, CauseRefused},
 		{"success", func() (Verdict, error) {
-			return NewHTTPGet(NewDialer()).Probe(context.Background(), req("/"), time.Second)
+			return NewHTTPGet(NewDialer()).Probe(context.Background(), req("/"), time.Second, nil)
 		}, CauseNone},
 	}
 	for _, tt := range tests {

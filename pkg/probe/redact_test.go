@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestCredentialsRedactedBeforeTheBound(t *testing.T) {
 	for _, path := range []string{"/loop", "/echo"} {
 		req, err := NewRequest("http", host, port, path, header, testUA)
 		require.NoError(t, err)
-		v, err := NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, 5*time.Second, HTTPCheck{})
+		v, err := NewHTTPGet(NewDialer()).ProbeChecked(context.Background(), req, 5*time.Second, HTTPCheck{}, nil)
 		require.NoError(t, err, path)
 		t.Logf("%s: %.120s", path, v.Output)
 		assert.NotContains(t, v.Output, "s3cr3t", "%s: %s", path, v.Output)

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 // connection is accepted, else Failure with the dial error; an error if the
 // probe could not run (ErrNetNS, ErrAgentResource, ErrDestinationRefused).
 // Nothing is sent or read, so a listening socket whose application is
-// broken still passes, as in kubelet. With a transcript in ctx
-// (WithTranscript), it records the connection there.
-func TCP(ctx context.Context, d *Dialer, addr string, timeout time.Duration) (Verdict, error) {
-	rec := transcriptFrom(ctx).begin("tcpSocket", addr, timeout)
+// broken still passes, as in kubelet. With a transcript (nil: none), it
+// records the connection there.
+func TCP(ctx context.Context, d *Dialer, addr string, timeout time.Duration, tr *Transcript) (Verdict, error) {
+	rec := tr.begin("tcpSocket", addr, timeout)
 	v, err := doTCP(rec.netTrace(ctx), d, addr, timeout, rec)
 	rec.end(v, err)
 	return v, err

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -24,13 +24,12 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
-// Transcript records what probes run with a context from WithTranscript
-// sent and received, for a person debugging a probe (blackbox_exporter's
-// debug output): the address dialled and each connection attempt, the TLS
-// handshake, the request line and header fields as written, the status line
-// and headers of each response (redirects included), an excerpt of the
-// body, the timings of each phase and, once Finish is called, the result
-// as kubelet reports it. Write renders it as text; it marshals to JSON.
+// Transcript records what the probes given it sent and received, for a
+// person debugging a probe (blackbox_exporter's debug output): the address
+// dialled and each connection attempt, the TLS handshake, the request line
+// and header fields as written, the status line and headers of each
+// response (redirects included), an excerpt of the body, the timings of
+// each phase and, once Finish is called, the result as kubelet reports it. Write renders it as text; it marshals to JSON.
 //
 // Every text recorded from the request and the response passes Redact,
 // then is bounded and escaped as it is recorded: a header line and an
@@ -39,7 +38,7 @@ import (
 // printable (control characters, ANSI escapes, invalid UTF-8) written as
 // \xNN or \uNNNN, a line break as \n but in a body excerpt. The outputs,
 // already bounded, pass Redact only (Write escapes the result's). A
-// transcript costs nothing to probes run without one.
+// transcript costs nothing to probes given none (nil).
 //
 // The zero value is ready for one run (one probe, with kubelet's retries).
 // The probe's goroutines record into it while it runs; read its Record
@@ -192,18 +191,6 @@ type Final struct {
 	Error  string `json:"error,omitempty"`
 	// DurationMs is the whole run, retries included.
 	DurationMs float64 `json:"durationMs"`
-}
-
-type transcriptKey struct{}
-
-// WithTranscript makes the probes run with ctx record into t.
-func WithTranscript(ctx context.Context, t *Transcript) context.Context {
-	return context.WithValue(ctx, transcriptKey{}, t)
-}
-
-func transcriptFrom(ctx context.Context) *Transcript {
-	t, _ := ctx.Value(transcriptKey{}).(*Transcript)
-	return t
 }
 
 // Finish records the outcome as kubelet reports it (result: success,

@@ -1,8 +1,9 @@
-// Package netprobe probes an address over the network the way kubelet does:
-// HTTP GET, TCP connect and gRPC health checks. Each probe is a leaf that
-// knows nothing of pods or containers: it gets an address and a timeout and
-// says Success, Warning or Failure with kubelet's output text, or returns an
-// error when it could not probe at all.
+// Package probe holds the network probe kinds (kubelet's
+// pkg/probe/{http,tcp,grpc}): HTTP GET, TCP connect and gRPC health
+// checks. Each probe is a leaf that knows nothing of pods or containers:
+// it gets an address and a timeout and says Success, Warning or Failure
+// with kubelet's output text, or returns an error when it could not probe
+// at all.
 //
 // Everything a target sends is bounded where it enters: HTTP response
 // headers at MaxResponseHeader bytes and a body at MaxBody (kubelet's
@@ -17,10 +18,12 @@
 // No probe connects to a link-local or cloud metadata address unless its
 // Dialer allows it: that probe could not run (ErrDestinationRefused).
 //
-// A probe run with a context from WithTranscript also records what it
-// sent and received, and when, in a Transcript (probe --debug); without
-// one, it costs nothing.
-package netprobe
+// Each kind takes a Transcript as its last argument, as blackbox_exporter's
+// probers take their debug logger: given one, it records there what it
+// sent and received, and when (probe --debug); given nil, it records
+// nothing and costs nothing. The transcript is its own file group
+// (transcript.go records, transcript_text.go renders).
+package probe
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func TestGRPCHealth(t *testing.T) {
 			if timeout == 0 {
 				timeout = 2 * time.Second
 			}
-			v, err := GRPCHealth(context.Background(), NewDialer(), tt.addr, tt.service, testUA, timeout)
+			v, err := GRPCHealth(context.Background(), NewDialer(), tt.addr, tt.service, testUA, timeout, nil)
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantResult, v.Result)
 			assert.Equal(t, tt.wantOutput, v.Output)

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -127,7 +127,7 @@ func TestHostileTargets(t *testing.T) {
 			host, port := target(t, url)
 			req, err := NewRequest("http", host, port, "/", nil, testUA)
 			require.NoError(t, err)
-			return split(NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout))
+			return split(NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout, nil))
 		}
 	}
 	tests := []struct {
@@ -147,10 +147,10 @@ func TestHostileTargets(t *testing.T) {
 		{name: "HTTP redirect loop", run: httpProbe(loop.URL), want: Failure},
 		{name: "HTTP redirect to another host", run: httpProbe(elsewhere.URL), want: Warning},
 		{name: "TCP that accepts and never reads", run: func() (Result, string, error) {
-			return split(TCP(context.Background(), NewDialer(), silentTCP.Addr().String(), timeout))
+			return split(TCP(context.Background(), NewDialer(), silentTCP.Addr().String(), timeout, nil))
 		}, want: Success, after: release},
 		{name: "gRPC that never answers", run: func() (Result, string, error) {
-			return split(GRPCHealth(context.Background(), NewDialer(), hangingGRPC, "", testUA, timeout))
+			return split(GRPCHealth(context.Background(), NewDialer(), hangingGRPC, "", testUA, timeout, nil))
 		}, want: Failure},
 	}
 	for _, tt := range tests {

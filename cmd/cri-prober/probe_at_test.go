@@ -1,7 +1,6 @@
-package prober
+package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -18,7 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/cri-prober/cri-prober/pkg/prober/netprobe"
+	"github.com/cri-prober/cri-prober/pkg/probe"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -130,7 +130,7 @@ func TestAtAddress(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
-			assert.Equal(t, Target{Host: tt.wantHost}, target)
+			assert.Equal(t, prober.Target{Host: tt.wantHost}, target)
 			assert.Empty(t, spec.ValidateReadinessProbe(got), "a valid probe")
 		})
 	}
@@ -190,10 +190,10 @@ func TestRunProbeAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			without, err := RunProbeAt(t.Context(), tt.probe, tt.address, nil, nil)
+			without, err := runProbeAt(t.Context(), tt.probe, tt.address, nil, nil)
 			require.NoError(t, err)
-			tr := &netprobe.Transcript{}
-			with, err := RunProbeAt(t.Context(), tt.probe, tt.address, tr, nil)
+			tr := &probe.Transcript{}
+			with, err := runProbeAt(t.Context(), tt.probe, tt.address, tr, nil)
 			require.NoError(t, err)
 			assert.Equal(t, without, with, "a transcript does not change the outcome")
 			require.NoError(t, with.Err)
@@ -202,7 +202,7 @@ func TestRunProbeAt(t *testing.T) {
 
 			rec := tr.Record()
 			require.NotNil(t, rec.Result)
-			assert.Equal(t, netprobe.Final{Result: string(with.Raw), Output: with.Output, DurationMs: rec.Result.DurationMs}, *rec.Result)
+			assert.Equal(t, probe.Final{Result: string(with.Raw), Output: with.Output, DurationMs: rec.Result.DurationMs}, *rec.Result)
 			var text strings.Builder
 			require.NoError(t, tr.Write(&text))
 			assert.Contains(t, text.String(), tt.wantText)
@@ -224,8 +224,8 @@ func TestRunProbeTranscriptRedactsCredentials(t *testing.T) {
 	defer srv.Close()
 	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
 		{Name: "Authorization", Value: "Bearer s3cr3t-t0ken"}, {Name: "X-Api-Key", Value: "k3y-v4lue"}}}}}
-	tr := &netprobe.Transcript{}
-	out, err := RunProbeAt(t.Context(), p, srv.URL, tr, nil)
+	tr := &probe.Transcript{}
+	out, err := runProbeAt(t.Context(), p, srv.URL, tr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, results.OutcomeFailure, out.Raw)
 	var text strings.Builder
@@ -238,23 +238,6 @@ func TestRunProbeTranscriptRedactsCredentials(t *testing.T) {
 		assert.Contains(t, s, "Authorization: [redacted]")
 		assert.Contains(t, s, "X-Seen: [redacted]")
 	}
-}
-
-// A probe that could not run ends its transcript as kubelet reports it:
-// unknown, with the error.
-func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
-	p := &corev1.Probe{TimeoutSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
-	tr := &netprobe.Transcript{}
-	out := RunProbe(context.Background(), nil, p, Target{Transcript: tr}) // no host
-	require.Error(t, out.Err)
-	rec := tr.Record()
-	require.NotNil(t, rec.Result)
-	assert.Equal(t, "unknown", rec.Result.Result)
-	assert.Equal(t, "the pod has no IP address yet", rec.Result.Error)
-	var text strings.Builder
-	require.NoError(t, tr.Write(&text))
-	assert.Contains(t, text.String(), "result:   unknown (could not probe")
-	assert.Contains(t, text.String(), "error:    the pod has no IP address yet")
 }
 
 // A credential longer than a transcript keeps of a line (a JWT often is)
@@ -273,8 +256,8 @@ func TestRunProbeTranscriptRedactsLongCredentials(t *testing.T) {
 	defer srv.Close()
 	p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{
 		{Name: "Authorization", Value: "Bearer " + token}}}}}
-	tr := &netprobe.Transcript{}
-	out, err := RunProbeAt(t.Context(), p, srv.URL, tr, nil)
+	tr := &probe.Transcript{}
+	out, err := runProbeAt(t.Context(), p, srv.URL, tr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "seen: [redacted]", out.Output)
 	var text strings.Builder

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -35,10 +35,10 @@ const GRPCMaxMessage = 64 * 1024
 // only errors are those of a probe that could not run (ErrNetNS,
 // ErrAgentResource, ErrDestinationRefused). Headers and the answer are
 // bounded (GRPCMaxHeaderList, GRPCMaxMessage), and so is the server's
-// status message in the output. With a transcript in ctx (WithTranscript),
-// it records the connection and the call there.
-func GRPCHealth(ctx context.Context, d *Dialer, addr, service, userAgent string, timeout time.Duration) (Verdict, error) {
-	rec := transcriptFrom(ctx).begin("grpc", addr, timeout)
+// status message in the output. With a transcript (nil: none), it records
+// the connection and the call there.
+func GRPCHealth(ctx context.Context, d *Dialer, addr, service, userAgent string, timeout time.Duration, tr *Transcript) (Verdict, error) {
+	rec := tr.begin("grpc", addr, timeout)
 	rec.grpcCall(service, userAgent)
 	v, err := doGRPC(ctx, d, addr, service, userAgent, timeout, rec)
 	rec.end(v, err)

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"bufio"
@@ -67,10 +67,10 @@ func rawServer(t *testing.T, response []byte) (addr string, heads <-chan []byte)
 	return l.Addr().String(), ch
 }
 
-// probeWith runs probe with a transcript, finished as RunProbe finishes it.
-func probeWith(probe func(context.Context) (Verdict, error)) (Verdict, error, *Transcript) {
+// probeWith runs probe with a transcript, finished as prober.RunOnce finishes it.
+func probeWith(probe func(*Transcript) (Verdict, error)) (Verdict, error, *Transcript) {
 	tr := &Transcript{}
-	v, err := probe(WithTranscript(context.Background(), tr))
+	v, err := probe(tr)
 	result := v.Result.String()
 	if err != nil {
 		result = "unknown"
@@ -79,13 +79,13 @@ func probeWith(probe func(context.Context) (Verdict, error)) (Verdict, error, *T
 	return v, err, tr
 }
 
-func httpProbe(scheme, host string, port int, path string, timeout time.Duration) func(context.Context) (Verdict, error) {
-	return func(ctx context.Context) (Verdict, error) {
+func httpProbe(scheme, host string, port int, path string, timeout time.Duration) func(*Transcript) (Verdict, error) {
+	return func(tr *Transcript) (Verdict, error) {
 		req, err := NewRequest(scheme, host, port, path, nil, testUA)
 		if err != nil {
 			return Verdict{}, err
 		}
-		return NewHTTPGet(NewDialer()).Probe(ctx, req, timeout)
+		return NewHTTPGet(NewDialer()).Probe(context.Background(), req, timeout, tr)
 	}
 }
 
@@ -153,18 +153,20 @@ func TestTranscript(t *testing.T) {
 	hs.SetServingStatus("sick", healthpb.HealthCheckResponse_NOT_SERVING)
 	grpcAddr := startGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, hs) })
 	noHealth := startGRPC(t, func(*grpc.Server) {})
-	grpcProbe := func(addr, service string) func(context.Context) (Verdict, error) {
-		return func(ctx context.Context) (Verdict, error) {
-			return GRPCHealth(ctx, NewDialer(), addr, service, testUA, time.Second)
+	grpcProbe := func(addr, service string) func(*Transcript) (Verdict, error) {
+		return func(tr *Transcript) (Verdict, error) {
+			return GRPCHealth(context.Background(), NewDialer(), addr, service, testUA, time.Second, tr)
 		}
 	}
-	tcpProbe := func(addr string) func(context.Context) (Verdict, error) {
-		return func(ctx context.Context) (Verdict, error) { return TCP(ctx, NewDialer(), addr, time.Second) }
+	tcpProbe := func(addr string) func(*Transcript) (Verdict, error) {
+		return func(tr *Transcript) (Verdict, error) {
+			return TCP(context.Background(), NewDialer(), addr, time.Second, tr)
+		}
 	}
 
 	tests := []struct {
 		name     string
-		probe    func(context.Context) (Verdict, error)
+		probe    func(*Transcript) (Verdict, error)
 		check    func(t *testing.T, rec Record)
 		wantText []string
 	}{
@@ -374,8 +376,8 @@ func TestTranscript(t *testing.T) {
 		},
 		{
 			name: "gRPC closed port: the dials refused until the timeout",
-			probe: func(ctx context.Context) (Verdict, error) {
-				return GRPCHealth(ctx, NewDialer(), closedAddr, "", testUA, 200*time.Millisecond)
+			probe: func(tr *Transcript) (Verdict, error) {
+				return GRPCHealth(context.Background(), NewDialer(), closedAddr, "", testUA, 200*time.Millisecond, tr)
 			},
 			check: func(t *testing.T, rec Record) {
 				c := rec.Attempts[0].Conn
@@ -399,7 +401,7 @@ func TestTranscript(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			without, errWithout := tt.probe(context.Background())
+			without, errWithout := tt.probe(nil)
 			with, errWith, tr := probeWith(tt.probe)
 			assert.Equal(t, without, with, "a transcript does not change the verdict")
 			assert.Equal(t, fmt.Sprint(errWithout), fmt.Sprint(errWith))
@@ -450,7 +452,7 @@ func TestTranscriptRequestAsWritten(t *testing.T) {
 	tr := &Transcript{}
 	req, err := NewRequest("http", h, port, "/ready?full=1&x=%2F", headers, testUA)
 	require.NoError(t, err)
-	v, err := NewHTTPGet(NewDialer()).Probe(WithTranscript(context.Background(), tr), req, time.Second)
+	v, err := NewHTTPGet(NewDialer()).Probe(context.Background(), req, time.Second, tr)
 	require.NoError(t, err)
 	assert.Equal(t, Success, v.Result)
 	tr.Finish(v.Result.String(), v.Output, err)
@@ -477,7 +479,7 @@ func TestTranscriptRedact(t *testing.T) {
 	req, err := NewRequest("http", host, port, "/", http.Header{"Authorization": {"Bearer s3cr3t"}}, testUA)
 	require.NoError(t, err)
 	tr := &Transcript{Redact: func(s string) string { return strings.ReplaceAll(s, "s3cr3t", "[redacted]") }}
-	v, err := NewHTTPGet(NewDialer()).Probe(WithTranscript(context.Background(), tr), req, time.Second)
+	v, err := NewHTTPGet(NewDialer()).Probe(context.Background(), req, time.Second, tr)
 	tr.Finish(v.Result.String(), v.Output, err)
 	var text strings.Builder
 	require.NoError(t, tr.Write(&text))
@@ -493,16 +495,17 @@ func TestTranscriptRedact(t *testing.T) {
 // Without a transcript, recording costs nothing: no allocation.
 func TestNoTranscriptAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
+	var none *Transcript // what a probe given no transcript records into
 	req, err := NewRequest("http", "127.0.0.1", 80, "/", nil, testUA)
 	require.NoError(t, err)
 	resp := &http.Response{}
 	allocs := testing.AllocsPerRun(100, func() {
-		rec := transcriptFrom(ctx).beginHTTP(req, time.Second)
+		rec := none.beginHTTP(req, time.Second)
 		_, _ = rec.httpTrace(ctx, req, SameHostRedirects)
 		rec.response(resp, nil)
 		rec.body(nil, nil)
 		rec.end(Verdict{}, nil)
-		rec = transcriptFrom(ctx).begin("tcpSocket", "127.0.0.1:80", time.Second)
+		rec = none.begin("tcpSocket", "127.0.0.1:80", time.Second)
 		_ = rec.netTrace(ctx)
 		rec.connected(nil)
 		rec.grpcCall("", testUA)

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -95,9 +95,9 @@ func NewRequest(scheme, host string, port int, path string, headers http.Header,
 // redirects to another host are not. A transport error or timeout is a
 // Failure whose output is the error; failing to read the body, or a
 // connection the probe could not make on its side (cannotProbe), is an
-// error.
-func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration) (Verdict, error) {
-	return p.ProbeChecked(ctx, req, timeout, HTTPCheck{})
+// error. With a transcript (nil: none), it records the exchange there.
+func (p *HTTPGet) Probe(ctx context.Context, req *http.Request, timeout time.Duration, tr *Transcript) (Verdict, error) {
+	return p.ProbeChecked(ctx, req, timeout, HTTPCheck{}, tr)
 }
 
 // HTTPCheck replaces kubelet's verdict rules where set (blackbox_exporter's
@@ -114,11 +114,10 @@ type HTTPCheck struct {
 // BodyMismatch starts the output of a probe failed by HTTPCheck.BodyMustMatch.
 const BodyMismatch = "HTTP probe failed: the body does not match "
 
-// ProbeChecked is Probe with check's rules. With a transcript in ctx
-// (WithTranscript), it records the exchange there.
-func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck) (Verdict, error) {
+// ProbeChecked is Probe with check's rules.
+func (p *HTTPGet) ProbeChecked(ctx context.Context, req *http.Request, timeout time.Duration, check HTTPCheck, tr *Transcript) (Verdict, error) {
 	client := &http.Client{Timeout: timeout, Transport: p.transport, CheckRedirect: SameHostRedirects}
-	rec := transcriptFrom(ctx).beginHTTP(req, timeout)
+	rec := tr.beginHTTP(req, timeout)
 	ctx, client.CheckRedirect = rec.httpTrace(ctx, req, client.CheckRedirect)
 	v, err := doHTTP(ctx, client, req, timeout, check, rec)
 	rec.end(v, err)

@@ -1,4 +1,4 @@
-package netprobe
+package probe
 
 import (
 	"context"
@@ -61,11 +61,11 @@ func TestRefusedDestinationCannotBeProbed(t *testing.T) {
 			req, err := NewRequest("http", "169.254.169.254", 80, "/computeMetadata/v1/instance/service-accounts/default/token",
 				http.Header{"Metadata-Flavor": {"Google"}}, testUA)
 			require.NoError(t, err)
-			return NewHTTPGet(NewDialer()).Probe(ctx, req, time.Minute)
+			return NewHTTPGet(NewDialer()).Probe(ctx, req, time.Minute, nil)
 		},
-		"TCP": func(ctx context.Context) (Verdict, error) { return TCP(ctx, NewDialer(), metadata, time.Minute) },
+		"TCP": func(ctx context.Context) (Verdict, error) { return TCP(ctx, NewDialer(), metadata, time.Minute, nil) },
 		"gRPC": func(ctx context.Context) (Verdict, error) {
-			return GRPCHealth(ctx, NewDialer(), metadata, "", testUA, time.Minute)
+			return GRPCHealth(ctx, NewDialer(), metadata, "", testUA, time.Minute, nil)
 		},
 	}
 	for name, probe := range kinds {
@@ -110,7 +110,7 @@ func TestNamesAndRedirectsAreChecked(t *testing.T) {
 
 	t.Run("a name", func(t *testing.T) {
 		d := refusing(func(a netip.Addr) bool { return a.IsLoopback() })
-		_, err := TCP(context.Background(), d, net.JoinHostPort("localhost", strconv.Itoa(port)), time.Second)
+		_, err := TCP(context.Background(), d, net.JoinHostPort("localhost", strconv.Itoa(port)), time.Second, nil)
 		require.ErrorIs(t, err, ErrDestinationRefused)
 		assert.Regexp(t, `refused to probe (127\.0\.0\.1|::1) \(refused by the test\)`, err.Error())
 	})
@@ -119,7 +119,7 @@ func TestNamesAndRedirectsAreChecked(t *testing.T) {
 		d := refusing(func(netip.Addr) bool { return connections.Add(1) > 1 })
 		req, err := NewRequest("http", "127.0.0.1", port, "/", nil, testUA)
 		require.NoError(t, err)
-		v, err := NewHTTPGet(d).Probe(context.Background(), req, time.Second)
+		v, err := NewHTTPGet(d).Probe(context.Background(), req, time.Second, nil)
 		require.ErrorIs(t, err, ErrDestinationRefused)
 		assert.Empty(t, v.Output)
 		assert.Equal(t, int32(2), connections.Load(), "the first request's connection, then the redirect's")
@@ -133,11 +133,11 @@ func TestRefusedFromAPodsNetworkNamespace(t *testing.T) {
 	l := listenIn(t, inNS, "tcp", "127.0.0.1:0")
 	ctx := WithNetNS(context.Background(), path)
 
-	_, err := TCP(ctx, NewDialer(), "169.254.169.254:80", time.Second)
+	_, err := TCP(ctx, NewDialer(), "169.254.169.254:80", time.Second, nil)
 	require.ErrorIs(t, err, ErrDestinationRefused)
 
 	d := refusing(func(a netip.Addr) bool { return a.IsLoopback() })
-	_, err = TCP(ctx, d, net.JoinHostPort("localhost", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), time.Second)
+	_, err = TCP(ctx, d, net.JoinHostPort("localhost", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), time.Second, nil)
 	require.ErrorIs(t, err, ErrDestinationRefused)
 	threadsAtHome(t)
 }

@@ -1,6 +1,7 @@
-package prober
+package explain
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -28,7 +30,7 @@ func TestExplainDefaults(t *testing.T) {
 	pod := &spec.Pod{Name: "web", TerminationGracePeriodSeconds: 30, Containers: []spec.Container{{
 		Name: "app", Liveness: httpProbe(nil), Readiness: httpProbe(func(p *corev1.Probe) { p.HTTPGet.Path = "/ready" }),
 	}}}
-	ex := Explain(pod)
+	ex := Probes(pod)
 	require.Len(t, ex, 2)
 	ready, live := ex[0], ex[1]
 	assert.Equal(t, results.Readiness, ready.Type)
@@ -49,13 +51,40 @@ func TestExplainStartupBudgetAndProbeGrace(t *testing.T) {
 		Startup:  httpProbe(func(p *corev1.Probe) { p.FailureThreshold = 30; p.TerminationGracePeriodSeconds = &five }),
 		Liveness: httpProbe(nil),
 	}}}
-	ex := Explain(pod)
+	ex := Probes(pod)
 	require.Len(t, ex, 2)
 	startup := ex[0]
 	assert.Equal(t, Window{290 * time.Second, 301 * time.Second}, startup.Detect, "the start budget: F·P")
 	assert.Equal(t, int64(5), startup.GracePeriod, "the probe's own grace")
 	assert.Equal(t, Window{290 * time.Second, 306 * time.Second}, startup.Act)
 	assert.Equal(t, time.Duration(0), ex[1].FirstRun.Earliest, "liveness waits for startup")
+}
+
+// A probe kill's grace period is the restarter's rule, read where it is
+// decided: the probe's own over the pod's, capped as the restarter caps
+// it, never below kubelet's floor.
+func TestExplainGraceIsTheRestartersRule(t *testing.T) {
+	one, huge := int64(1), int64(math.MaxInt64)
+	tests := []struct {
+		name       string
+		podGrace   int64
+		probeGrace *int64
+		want       int64
+	}{
+		{name: "the pod's", podGrace: 30, want: 30},
+		{name: "the probe's own", podGrace: 30, probeGrace: &one, want: restart.MinimumGracePeriod},
+		{name: "never below the floor", podGrace: 0, want: restart.MinimumGracePeriod},
+		{name: "capped as the restarter caps it", podGrace: 30, probeGrace: &huge, want: restart.GracePeriod(30, &corev1.Probe{TerminationGracePeriodSeconds: &huge})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := httpProbe(func(p *corev1.Probe) { p.TerminationGracePeriodSeconds = tt.probeGrace })
+			ex := Probes(&spec.Pod{TerminationGracePeriodSeconds: tt.podGrace, Containers: []spec.Container{{Name: "app", Liveness: p}}})
+			require.Len(t, ex, 1)
+			assert.Equal(t, tt.want, ex[0].GracePeriod)
+			assert.Less(t, ex[0].GracePeriod, huge, "a grace period the restarter never gives")
+		})
+	}
 }
 
 func TestExplainWarnings(t *testing.T) {
@@ -76,7 +105,7 @@ func TestExplainWarnings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.c.Name = "app"
-			ex := Explain(&spec.Pod{TerminationGracePeriodSeconds: tt.pod, Containers: []spec.Container{tt.c}})
+			ex := Probes(&spec.Pod{TerminationGracePeriodSeconds: tt.pod, Containers: []spec.Container{tt.c}})
 			var all []string
 			for _, e := range ex {
 				for _, w := range e.Warnings {
@@ -114,7 +143,7 @@ func TestExplainNoWarningAtTheMinimums(t *testing.T) {
 			results.Startup: {StartInterval: &metav1.Duration{Duration: 200 * time.Millisecond}},
 		},
 	}}}
-	assert.Empty(t, allWarnings(Explain(pod)))
+	assert.Empty(t, allWarnings(Probes(pod)))
 }
 
 // startInterval paces a startup or readiness probe until it first
@@ -132,7 +161,7 @@ func TestExplainStartInterval(t *testing.T) {
 			results.Readiness: {StartInterval: &metav1.Duration{Duration: 500 * time.Millisecond}},
 		},
 	}}}
-	ex := Explain(pod, WithStartTime(5*time.Second))
+	ex := Probes(pod, WithStartTime(5*time.Second))
 	require.Len(t, ex, 3)
 	startup, ready, live := ex[0], ex[1], ex[2]
 
@@ -173,7 +202,7 @@ func TestExplainLivenessWithoutReadiness(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.c.Name = "app"
-			got := allWarnings(Explain(&spec.Pod{TerminationGracePeriodSeconds: 30, Containers: []spec.Container{tt.c}}))
+			got := allWarnings(Probes(&spec.Pod{TerminationGracePeriodSeconds: 30, Containers: []spec.Container{tt.c}}))
 			if tt.want == "" {
 				assert.Empty(t, got)
 				return
@@ -210,7 +239,7 @@ func TestExplainStartTime(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.c.Name = "app"
 			pod := &spec.Pod{TerminationGracePeriodSeconds: 30, Containers: []spec.Container{tt.c}}
-			got := allWarnings(Explain(pod, WithStartTime(tt.start)))
+			got := allWarnings(Probes(pod, WithStartTime(tt.start)))
 			assert.Empty(t, got[WarnShortStartBudget], "a start time given replaces the guess")
 			if tt.want == "" {
 				assert.Empty(t, got[WarnStartBudgetUnderStartTime])
@@ -223,7 +252,7 @@ func TestExplainStartTime(t *testing.T) {
 
 	// Without a start time, the guess: liveness alone leaves under 10s.
 	pod := &spec.Pod{TerminationGracePeriodSeconds: 30, Containers: []spec.Container{{Name: "app", Liveness: httpProbe(func(p *corev1.Probe) { p.PeriodSeconds = 4 })}}}
-	got := allWarnings(Explain(pod))
+	got := allWarnings(Probes(pod))
 	assert.Len(t, got[WarnShortStartBudget], 1)
 	assert.Empty(t, got[WarnStartBudgetUnderStartTime])
 }
