@@ -169,7 +169,7 @@ type Warner interface {
 // Record logs e.
 func (l LogRecorder) Record(e Event) {
 	e = e.Truncated()
-	kv := []any{"type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "container", e.Container, "message", e.Message}
+	kv := []any{"type", e.Type, "reason", e.Reason, "pod", klog.KRef(e.Namespace, e.Pod), "containerName", e.Container, "message", e.Message}
 	if e.Threshold > 0 {
 		kv = append(kv, "count", e.Count, "threshold", e.Threshold)
 	}

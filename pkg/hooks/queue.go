@@ -199,7 +199,7 @@ func (q *queue) work(ctx context.Context, logger klog.Logger) {
 }
 
 func (q *queue) deliver(ctx context.Context, logger klog.Logger, t Transition) {
-	kv := []any{"hook", q.hook, "transition", t.Transition, "pod", klog.KRef(t.Namespace, t.Pod), "container", t.Container}
+	kv := []any{"hook", q.hook, "transition", t.Transition, "pod", klog.KRef(t.Namespace, t.Pod), "containerName", t.Container}
 	// Logged, then counted: whoever sees the count finds the log line.
 	body, err := json.Marshal(t)
 	if err != nil {

@@ -174,7 +174,7 @@ func TestRunCommandLogsProbeEvents(t *testing.T) {
 	runPodNamed(t, c, name, nil).start("app", "sleep", "3600")
 	pod := testNamespace + "/" + name
 	eventually(t, 15*time.Second, "liveness failure logged", func() bool {
-		return strings.Contains(logs.String(), `reason="LivenessProbeFailed" pod="`+pod+`" container="app" message="Container app failed liveness probe"`)
+		return strings.Contains(logs.String(), `reason="LivenessProbeFailed" pod="`+pod+`" containerName="app" message="Container app failed liveness probe"`)
 	})
 	// The exec output ends in a newline, kept as kubelet keeps it; where
 	// klog would print such a value as a raw block, the agent's records
