@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -257,4 +258,20 @@ func openWarned(t *testing.T, dir string, c ...clock.PassiveClock) (*GateStore, 
 		require.ErrorAs(t, warning, &w)
 	}
 	return s, warning
+}
+
+// The gates written by today's agent load (testdata/gates-v1.json).
+func TestGateStoreLoadsTodaysFile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "gates-v1.json"))
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, gateFile), raw, 0o600))
+	s, warning := openWarned(t, dir)
+	require.NoError(t, warning)
+	list := s.List()
+	require.Len(t, list, 1)
+	list[0].LastTransitionTime = list[0].LastTransitionTime.UTC()
+	assert.Equal(t, Gate{PodKey: "uid-web", Namespace: "shop", Pod: "web", Type: "example.com/lb-ready", Status: corev1.ConditionTrue,
+		LastTransitionTime: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), By: "uid 0"}, list[0])
 }

@@ -276,3 +276,40 @@ func loadWarned(t *testing.T, dir string) (map[results.Key]results.Saved, error)
 	}
 	return got, warning
 }
+
+// The probes' state written by today's agent loads, in both formats
+// (testdata/probes-v*.json).
+func TestProbeStateLoadsTodaysFiles(t *testing.T) {
+	want := map[results.Key]results.Saved{{ContainerID: "c0", Type: results.Readiness}: {Result: results.Success, LastOutcome: results.Failure, Consecutive: 2}}
+	for _, name := range []string{"probes-v1.json", "probes-v0.json"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", name))
+			require.NoError(t, err)
+			dir := filepath.Join(t.TempDir(), "state")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), raw, 0o600))
+			got, warning := loadWarned(t, dir)
+			require.NoError(t, warning)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// NewManager reads the state directory, not its option: a directory that
+// cannot be used fails NewManager, a file set aside is a warning.
+func TestManagerLoadsStateInItsConstructor(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Mkdir(open, 0o700))
+	require.NoError(t, os.Chmod(open, 0o777))
+	_, err := NewManager(nil, results.NewStore(), WithStateDir(open), withRunner(&scriptedRunner{}))
+	assert.ErrorContains(t, err, "chmod 0700 "+open)
+
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte("{"), 0o600))
+	m, err := NewManager(nil, results.NewStore(), WithStateDir(dir), withRunner(&scriptedRunner{}))
+	require.NoError(t, err)
+	var w *statefile.Warning
+	require.ErrorAs(t, m.stateWarning, &w)
+	assert.Equal(t, filepath.Join(dir, probeStateFile+".bad"), w.Aside)
+}

@@ -479,3 +479,48 @@ func openSized(t *testing.T, dir string, size int, maxBytes int64) (*Ledger, err
 	require.NoError(t, err, "the directory can be used")
 	return l, warning
 }
+
+// fixtureEntries are the entries of testdata/restarts-v*.json, files
+// written by the agent before the ledger's record had a type of its own
+// (restart.Entry was the file's format then).
+func fixtureEntries() []Entry {
+	t0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	return []Entry{
+		{Time: t0, Node: "node1", Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: CauseLiveness,
+			Failures: []Failure{{Time: t0.Add(-10 * time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 3, Threshold: 3}},
+			ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, BackOffSeconds: 10, Action: ActionRestarted, ReplacementID: "c1", Attempt: 1},
+		{Time: t0.Add(5 * time.Minute), Node: "node1", Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c1", Cause: CauseExit,
+			ExitCode: 3, Action: ActionStopped},
+	}
+}
+
+// A ledger written before the file's record was apart from Entry loads
+// whole, in both formats, and a record is written as it was then, byte for
+// byte.
+func TestLedgerLoadsTodaysFiles(t *testing.T) {
+	for _, name := range []string{"restarts-v1.json", "restarts-v0.json"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", name))
+			require.NoError(t, err)
+			dir := filepath.Join(t.TempDir(), "state")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ledgerFile), raw, 0o600))
+			l, warning := openWarned(t, dir)
+			require.NoError(t, warning)
+			assert.Equal(t, fixtureEntries(), l.For("shop", "web"))
+			require.NoError(t, l.Add(entry(3)))
+			again, warning := openWarned(t, dir)
+			require.NoError(t, warning)
+			assert.Len(t, again.For("shop", "web"), 2)
+			assert.Equal(t, []int32{3}, exitCodes(again.For("ns", "web")))
+		})
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "restarts-v1.json"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	for i, e := range fixtureEntries() {
+		b, err := json.Marshal(recordOf(e))
+		require.NoError(t, err)
+		assert.Equal(t, lines[1+i], string(b), "the record of entry %d as the file has it", i)
+	}
+}
