@@ -16,10 +16,10 @@
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials)
-# and pkg/statefile (the state directory's files, safe from links and
-# crashes) are leaves that every layer may use. pkg/logs (reading
-# CRI log files, for the logs command) is a leaf beside the engine that
-# imports at most pkg/cri. (Kubernetes' import-boss, at our scale.)
+# and pkg/statefile (the state directory's files and their one load/save
+# policy, safe from links and crashes) are leaves that every layer may
+# use. pkg/logs (reading CRI log files, for the logs command) is a leaf
+# beside the engine that imports at most pkg/cri. (Kubernetes' import-boss, at our scale.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"

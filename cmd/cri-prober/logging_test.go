@@ -21,7 +21,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -75,8 +74,8 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 	now := time.Now()
 	var b bytes.Buffer
 	printStatus(&b, []api.Pod{{Namespace: "ns" + evil, Name: "web" + evil, Containers: []api.Container{{Name: "app" + evil, State: "Running"}}}}, now, false, true)
-	printWhy(&b, restart.Entry{Namespace: "ns", Pod: "web" + evil, Container: "app" + evil, Cause: "liveness", ExitReason: "Error" + evil,
-		Failures: []restart.Failure{{Output: "out" + evil}}}, false)
+	printWhy(&b, api.Restart{Namespace: "ns", Pod: "web" + evil, Container: "app" + evil, Cause: "liveness", ExitReason: "Error" + evil,
+		Failures: []api.RestartFailure{{Output: "out" + evil}}}, false)
 	podWaitState(api.PodFromReport(pods.PodReport{Namespace: "ns", Name: "web", Problems: []string{"bad" + evil},
 		Containers: []pods.ContainerReport{{Name: "app" + evil, Probes: []pods.ProbeReport{{Type: results.Liveness,
 			Last: &results.Observation{Outcome: results.OutcomeFailure, Output: "out" + evil, Err: "err" + evil}}}}}})).print(&b)

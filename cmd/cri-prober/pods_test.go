@@ -362,12 +362,12 @@ app        liveness  10:00:02.000        failure  2/3    2ms   HTTP probe failed
 func TestPrintWhy(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.Local)
 	var out strings.Builder
-	printWhy(&out, restart.Entry{Time: t0.Add(3 * time.Second), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "0123456789abcdef0123",
-		Cause: "liveness", Failures: []restart.Failure{
+	printWhy(&out, api.Restart{Time: t0.Add(3 * time.Second), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "0123456789abcdef0123",
+		Cause: "liveness", Failures: []api.RestartFailure{
 			{Time: t0.Add(time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 1, Threshold: 2},
 			{Time: t0.Add(2 * time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 2, Threshold: 2},
 		}, ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "fedcba9876543210fedc", Attempt: 1}, false)
-	printWhy(&out, restart.Entry{Time: t0.Add(time.Minute), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "fedcba9876543210fedc",
+	printWhy(&out, api.Restart{Time: t0.Add(time.Minute), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "fedcba9876543210fedc",
 		Cause: "exit", ExitCode: 3, ExitReason: "Error", Action: restart.ActionRestarted, ReplacementID: "aaaabbbbccccdddd", Attempt: 2, BackOffSeconds: 10.26}, false)
 	assert.Equal(t, `shop/web app: restarted 2026-11-21 10:00:03 as attempt 1
   why: its liveness probe failed 2 time(s) in a row (failureThreshold 2):

@@ -243,19 +243,19 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if transitions != nil {
 		recorder = append(recorder, transitions)
 	}
-	ledger, err := restart.OpenLedger(o.stateDir, restart.WithNode(nodeName))
-	switch {
-	case ledger == nil:
+	ledger, warning, err := restart.OpenLedger(o.stateDir, restart.WithNode(nodeName))
+	if err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
-	case err != nil:
-		logger.Error(err, "Restart ledger") // set aside; a new one begins
 	}
-	gates, err := openGates(o.stateDir)
-	switch {
-	case gates == nil:
+	if warning != nil {
+		logger.Error(warning, "Restart ledger") // set aside; a new one begins
+	}
+	gates, warning, err := openGates(o.stateDir)
+	if err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
-	case err != nil:
-		logger.Error(err, "Readiness gates") // set aside; none set
+	}
+	if warning != nil {
+		logger.Error(warning, "Readiness gates") // set aside; none set
 	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
@@ -368,9 +368,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 
 // openGates is the readiness gates' store: kept in the state directory,
 // or in memory only without one (an agent restart forgets them).
-func openGates(stateDir string) (*pods.GateStore, error) {
+func openGates(stateDir string) (gates *pods.GateStore, warning, err error) {
 	if stateDir == "" {
-		return pods.NewGateStore(nil), nil
+		return pods.NewGateStore(nil), nil, nil
 	}
 	return pods.OpenGateStore(stateDir, nil)
 }

@@ -76,7 +76,7 @@ func (q *podQuery) why(ctx context.Context, stdout io.Writer, all bool) error {
 
 // printWhy says why one container was restarted; wide: with the pod's
 // UID, whole container IDs and each failure's output in full (made safe).
-func printWhy(w io.Writer, e restart.Entry, wide bool) {
+func printWhy(w io.Writer, e api.Restart, wide bool) {
 	id, output := shortID, firstLine
 	if wide {
 		id = func(s string) string { return s }
@@ -94,7 +94,7 @@ func printWhy(w io.Writer, e restart.Entry, wide bool) {
 		safef(w, " (pod UID %s)", e.PodUID)
 	}
 	safeln(w)
-	switch restart.Cause(e.Cause) {
+	switch e.Cause {
 	case restart.CauseExit:
 		safef(w, "  why: it exited with code %d%s\n", e.ExitCode, reasonSuffix(e.ExitReason))
 	case restart.CausePostStart:

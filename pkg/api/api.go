@@ -564,23 +564,23 @@ func runs(list []results.Observation) []Run {
 // (or stop) of the pod's containers that the agent did, and why, oldest
 // first, kept across the agent's restarts with --state-dir.
 type Restarts struct {
-	Namespace string          `json:"namespace"`
-	Name      string          `json:"name"`
-	Restarts  []restart.Entry `json:"restarts"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Restarts  []Restart `json:"restarts"`
 }
 
 func (s *Server) getRestarts(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	entries := s.ledger.For(ns, name)
-	if entries == nil {
-		entries = []restart.Entry{}
-	}
-	for i := range entries {
-		for j := range entries[i].Failures {
-			entries[i].Failures[j].Output = bounded.String(entries[i].Failures[j].Output, bounded.Message)
+	out := make([]Restart, 0, len(entries))
+	for _, e := range entries {
+		r := restartOf(e)
+		for i := range r.Failures {
+			r.Failures[i].Output = bounded.String(r.Failures[i].Output, bounded.Message) // a workload wrote it
 		}
+		out = append(out, r)
 	}
-	writeJSON(w, http.StatusOK, Restarts{Namespace: ns, Name: name, Restarts: entries})
+	writeJSON(w, http.StatusOK, Restarts{Namespace: ns, Name: name, Restarts: out})
 }
 
 // Readiness is GET /api/v1/pods/{namespace}/{name}/ready.

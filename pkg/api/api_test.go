@@ -345,7 +345,7 @@ func TestRestartsEndpoint(t *testing.T) {
 	var r Restarts
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	require.Len(t, r.Restarts, 1)
-	assert.Equal(t, "liveness", r.Restarts[0].Cause)
+	assert.Equal(t, restart.CauseLiveness, r.Restarts[0].Cause)
 	assert.True(t, strings.HasPrefix(r.Restarts[0].Failures[0].Output, strings.Repeat("x", bounded.Message)+"… ("), "output shown, not trusted")
 	assert.Less(t, len(r.Restarts[0].Failures[0].Output), bounded.Message+64)
 	code, body = get(t, s.Handler(), "/api/v1/pods/shop/gone/restarts")

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // How the API's pods and text are shown to people, one rule for the status
@@ -285,7 +284,7 @@ func unprintable(r rune) bool {
 
 // ProbeFailures says how a probe reached its failure threshold before a
 // restart, in the words of `cri-prober why` and the status page alike.
-func ProbeFailures(e restart.Entry) string {
+func ProbeFailures(e Restart) string {
 	threshold := 0
 	if n := len(e.Failures); n > 0 {
 		threshold = e.Failures[n-1].Threshold

@@ -584,21 +584,22 @@ func (s *Server) restartViews(list []pods.PodReport, shown map[string]string, no
 	}
 	entries := s.ledger.Newest(pageRestarts, func(namespace, pod string) bool { return listed[namespace+"/"+pod] })
 	out := make([]restartView, 0, len(entries))
-	for _, e := range entries {
+	for _, entry := range entries {
+		e := restartOf(entry)
 		out = append(out, restartView{Time: rfc3339(e.Time), Ago: Age(e.Time, now) + " ago", Anchor: shown[e.Namespace+"/"+e.Pod],
-			Object: clip(e.Namespace+"/"+e.Pod+"/"+e.Container, 3*shownName), Cause: clip(e.Cause, shownName), Why: clip(why(e), shownTooltip),
+			Object: clip(e.Namespace+"/"+e.Pod+"/"+e.Container, 3*shownName), Cause: clip(string(e.Cause), shownName), Why: clip(why(e), shownTooltip),
 			Action: action(e)})
 	}
 	return out
 }
 
 // why says in a line why the agent restarted (or stopped) a container.
-func why(e restart.Entry) string {
+func why(e Restart) string {
 	exit := fmt.Sprintf("exit code %d", e.ExitCode)
 	if e.ExitReason != "" {
 		exit += " (" + e.ExitReason + ")"
 	}
-	switch restart.Cause(e.Cause) {
+	switch e.Cause {
 	case restart.CauseExit:
 		return "it exited: " + exit
 	case restart.CausePostStart:
@@ -611,7 +612,7 @@ func why(e restart.Entry) string {
 	return fmt.Sprintf("%s: %s; killed with a %d s grace period, %s", ProbeFailures(e), bounded.String(output, shownLine), e.GracePeriodSeconds, exit)
 }
 
-func action(e restart.Entry) string {
+func action(e Restart) string {
 	if e.Action == restart.ActionStopped {
 		return "stopped, not restarted"
 	}

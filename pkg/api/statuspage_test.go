@@ -535,8 +535,8 @@ func TestStatusPageSaysWhyARestartHappened(t *testing.T) {
 			why: "startup; killed with a 2 s grace period, exit code 0", action: "restarted as attempt 1 after 300ms of back-off"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.why, why(tt.entry))
-			assert.Equal(t, tt.action, action(tt.entry))
+			assert.Equal(t, tt.why, why(restartOf(tt.entry)))
+			assert.Equal(t, tt.action, action(restartOf(tt.entry)))
 		})
 	}
 }
@@ -560,7 +560,7 @@ func TestPrintable(t *testing.T) {
 func BenchmarkStatusPageBusyNode(b *testing.B) {
 	const n = 1000
 	histories := results.NewHistories()
-	ledger, err := restart.OpenLedger("")
+	ledger, _, err := restart.OpenLedger("")
 	require.NoError(b, err)
 	ring := events.NewRing(1000)
 	for i := range n {

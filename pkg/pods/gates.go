@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,12 +131,13 @@ type GateStore struct {
 // {"version":1,"gates":[…]}.
 const gateFile = "gates.json"
 
-// gateFileVersion is the file's format; a newer one is set aside
-// (gates.json.vN), not overwritten.
-const gateFileVersion = 1
-
-// maxGateFile bounds the file read.
-const maxGateFile = 16 << 20
+// gateFileFormat is the file's format; one that cannot be read is set
+// aside (pkg/statefile's policy: gates.json.bad, or gates.json.vN for a
+// newer format, not overwritten) and the store starts empty.
+var gateFileFormat = statefile.Format{
+	Name: gateFile, What: "readiness gates", Plural: true, Limit: 16 << 20, Version: 1,
+	VersionOf: statefile.VersionField, Then: "starting with no gates set",
+}
 
 type gateFileContent struct {
 	Version int    `json:"version"`
@@ -159,57 +157,47 @@ func NewGateStore(c clock.PassiveClock) *GateStore {
 
 // OpenGateStore returns a store kept in dir (made 0700 if missing), with
 // the gates a previous agent saved there. A file that cannot be read as
-// such is set aside (gates.json.bad, or .vN for a newer format) and the
-// store starts empty: the error says so, and the store is usable. A
-// directory that cannot be used returns a nil store.
-func OpenGateStore(dir string, c clock.PassiveClock) (*GateStore, error) {
-	s := NewGateStore(c)
+// such is set aside and the store starts empty: warning (a
+// *statefile.Warning) says so, beside a usable store. A directory that
+// cannot be used is an error (no store).
+func OpenGateStore(dir string, c clock.PassiveClock) (s *GateStore, warning, err error) {
+	s = NewGateStore(c)
 	s.dir = dir
 	d, err := statefile.OpenDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("readiness gates: %w", err)
+		return nil, nil, fmt.Errorf("readiness gates: %w", err)
 	}
 	defer d.Close()
-	path := filepath.Join(d.Path(), gateFile)
-	raw, err := d.ReadFile(gateFile, maxGateFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return s, nil
-	case errors.Is(err, statefile.ErrUnsafe):
-		return s, setGatesAside(d, gateFile+".bad", fmt.Sprintf("readiness gates refused (%v)", err))
-	case err != nil:
-		return nil, fmt.Errorf("readiness gates: %w", err)
-	}
-	var head struct {
-		Version int `json:"version"`
-	}
-	var content gateFileContent
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return s, setGatesAside(d, gateFile+".bad", fmt.Sprintf("readiness gates %s are not valid (%v)", path, err))
-	}
-	if head.Version > gateFileVersion {
-		return s, setGatesAside(d, gateFile+".v"+strconv.Itoa(head.Version),
-			fmt.Sprintf("readiness gates %s have format version %d, newer than this agent's %d (a newer cri-prober wrote them)", path, head.Version, gateFileVersion))
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&content); err != nil || content.Version != gateFileVersion {
-		if err == nil {
-			err = fmt.Errorf("format version %d", content.Version)
+	var gates []Gate
+	found, warning, err := statefile.Load(d, &gateFileFormat, func(raw []byte, _ int) error {
+		var content gateFileContent
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&content); err != nil {
+			return err
 		}
-		return s, setGatesAside(d, gateFile+".bad", fmt.Sprintf("readiness gates %s are not valid (%v)", path, err))
-	}
-	for _, g := range content.Gates {
-		if err := validGate(g); err != nil {
-			return s, setGatesAside(d, gateFile+".bad", fmt.Sprintf("readiness gates %s are not valid (%v)", path, err))
+		for _, g := range content.Gates {
+			if err := validGate(g); err != nil {
+				return err
+			}
 		}
+		gates = content.Gates
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !found {
+		return s, warning, nil
+	}
+	for _, g := range gates {
 		if (len(s.gates) >= MaxGatedPods && s.gates[g.PodKey] == nil) || len(s.gates[g.PodKey]) >= MaxGatesPerPod {
 			continue
 		}
 		s.gates[g.PodKey] = upsertGate(s.gates[g.PodKey], g)
 	}
 	s.publish()
-	return s, nil
+	return s, nil, nil
 }
 
 // validGate checks a gate read from the file.
@@ -224,13 +212,6 @@ func validGate(g Gate) error {
 		return fmt.Errorf("gate %q: status %q", string(g.Type), string(g.Status))
 	}
 	return nil
-}
-
-func setGatesAside(d *statefile.Dir, aside, what string) error {
-	if err := d.Rename(gateFile, aside); err != nil {
-		return fmt.Errorf("%s, and cannot be set aside: %w", what, err)
-	}
-	return fmt.Errorf("%s; moved to %s, starting with no gates set", what, filepath.Join(d.Path(), aside))
 }
 
 // Persistent says whether the gates survive the agent's restart.
@@ -418,7 +399,7 @@ func (s *GateStore) saveLocked() error {
 	if s.dir == "" {
 		return nil
 	}
-	content := gateFileContent{Version: gateFileVersion, Gates: []Gate{}}
+	content := gateFileContent{Version: gateFileFormat.Version, Gates: []Gate{}}
 	for _, list := range s.gates {
 		content.Gates = append(content.Gates, list...)
 	}
@@ -431,8 +412,8 @@ func (s *GateStore) saveLocked() error {
 		return fmt.Errorf("save the readiness gates: %w", err)
 	}
 	defer d.Close()
-	if err := d.WriteFile(gateFile, raw); err != nil {
-		return fmt.Errorf("save the readiness gates: %w", err)
+	if err := statefile.Save(d, &gateFileFormat, raw); err != nil {
+		return fmt.Errorf("save the %w", err)
 	}
 	return nil
 }

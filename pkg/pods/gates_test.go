@@ -5,15 +5,18 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
 // kubelet 1.36's GeneratePodReadyCondition over the conditions set with
@@ -171,7 +174,7 @@ func TestGateStoreRefuses(t *testing.T) {
 // store over the directory has them, with their times and who set them.
 func TestGateStoreKeptInStateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	s, err := OpenGateStore(dir, clocktesting.NewFakePassiveClock(at(3)))
+	s, err := openWarned(t, dir, clocktesting.NewFakePassiveClock(at(3)))
 	require.NoError(t, err)
 	assert.True(t, s.Persistent())
 	_, err = s.Set(Gate{PodKey: "u1", Namespace: "ns", Pod: "web", Type: "example.com/lb", Status: corev1.ConditionTrue, By: "uid 0 (pid 1) on the unix socket"})
@@ -182,7 +185,7 @@ func TestGateStoreKeptInStateDir(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
-	again, err := OpenGateStore(dir, nil)
+	again, err := openWarned(t, dir)
 	require.NoError(t, err)
 	utc := func(list []Gate) []Gate {
 		for i := range list {
@@ -201,7 +204,7 @@ func TestGateStoreKeptInStateDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dropped, 1)
 	assert.Equal(t, "u2", dropped[0].PodKey)
-	third, err := OpenGateStore(dir, nil)
+	third, err := openWarned(t, dir)
 	require.NoError(t, err)
 	assert.Len(t, third.List(), 1)
 
@@ -224,7 +227,7 @@ func TestGateStoreBadFile(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.Chmod(dir, 0o700))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, gateFile), []byte(tt.content), 0o600))
-			s, err := OpenGateStore(dir, nil)
+			s, err := openWarned(t, dir)
 			require.NotNil(t, s, "usable")
 			assert.ErrorContains(t, err, tt.want)
 			assert.Empty(t, s.List())
@@ -235,7 +238,40 @@ func TestGateStoreBadFile(t *testing.T) {
 	link := t.TempDir()
 	require.NoError(t, os.Chmod(link, 0o700))
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(link, gateFile)))
-	s, err := OpenGateStore(link, nil)
+	s, err := openWarned(t, link)
 	require.NotNil(t, s)
 	assert.ErrorContains(t, err, "symbolic link")
+}
+
+// openWarned is OpenGateStore on a directory that can be used: its error
+// is the warning, a *statefile.Warning (the file set aside).
+func openWarned(t *testing.T, dir string, c ...clock.PassiveClock) (*GateStore, error) {
+	t.Helper()
+	var pc clock.PassiveClock
+	if len(c) > 0 {
+		pc = c[0]
+	}
+	s, warning, err := OpenGateStore(dir, pc)
+	require.NoError(t, err, "the directory can be used")
+	if warning != nil {
+		var w *statefile.Warning
+		require.ErrorAs(t, warning, &w)
+	}
+	return s, warning
+}
+
+// The gates written by today's agent load (testdata/gates-v1.json).
+func TestGateStoreLoadsTodaysFile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "gates-v1.json"))
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, gateFile), raw, 0o600))
+	s, warning := openWarned(t, dir)
+	require.NoError(t, warning)
+	list := s.List()
+	require.Len(t, list, 1)
+	list[0].LastTransitionTime = list[0].LastTransitionTime.UTC()
+	assert.Equal(t, Gate{PodKey: "uid-web", Namespace: "shop", Pod: "web", Type: "example.com/lb-ready", Status: corev1.ConditionTrue,
+		LastTransitionTime: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), By: "uid 0"}, list[0])
 }

@@ -70,11 +70,12 @@ type Manager struct {
 	view atomic.Pointer[pods.View]
 
 	// stateDir keeps the probes' state across agent restarts ("": none);
-	// restoredState is what the previous agent left, read once before any
-	// worker starts and never written after.
+	// restoredState is what the previous agent left, read by NewManager
+	// and never written after; stateWarning says why a file was set aside
+	// (a *statefile.Warning, logged by Run).
 	stateDir      string
 	restoredState map[results.Key]results.Saved
-	stateErr      error
+	stateWarning  error
 
 	// Owned by Run.
 	savedState map[results.Key]results.Saved // as last written
@@ -125,13 +126,7 @@ func WithHistories(hs *results.Histories) Option {
 // ready. The state is read in NewManager and written at most once a
 // second, and when Run ends.
 func WithStateDir(dir string) Option {
-	return func(m *Manager) error {
-		m.stateDir = dir
-		// A state that cannot be read costs only the continuity: Run
-		// says so and probing starts from kubelet's initial values.
-		m.restoredState, m.stateErr = loadProbeState(dir)
-		return nil
-	}
+	return func(m *Manager) error { m.stateDir = dir; return nil }
 }
 
 // WithPodFilter limits probing to the pods keep accepts (the others are
@@ -220,6 +215,14 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
+	if m.stateDir != "" {
+		// A file that cannot be read costs only the continuity: Run says
+		// so and probing starts from kubelet's initial values.
+		var err error
+		if m.restoredState, m.stateWarning, err = loadProbeState(m.stateDir); err != nil {
+			return nil, err
+		}
+	}
 	if m.failureEvents == "" {
 		m.failureEvents = FailureEventsKubelet
 	}
@@ -289,8 +292,8 @@ func (m *Manager) Run(ctx context.Context, changes *pods.Subscription) {
 		<-stallsDone
 	}()
 	defer m.saveState(logger) // before the workers stop and drop their results
-	if m.stateErr != nil {
-		logger.Error(m.stateErr, "Probe state not restored")
+	if m.stateWarning != nil {
+		logger.Error(m.stateWarning, "Probe state not restored")
 	} else if m.stateDir != "" {
 		logger.Info("Restoring the probes' state", "stateDir", m.stateDir, "probes", len(m.restoredState))
 	}

@@ -2,6 +2,7 @@ package prober
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
 // Where a previous agent left a probe (--state-dir): readiness and started
@@ -58,16 +60,16 @@ func TestProbeStateFile(t *testing.T) {
 		{ContainerID: "a", Type: results.Startup}:   {Result: results.Success},
 	}
 	require.NoError(t, saveProbeState(dir, state))
-	got, err := loadProbeState(dir)
+	got, err := loadWarned(t, dir)
 	require.NoError(t, err)
 	assert.Equal(t, state, got)
 
-	got, err = loadProbeState(filepath.Join(dir, "none"))
+	got, err = loadWarned(t, filepath.Join(dir, "none"))
 	assert.NoError(t, err, "no file: a first start")
 	assert.Nil(t, got)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte("[{"), 0o640))
-	got, err = loadProbeState(dir)
+	got, err = loadWarned(t, dir)
 	assert.ErrorContains(t, err, "moved to "+filepath.Join(dir, probeStateFile)+".bad")
 	assert.Nil(t, got)
 }
@@ -85,9 +87,9 @@ func TestManagerStateAcrossRestart(t *testing.T) {
 	first.eventually(t, "ready", func() bool { return first.ready("web", "app") })
 	first.clock.Step(time.Second) // a resync: the state is written
 	first.eventually(t, "saved", func() bool {
-		s, err := loadProbeState(dir)
+		s, warning, err := loadProbeState(dir)
 		sv, ok := s[results.Key{ContainerID: id, Type: results.Readiness}]
-		return err == nil && ok && sv.Result == results.Success // Success is Result's zero value: ok says it was saved
+		return err == nil && warning == nil && ok && sv.Result == results.Success // Success is Result's zero value: ok says it was saved
 	})
 
 	next := newManagerTest(t, WithStateDir(dir))
@@ -137,7 +139,7 @@ func TestProbeStateFollowsNoLink(t *testing.T) {
 		fi, err := os.Lstat(filepath.Join(dir, probeStateFile))
 		require.NoError(t, err)
 		assert.True(t, fi.Mode().IsRegular(), "the link at the name replaced, not followed")
-		got, err := loadProbeState(dir)
+		got, err := loadWarned(t, dir)
 		require.NoError(t, err)
 		assert.Equal(t, state, got)
 	})
@@ -147,7 +149,7 @@ func TestProbeStateFollowsNoLink(t *testing.T) {
 		require.NoError(t, os.Mkdir(dir, 0o700))
 		target := outside(t, evil)
 		require.NoError(t, os.Symlink(target, filepath.Join(dir, probeStateFile)))
-		got, err := loadProbeState(dir)
+		got, err := loadWarned(t, dir)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "is a symbolic link")
 		assert.Contains(t, err.Error(), "moved to "+filepath.Join(dir, probeStateFile)+".bad")
@@ -161,8 +163,8 @@ func TestProbeStateFollowsNoLink(t *testing.T) {
 		require.NoError(t, unix.Mkfifo(filepath.Join(dir, probeStateFile), 0o600))
 		done := make(chan error, 1)
 		go func() {
-			_, err := loadProbeState(dir)
-			done <- err
+			_, warning, err := loadProbeState(dir)
+			done <- errors.Join(warning, err)
 		}()
 		select {
 		case err := <-done:
@@ -178,9 +180,9 @@ func TestProbeStateFollowsNoLink(t *testing.T) {
 		require.NoError(t, os.Mkdir(dir, 0o700))
 		f, err := os.Create(filepath.Join(dir, probeStateFile))
 		require.NoError(t, err)
-		require.NoError(t, f.Truncate(maxProbeState+1)) // sparse
+		require.NoError(t, f.Truncate(probeStateFormat.Limit+1)) // sparse
 		require.NoError(t, f.Close())
-		got, err := loadProbeState(dir)
+		got, err := loadWarned(t, dir)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "over its limit")
 		assert.Nil(t, got)
@@ -238,26 +240,76 @@ func TestProbeStateVersion(t *testing.T) {
 
 	newer := `{"version":2,"probes":{"a":"in a format this agent does not know"}}`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte(newer), 0o600))
-	got, err := loadProbeState(dir)
+	got, err := loadWarned(t, dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has format version 2, newer than this agent's 1")
 	assert.Contains(t, err.Error(), "moved to "+filepath.Join(dir, probeStateFile)+".v2")
 	assert.Nil(t, got)
 	require.NoError(t, saveProbeState(dir, state))
 	assertContent(t, filepath.Join(dir, probeStateFile+".v2"), newer)
-	got, err = loadProbeState(dir)
+	got, err = loadWarned(t, dir)
 	require.NoError(t, err)
 	assert.Equal(t, state, got)
 
 	old, err := json.Marshal([]savedProbe{{ContainerID: "a", Type: "Readiness", Saved: state[results.Key{ContainerID: "a", Type: results.Readiness}]}})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), old, 0o600))
-	got, err = loadProbeState(dir)
+	got, err = loadWarned(t, dir)
 	require.NoError(t, err)
 	assert.Equal(t, state, got)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte(`{"probes":[]}`), 0o600))
-	_, err = loadProbeState(dir)
+	_, err = loadWarned(t, dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no format version")
+}
+
+// loadWarned is loadProbeState on a directory that can be used: its error
+// is the warning, a *statefile.Warning (the file set aside).
+func loadWarned(t *testing.T, dir string) (map[results.Key]results.Saved, error) {
+	t.Helper()
+	got, warning, err := loadProbeState(dir)
+	require.NoError(t, err, "the directory can be used")
+	if warning != nil {
+		var w *statefile.Warning
+		require.ErrorAs(t, warning, &w)
+	}
+	return got, warning
+}
+
+// The probes' state written by today's agent loads, in both formats
+// (testdata/probes-v*.json).
+func TestProbeStateLoadsTodaysFiles(t *testing.T) {
+	want := map[results.Key]results.Saved{{ContainerID: "c0", Type: results.Readiness}: {Result: results.Success, LastOutcome: results.Failure, Consecutive: 2}}
+	for _, name := range []string{"probes-v1.json", "probes-v0.json"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", name))
+			require.NoError(t, err)
+			dir := filepath.Join(t.TempDir(), "state")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), raw, 0o600))
+			got, warning := loadWarned(t, dir)
+			require.NoError(t, warning)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// NewManager reads the state directory, not its option: a directory that
+// cannot be used fails NewManager, a file set aside is a warning.
+func TestManagerLoadsStateInItsConstructor(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Mkdir(open, 0o700))
+	require.NoError(t, os.Chmod(open, 0o777))
+	_, err := NewManager(nil, results.NewStore(), WithStateDir(open), withRunner(&scriptedRunner{}))
+	assert.ErrorContains(t, err, "chmod 0700 "+open)
+
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte("{"), 0o600))
+	m, err := NewManager(nil, results.NewStore(), WithStateDir(dir), withRunner(&scriptedRunner{}))
+	require.NoError(t, err)
+	var w *statefile.Warning
+	require.ErrorAs(t, m.stateWarning, &w)
+	assert.Equal(t, filepath.Join(dir, probeStateFile+".bad"), w.Aside)
 }

@@ -3,9 +3,7 @@ package restart
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"sync"
 	"time"
@@ -114,8 +112,17 @@ type budgetKill struct {
 	at  time.Time
 }
 
-// pauseFile keeps the pause under --state-dir.
+// pauseFile keeps the pause under --state-dir: a Pause, or empty once
+// resumed.
 const pauseFile = "kills-paused.json"
+
+// pauseFormat is the pause file's format (no version: a Pause). Its loss
+// would resume the node's kills by itself, so one that cannot be read is
+// kept and refused (pkg/statefile's Keep), not set aside.
+var pauseFormat = statefile.Format{
+	Name: pauseFile, What: "the kill pause", Limit: 64 << 10, VersionOf: statefile.Unversioned, Keep: true,
+	Then: "remove it to resume kills, or run cri-prober pause again",
+}
 
 // NewKillBudget returns the budget of cfg (check it first). With
 // stateDir, a pause is kept there and restored: a node paused for
@@ -130,18 +137,20 @@ func NewKillBudget(cfg BudgetConfig, stateDir string) (*KillBudget, error) {
 		return nil, err
 	}
 	b.dir = d
-	raw, err := d.ReadFile(pauseFile, 64<<10)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read the kill pause: %w", err)
-	case len(raw) == 0: // resumed
-	default:
+	_, _, err = statefile.Load(d, &pauseFormat, func(raw []byte, _ int) error {
+		if len(raw) == 0 { // resumed
+			return nil
+		}
 		var p Pause
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("%s/%s: %w (remove it to resume kills, or run cri-prober pause again)", stateDir, pauseFile, err)
+			return err
 		}
 		b.paused = &p
+		return nil
+	})
+	if err != nil {
+		d.Close()
+		return nil, err
 	}
 	return b, nil
 }
@@ -296,9 +305,9 @@ func (b *KillBudget) setPause(p *Pause) (changed bool, before *Pause, err error)
 	if b.dir != nil {
 		if p != nil {
 			raw, _ := json.Marshal(p)
-			err = b.dir.WriteFile(pauseFile, raw)
+			err = statefile.Save(b.dir, &pauseFormat, raw)
 		} else {
-			err = b.dir.WriteFile(pauseFile, nil) // empty: resumed
+			err = statefile.Save(b.dir, &pauseFormat, nil) // empty: resumed
 		}
 		if err != nil {
 			return false, before, fmt.Errorf("keep the pause in the state directory: %w", err)

@@ -2,6 +2,9 @@ package restart
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
 // budgetAt is a budget snapshot at planNow: kills of pods at the given
@@ -397,4 +401,50 @@ func (r *recorded) messagesOf(reason string) []string {
 		}
 	}
 	return out
+}
+
+// A pause file written by today's agent (testdata/kills-paused.json)
+// restores the pause.
+func TestKillPauseLoadsTodaysFile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", pauseFile))
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, pauseFile), raw, 0o600))
+	b, err := NewKillBudget(BudgetConfig{}, dir)
+	require.NoError(t, err)
+	p := b.Status(planNow).Paused
+	require.NotNil(t, p)
+	assert.Equal(t, Pause{By: "uid 0 (pid 1) on the unix socket", Reason: "maintenance", Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}, *p)
+}
+
+// A pause file that cannot be read is not set aside, as the other state
+// files are (statefile's Keep): that would resume the node's kills by
+// itself. The agent does not start, and the error says what to do.
+func TestKillPauseBadFileIsKept(t *testing.T) {
+	for _, tt := range []struct{ name, content string }{
+		{name: "not JSON", content: "{"},
+		{name: "a list", content: "[]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, pauseFile), []byte(tt.content), 0o600))
+			b, err := NewKillBudget(BudgetConfig{}, dir)
+			require.Error(t, err)
+			assert.Nil(t, b)
+			assert.ErrorContains(t, err, "remove it to resume kills, or run cri-prober pause again")
+			var w *statefile.Warning
+			assert.False(t, errors.As(err, &w), "an error, not a warning")
+			assertFile(t, filepath.Join(dir, pauseFile), tt.content)
+			assert.NoFileExists(t, filepath.Join(dir, pauseFile+".bad"))
+		})
+	}
+}
+
+func assertFile(t *testing.T, path, want string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(raw))
 }

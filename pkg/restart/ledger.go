@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,45 +15,47 @@ import (
 )
 
 // Entry is one restart (or stop) the restarter did, and why: the question
-// users ask most (kubernetes#6532, #115823).
+// users ask most (kubernetes#6532, #115823). It is the ledger's record in
+// memory; the file holds it as a ledgerRecord, and the API serves it as
+// api.Restart.
 type Entry struct {
-	Time time.Time `json:"time"` // when the replacement started (or the container was stopped)
+	Time time.Time // when the replacement started (or the container was stopped)
 	// Node is the node the restart was on (run --node-name); set by the
 	// ledger that records it.
-	Node      string `json:"node,omitempty"`
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	PodUID    string `json:"podUid"`
-	Container string `json:"container"`
+	Node      string
+	Namespace string
+	Pod       string
+	PodUID    string
+	Container string
 	// ContainerID is the instance that failed or exited.
-	ContainerID string `json:"containerId"`
-	// Cause is liveness or startup (a probe reached its failure
-	// threshold), postStart (the hook failed) or exit (the container exited
-	// by itself).
-	Cause string `json:"cause"`
+	ContainerID string
+	// Cause is CauseLiveness or CauseStartup (a probe reached its failure
+	// threshold), CausePostStart (the hook failed) or CauseExit (the
+	// container exited by itself).
+	Cause Cause
 	// Failures are the probe results that reached the threshold, oldest
 	// first (for a probe cause).
-	Failures   []Failure `json:"failures,omitempty"`
-	ExitCode   int32     `json:"exitCode"`
-	ExitReason string    `json:"exitReason,omitempty"`
+	Failures   []Failure
+	ExitCode   int32
+	ExitReason string
 	// GracePeriodSeconds is the grace period of the kill (a probe cause).
-	GracePeriodSeconds int64 `json:"gracePeriodSeconds,omitempty"`
+	GracePeriodSeconds int64
 	// BackOffSeconds is how long the replacement waited after the exit
 	// (kubelet's back-off; 0: at once).
-	BackOffSeconds float64 `json:"backOffSeconds"`
-	// Action is restarted (a replacement started) or stopped (the restart
-	// policy or --restart=stop keeps it down).
-	Action        string `json:"action"`
-	ReplacementID string `json:"replacementId,omitempty"`
-	Attempt       uint32 `json:"attempt,omitempty"` // the replacement's
+	BackOffSeconds float64
+	// Action is ActionRestarted (a replacement started) or ActionStopped
+	// (the restart policy or --restart=stop keeps it down).
+	Action        string
+	ReplacementID string
+	Attempt       uint32 // the replacement's
 }
 
 // Failure is one probe result that led to a restart.
 type Failure struct {
-	Time        time.Time `json:"time"`
-	Output      string    `json:"output"`
-	Consecutive int       `json:"consecutive"`
-	Threshold   int       `json:"threshold"`
+	Time        time.Time
+	Output      string
+	Consecutive int
+	Threshold   int
 }
 
 // Actions.
@@ -68,23 +68,77 @@ const (
 const ledgerSize = 1000
 
 // ledgerFile is the ledger's file in the state directory, JSON lines: a
-// header ({"version":1}), then one entry per line, oldest first. Each
-// restart appends its line (O_APPEND, fsynced): its cost does not grow
-// with the ledger. The file is rewritten whole (a new file renamed over
-// it, through pkg/statefile) only to compact it, when it holds twice
+// header ({"version":1}), then one ledgerRecord per line, oldest first.
+// Each restart appends its line (O_APPEND, fsynced): its cost does not
+// grow with the ledger. The file is rewritten whole (a new file renamed
+// over it, through pkg/statefile) only to compact it, when it holds twice
 // ledgerSize entries or ledgerMaxBytes; to replace a file in the format
-// before the version (a JSON list); and after a torn or damaged line or a
-// failed append (an append must not follow part of a line).
+// before the version (a JSON list of records); and after a torn or damaged
+// line or a failed append (an append must not follow part of a line).
 const ledgerFile = "restarts.json"
 
 // ledgerVersion is the file's format. A newer version is not read, and is
 // set aside (restarts.json.vN) rather than overwritten, for the newer agent
-// it belongs to; this one starts a new ledger.
+// it belongs to; this one starts a new ledger (pkg/statefile's policy).
 const ledgerVersion = 1
 
 // ledgerMaxBytes bounds the file between compactions (a compaction keeps at
 // most half of it); a file over twice it is not read.
 const ledgerMaxBytes = 32 << 20
+
+// ledgerFormat is the file's format, for a ledger of maxBytes.
+func ledgerFormat(maxBytes int64) *statefile.Format {
+	return &statefile.Format{Name: ledgerFile, What: "restart ledger", Limit: 2 * maxBytes, Version: ledgerVersion,
+		VersionOf: ledgerVersionOf, Then: "starting a new one"}
+}
+
+// ledgerRecord is an Entry in the file: its format, kept as it was when
+// Entry was the file's type too (files of every version still load).
+type ledgerRecord struct {
+	Time               time.Time       `json:"time"`
+	Node               string          `json:"node,omitempty"`
+	Namespace          string          `json:"namespace"`
+	Pod                string          `json:"pod"`
+	PodUID             string          `json:"podUid"`
+	Container          string          `json:"container"`
+	ContainerID        string          `json:"containerId"`
+	Cause              string          `json:"cause"`
+	Failures           []failureRecord `json:"failures,omitempty"`
+	ExitCode           int32           `json:"exitCode"`
+	ExitReason         string          `json:"exitReason,omitempty"`
+	GracePeriodSeconds int64           `json:"gracePeriodSeconds,omitempty"`
+	BackOffSeconds     float64         `json:"backOffSeconds"`
+	Action             string          `json:"action"`
+	ReplacementID      string          `json:"replacementId,omitempty"`
+	Attempt            uint32          `json:"attempt,omitempty"`
+}
+
+type failureRecord struct {
+	Time        time.Time `json:"time"`
+	Output      string    `json:"output"`
+	Consecutive int       `json:"consecutive"`
+	Threshold   int       `json:"threshold"`
+}
+
+func recordOf(e Entry) ledgerRecord {
+	r := ledgerRecord{Time: e.Time, Node: e.Node, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Container: e.Container,
+		ContainerID: e.ContainerID, Cause: string(e.Cause), ExitCode: e.ExitCode, ExitReason: e.ExitReason,
+		GracePeriodSeconds: e.GracePeriodSeconds, BackOffSeconds: e.BackOffSeconds, Action: e.Action, ReplacementID: e.ReplacementID, Attempt: e.Attempt}
+	for _, f := range e.Failures {
+		r.Failures = append(r.Failures, failureRecord(f))
+	}
+	return r
+}
+
+func (r ledgerRecord) entry() Entry {
+	e := Entry{Time: r.Time, Node: r.Node, Namespace: r.Namespace, Pod: r.Pod, PodUID: r.PodUID, Container: r.Container,
+		ContainerID: r.ContainerID, Cause: Cause(r.Cause), ExitCode: r.ExitCode, ExitReason: r.ExitReason,
+		GracePeriodSeconds: r.GracePeriodSeconds, BackOffSeconds: r.BackOffSeconds, Action: r.Action, ReplacementID: r.ReplacementID, Attempt: r.Attempt}
+	for _, f := range r.Failures {
+		e.Failures = append(e.Failures, Failure(f))
+	}
+	return e
+}
 
 // Ledger keeps the newest restarts, and in a file when it has a directory,
 // so that they survive the agent's restart. Safe for concurrent use.
@@ -105,20 +159,22 @@ type Ledger struct {
 
 // OpenLedger returns a ledger kept in dir ("" for memory only), with the
 // entries a previous agent left there. The directory is created 0700, and
-// refused (nil ledger, the error says what to do) when it is a link or not
-// the agent's own (see statefile.OpenDir). A file that cannot be read as a
-// ledger is set aside (renamed *.bad; one of a newer format *.vN) and
-// reported in the error, and the ledger starts empty; a torn last line (an
-// append cut short by a crash) or a damaged one is skipped and reported,
-// the other entries kept. Such a file must not stop the agent.
-func OpenLedger(dir string, opts ...LedgerOption) (*Ledger, error) {
-	l, err := openLedger(dir, ledgerSize, ledgerMaxBytes)
-	if l != nil {
-		for _, o := range opts {
-			o(l)
-		}
+// refused (err, no ledger: the error says what to do) when it is a link or
+// not the agent's own (see statefile.OpenDir). A file that cannot be read
+// as a ledger is set aside (pkg/statefile's policy: *.bad, or *.vN for a
+// newer format) and the ledger starts empty; a torn last line (an append
+// cut short by a crash) or a damaged one is skipped, the other entries
+// kept. Either is a warning (a *statefile.Warning) beside a usable ledger:
+// such a file must not stop the agent.
+func OpenLedger(dir string, opts ...LedgerOption) (l *Ledger, warning, err error) {
+	l, warning, err = openLedger(dir, ledgerSize, ledgerMaxBytes)
+	if err != nil {
+		return nil, nil, err
 	}
-	return l, err
+	for _, o := range opts {
+		o(l)
+	}
+	return l, warning, nil
 }
 
 // LedgerOption is an option of OpenLedger.
@@ -128,37 +184,34 @@ type LedgerOption func(*Ledger)
 // entries a previous agent left keep theirs.
 func WithNode(name string) LedgerOption { return func(l *Ledger) { l.node = name } }
 
-func openLedger(dir string, size int, maxBytes int64) (*Ledger, error) {
-	l := &Ledger{size: size, maxBytes: maxBytes}
+func openLedger(dir string, size int, maxBytes int64) (l *Ledger, warning, err error) {
+	l = &Ledger{size: size, maxBytes: maxBytes}
 	if dir == "" {
-		return l, nil
+		return l, nil, nil
 	}
 	d, err := statefile.OpenDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer d.Close()
 	l.dir, l.rewrite = d.Path(), true // until a file is read that can be appended to
-	path := filepath.Join(d.Path(), ledgerFile)
-	raw, err := d.ReadFile(ledgerFile, 2*maxBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return l, nil
-	case errors.Is(err, statefile.ErrUnsafe):
-		return l, l.setAside(d, ".bad", fmt.Sprintf("restart ledger refused (%v)", err))
-	case err != nil:
-		return nil, fmt.Errorf("restart ledger: %w", err)
-	}
-	f, err := parseLedger(raw)
-	switch {
-	case err != nil:
-		return l, l.setAside(d, ".bad", fmt.Sprintf("restart ledger %s is not valid (%v)", path, err))
-	case f.version > ledgerVersion:
-		return l, l.setAside(d, ".v"+strconv.Itoa(f.version), fmt.Sprintf(
-			"restart ledger %s has format version %d, newer than this agent's %d (a newer cri-prober wrote it)", path, f.version, ledgerVersion))
+	var f ledgerContent
+	var fileBytes int64
+	format := ledgerFormat(maxBytes)
+	found, warning, err := statefile.Load(d, format, func(raw []byte, version int) error {
+		var err error
+		f, err = parseLedger(raw, version)
+		fileBytes = int64(len(raw))
+		return err
+	})
+	if !found {
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, warning, nil
 	}
 	l.entries = f.entries[max(0, len(f.entries)-size):]
-	l.fileEntries, l.fileBytes = len(f.entries), int64(len(raw))
+	l.fileEntries, l.fileBytes = len(f.entries), fileBytes
 	l.rewrite = f.version < ledgerVersion || f.torn || f.damaged > 0 || !f.terminated
 	var problems []string
 	if f.torn {
@@ -168,20 +221,10 @@ func openLedger(dir string, size int, maxBytes int64) (*Ledger, error) {
 		problems = append(problems, fmt.Sprintf("%d damaged line(s) skipped", f.damaged))
 	}
 	if len(problems) > 0 {
-		return l, fmt.Errorf("restart ledger %s: %s; %d entries read, the file is rewritten at the next restart recorded",
-			path, strings.Join(problems, ", "), len(f.entries))
+		return l, d.NewWarning(format, "read in part: "+strings.Join(problems, ", "),
+			fmt.Sprintf("%d entries read, the file is rewritten at the next restart recorded", len(f.entries))), nil
 	}
-	return l, nil
-}
-
-// setAside renames the ledger's file with suffix and returns an error
-// saying why (what), that a new ledger begins, or that the file could not
-// be set aside.
-func (l *Ledger) setAside(d *statefile.Dir, suffix, what string) error {
-	if err := d.Rename(ledgerFile, ledgerFile+suffix); err != nil {
-		return fmt.Errorf("%s, and cannot be set aside: %w", what, err)
-	}
-	return fmt.Errorf("%s; moved to %s, starting a new one", what, filepath.Join(d.Path(), ledgerFile+suffix))
+	return l, nil, nil
 }
 
 // ledgerContent is what a ledger file holds.
@@ -193,33 +236,44 @@ type ledgerContent struct {
 	terminated bool // the file ends with a newline (an append can follow)
 }
 
-// parseLedger reads a ledger file. Only a missing or newer header, or an
-// older file that is not valid, is an error; a newer version's entries are
-// not read.
-func parseLedger(raw []byte) (ledgerContent, error) {
+// ledgerVersionOf is the version of a ledger file: 0 for a JSON list,
+// else its header's, on its first line.
+func ledgerVersionOf(raw []byte) (int, error) {
 	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
-		var c ledgerContent // version 0: a JSON list, rewritten at the next entry
-		return c, json.Unmarshal(raw, &c.entries)
+		return 0, nil
 	}
-	c := ledgerContent{terminated: bytes.HasSuffix(raw, []byte("\n"))}
-	header, rest, _ := bytes.Cut(raw, []byte("\n"))
+	header, _, _ := bytes.Cut(raw, []byte("\n"))
 	var head struct {
 		Version int `json:"version"`
 	}
 	if err := json.Unmarshal(header, &head); err != nil || head.Version < 1 {
-		return c, errors.New("no format version on its first line")
+		return 0, errors.New("no format version on its first line")
 	}
-	if c.version = head.Version; c.version > ledgerVersion {
-		return c, nil
+	return head.Version, nil
+}
+
+// parseLedger reads a ledger file of a version this agent reads. Only an
+// older file that is not valid is an error.
+func parseLedger(raw []byte, version int) (ledgerContent, error) {
+	if version == 0 {
+		var c ledgerContent // a JSON list, rewritten at the next entry
+		var records []ledgerRecord
+		err := json.Unmarshal(raw, &records)
+		for _, r := range records {
+			c.entries = append(c.entries, r.entry())
+		}
+		return c, err
 	}
+	c := ledgerContent{version: version, terminated: bytes.HasSuffix(raw, []byte("\n"))}
+	_, rest, _ := bytes.Cut(raw, []byte("\n"))
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var e Entry
-		if err := json.Unmarshal(line, &e); err != nil {
+		var r ledgerRecord
+		if err := json.Unmarshal(line, &r); err != nil {
 			if len(rest) == 0 && !c.terminated {
 				c.torn = true
 			} else {
@@ -227,7 +281,7 @@ func parseLedger(raw []byte) (ledgerContent, error) {
 			}
 			continue
 		}
-		c.entries = append(c.entries, e)
+		c.entries = append(c.entries, r.entry())
 	}
 	return c, nil
 }
@@ -251,7 +305,7 @@ func (l *Ledger) Add(e Entry) error {
 	if l.dir == "" {
 		return nil
 	}
-	line, err := json.Marshal(e)
+	line, err := json.Marshal(recordOf(e))
 	if err != nil {
 		return err
 	}
@@ -290,7 +344,7 @@ func (l *Ledger) compact() error {
 	var lines [][]byte
 	total := int64(len(header))
 	for i := len(l.entries) - 1; i >= 0; i-- {
-		b, err := json.Marshal(l.entries[i])
+		b, err := json.Marshal(recordOf(l.entries[i]))
 		if err != nil {
 			return err
 		}

@@ -18,13 +18,14 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
 // Each restart is recorded with why: the failures that reached the
 // threshold and the kill's grace period, or the exit; how long the
 // replacement waited; which attempt replaced which instance.
 func TestLedgerRecordsWhy(t *testing.T) {
-	ledger, err := OpenLedger("")
+	ledger, err := openWarned(t, "")
 	require.NoError(t, err)
 	rt := newRestartTest(t, corev1.RestartPolicyAlways, WithLedger(ledger))
 	id := rt.rt.AddContainer(rt.sandbox, "app", running)
@@ -51,7 +52,7 @@ func TestLedgerRecordsWhy(t *testing.T) {
 	rt.clock.Step(11 * time.Second) // past the settle time and the 10 s back-off of a second restart
 	rt.eventually(t, "the exit recorded", func() bool { return len(ledger.For("ns", "web")) == 2 })
 	e = ledger.For("ns", "web")[1]
-	assert.Equal(t, "exit", e.Cause)
+	assert.Equal(t, CauseExit, e.Cause)
 	assert.Equal(t, int32(3), e.ExitCode)
 	assert.Empty(t, e.Failures)
 	assert.Equal(t, uint32(2), e.Attempt)
@@ -63,7 +64,7 @@ func TestLedgerRecordsWhy(t *testing.T) {
 // A kill under --restart=stop, or a policy that does not restart, is
 // recorded as stopped.
 func TestLedgerRecordsStops(t *testing.T) {
-	ledger, err := OpenLedger("")
+	ledger, err := openWarned(t, "")
 	require.NoError(t, err)
 	rt := newRestartTest(t, corev1.RestartPolicyNever, WithLedger(ledger))
 	rt.setSpec(func(p *spec.Pod) { p.Containers = append(p.Containers, spec.Container{Name: "keep"}) })
@@ -82,7 +83,7 @@ func TestLedgerRecordsStops(t *testing.T) {
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
 	assert.Equal(t, ActionStopped, e.Action)
-	assert.Equal(t, "startup", e.Cause)
+	assert.Equal(t, CauseStartup, e.Cause)
 	assert.Empty(t, e.ReplacementID)
 }
 
@@ -90,15 +91,15 @@ func TestLedgerRecordsStops(t *testing.T) {
 // read back; a damaged file is set aside, said, and a new ledger begins.
 func TestLedgerPersists(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	l, err := OpenLedger(dir)
+	l, err := openWarned(t, dir)
 	require.NoError(t, err)
 	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
-	again, err := OpenLedger(dir)
+	again, err := openWarned(t, dir)
 	require.NoError(t, err)
 	assert.Len(t, again.For("ns", "web"), 1)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ledgerFile), []byte("{half"), 0o640))
-	fresh, err := OpenLedger(dir)
+	fresh, err := openWarned(t, dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is not valid")
 	assert.Contains(t, err.Error(), "moved to "+filepath.Join(dir, ledgerFile)+".bad")
@@ -106,7 +107,7 @@ func TestLedgerPersists(t *testing.T) {
 	assert.Empty(t, fresh.For("ns", "web"))
 	assert.FileExists(t, filepath.Join(dir, ledgerFile+".bad"))
 
-	memory, err := OpenLedger("")
+	memory, err := openWarned(t, "")
 	require.NoError(t, err)
 	for i := range ledgerSize + 5 {
 		require.NoError(t, memory.Add(Entry{Namespace: "ns", Pod: "web", ExitCode: int32(i)}))
@@ -119,7 +120,7 @@ func TestLedgerPersists(t *testing.T) {
 // An agent that finishes a restart another one began records it with the
 // cause the replacement carries; the failures went with the other agent.
 func TestLedgerRecordsAFinishedInterruptedRestart(t *testing.T) {
-	ledger, err := OpenLedger("")
+	ledger, err := openWarned(t, "")
 	require.NoError(t, err)
 	rt := newRestartTest(t, corev1.RestartPolicyAlways, WithLedger(ledger))
 	old := rt.rt.AddContainer(rt.sandbox, "app", exited)
@@ -128,7 +129,7 @@ func TestLedgerRecordsAFinishedInterruptedRestart(t *testing.T) {
 	rt.relist(t)
 	rt.eventually(t, "recorded", func() bool { return len(ledger.For("ns", "web")) == 1 })
 	e := ledger.For("ns", "web")[0]
-	assert.Equal(t, "startup", e.Cause)
+	assert.Equal(t, CauseStartup, e.Cause)
 	assert.Equal(t, old, e.ContainerID)
 	assert.Equal(t, replacement, e.ReplacementID)
 	assert.Equal(t, uint32(1), e.Attempt)
@@ -161,7 +162,7 @@ func fileLines(t *testing.T, dir string) []string {
 // The file is JSON lines under a version header.
 func TestLedgerAppends(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	l, err := OpenLedger(dir)
+	l, err := openWarned(t, dir)
 	require.NoError(t, err)
 	path := filepath.Join(dir, ledgerFile)
 	require.NoError(t, l.Add(entry(1)))
@@ -187,7 +188,7 @@ func TestLedgerAppends(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &e), line)
 		assert.Equal(t, entry(i+1), e)
 	}
-	again, err := OpenLedger(dir)
+	again, err := openWarned(t, dir)
 	require.NoError(t, err)
 	assert.Equal(t, []int32{1, 2, 3, 4}, exitCodes(again.For("ns", "web")))
 }
@@ -197,7 +198,7 @@ func TestLedgerAppends(t *testing.T) {
 // when it would pass its size in bytes.
 func TestLedgerCompacts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	l, err := openLedger(dir, 3, ledgerMaxBytes)
+	l, err := openSized(t, dir, 3, ledgerMaxBytes)
 	require.NoError(t, err)
 	path := filepath.Join(dir, ledgerFile)
 	require.NoError(t, l.Add(entry(1)))
@@ -222,7 +223,7 @@ func TestLedgerCompacts(t *testing.T) {
 	next, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.True(t, os.SameFile(compacted, next), "appended again after the compaction")
-	again, err := openLedger(dir, 3, ledgerMaxBytes)
+	again, err := openSized(t, dir, 3, ledgerMaxBytes)
 	require.NoError(t, err)
 	assert.Equal(t, []int32{6, 7, 8}, exitCodes(again.For("ns", "web")))
 
@@ -232,7 +233,7 @@ func TestLedgerCompacts(t *testing.T) {
 	require.NoError(t, err)
 	maxBytes := int64(10 * (len(line) + 1))
 	small := filepath.Join(t.TempDir(), "state")
-	l, err = openLedger(small, 1000, maxBytes)
+	l, err = openSized(t, small, 1000, maxBytes)
 	require.NoError(t, err)
 	for i := 1; i <= 50; i++ {
 		require.NoError(t, l.Add(entry(i)))
@@ -241,7 +242,7 @@ func TestLedgerCompacts(t *testing.T) {
 		require.LessOrEqual(t, fi.Size(), maxBytes)
 	}
 	assert.Len(t, l.For("ns", "web"), 50, "memory keeps its own bound")
-	again, err = openLedger(small, 1000, maxBytes)
+	again, err = openSized(t, small, 1000, maxBytes)
 	require.NoError(t, err)
 	kept := exitCodes(again.For("ns", "web"))
 	require.NotEmpty(t, kept)
@@ -253,7 +254,7 @@ func TestLedgerCompacts(t *testing.T) {
 // rewrites the file rather than continue the torn line.
 func TestLedgerSkipsATornLastLine(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	l, err := OpenLedger(dir)
+	l, err := openWarned(t, dir)
 	require.NoError(t, err)
 	require.NoError(t, l.Add(entry(1)))
 	require.NoError(t, l.Add(entry(2)))
@@ -263,13 +264,13 @@ func TestLedgerSkipsATornLastLine(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	l, err = OpenLedger(dir)
+	l, err = openWarned(t, dir)
 	require.Error(t, err)
 	require.NotNil(t, l)
 	assert.Contains(t, err.Error(), "last line is torn")
 	assert.Equal(t, []int32{1, 2}, exitCodes(l.For("ns", "web")))
 	require.NoError(t, l.Add(entry(3)))
-	again, err := OpenLedger(dir)
+	again, err := openWarned(t, dir)
 	require.NoError(t, err, "the torn line is gone")
 	assert.Equal(t, []int32{1, 2, 3}, exitCodes(again.For("ns", "web")))
 	assert.Len(t, fileLines(t, dir), 1+3)
@@ -279,10 +280,10 @@ func TestLedgerSkipsATornLastLine(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, ledgerFile))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ledgerFile), bytes.TrimSuffix(raw, []byte("\n")), 0o600))
-	l, err = OpenLedger(dir)
+	l, err = openWarned(t, dir)
 	require.NoError(t, err)
 	require.NoError(t, l.Add(entry(4)))
-	again, err = OpenLedger(dir)
+	again, err = openWarned(t, dir)
 	require.NoError(t, err)
 	assert.Equal(t, []int32{1, 2, 3, 4}, exitCodes(again.For("ns", "web")))
 }
@@ -296,7 +297,7 @@ func TestLedgerVersion(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	newer := "{\"version\":2}\n{\"somethingElse\":true}\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ledgerFile), []byte(newer), 0o600))
-	l, err := OpenLedger(dir)
+	l, err := openWarned(t, dir)
 	require.Error(t, err)
 	require.NotNil(t, l, "the agent goes on with a new ledger")
 	assert.Contains(t, err.Error(), "has format version 2, newer than this agent's 1")
@@ -308,10 +309,10 @@ func TestLedgerVersion(t *testing.T) {
 	assert.Equal(t, newer, string(raw), "the newer file kept as it was")
 	assert.JSONEq(t, `{"version":1}`, fileLines(t, dir)[0])
 
-	old, err := json.Marshal([]Entry{entry(1), entry(2)})
+	old, err := json.Marshal([]ledgerRecord{recordOf(entry(1)), recordOf(entry(2))})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ledgerFile), old, 0o600))
-	l, err = OpenLedger(dir)
+	l, err = openWarned(t, dir)
 	require.NoError(t, err)
 	assert.Equal(t, []int32{1, 2}, exitCodes(l.For("ns", "web")))
 	require.NoError(t, l.Add(entry(3)))
@@ -325,7 +326,7 @@ func TestLedgerVersion(t *testing.T) {
 // when it is read (refused and set aside) or appended to (the file is
 // rewritten in its place).
 func TestLedgerFollowsNoLink(t *testing.T) {
-	evil, err := json.Marshal([]Entry{{Namespace: "ns", Pod: "evil", Cause: "exit", Action: ActionRestarted}})
+	evil, err := json.Marshal([]ledgerRecord{{Namespace: "ns", Pod: "evil", Cause: "exit", Action: ActionRestarted}})
 	require.NoError(t, err)
 	outside := func(t *testing.T) string {
 		path := filepath.Join(t.TempDir(), "precious")
@@ -346,7 +347,7 @@ func TestLedgerFollowsNoLink(t *testing.T) {
 	t.Run("at a temporary name", func(t *testing.T) {
 		dir, target := stateDir(t), outside(t)
 		require.NoError(t, os.Symlink(target, filepath.Join(dir, ledgerFile+".tmp")))
-		l, err := OpenLedger(dir)
+		l, err := openWarned(t, dir)
 		require.NoError(t, err)
 		require.NoError(t, l.Add(entry(1)))
 		require.NoError(t, l.Add(entry(2)))
@@ -356,7 +357,7 @@ func TestLedgerFollowsNoLink(t *testing.T) {
 	t.Run("at the ledger's name when read", func(t *testing.T) {
 		dir, target := stateDir(t), outside(t)
 		require.NoError(t, os.Symlink(target, filepath.Join(dir, ledgerFile)))
-		l, err := OpenLedger(dir)
+		l, err := openWarned(t, dir)
 		require.Error(t, err)
 		require.NotNil(t, l)
 		assert.Contains(t, err.Error(), "is a symbolic link")
@@ -368,7 +369,7 @@ func TestLedgerFollowsNoLink(t *testing.T) {
 
 	t.Run("at the ledger's name when appended to", func(t *testing.T) {
 		dir, target := stateDir(t), outside(t)
-		l, err := OpenLedger(dir)
+		l, err := openWarned(t, dir)
 		require.NoError(t, err)
 		require.NoError(t, l.Add(entry(1)))
 		require.NoError(t, os.Remove(filepath.Join(dir, ledgerFile)))
@@ -378,7 +379,7 @@ func TestLedgerFollowsNoLink(t *testing.T) {
 		fi, err := os.Lstat(filepath.Join(dir, ledgerFile))
 		require.NoError(t, err)
 		assert.True(t, fi.Mode().IsRegular(), "the link replaced by the ledger")
-		again, err := OpenLedger(dir)
+		again, err := openWarned(t, dir)
 		require.NoError(t, err)
 		assert.Equal(t, []int32{1, 2}, exitCodes(again.For("ns", "web")))
 	})
@@ -389,7 +390,7 @@ func TestLedgerFollowsNoLink(t *testing.T) {
 // what to do, and the agent does not start on it.
 func TestLedgerDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	l, err := OpenLedger(dir)
+	l, err := openWarned(t, dir)
 	require.NoError(t, err)
 	require.NoError(t, l.Add(entry(1)))
 	fi, err := os.Stat(dir)
@@ -402,8 +403,9 @@ func TestLedgerDirectory(t *testing.T) {
 	real := t.TempDir()
 	link := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Symlink(real, link))
-	l, err = OpenLedger(link)
+	l, warning, err := OpenLedger(link)
 	require.Error(t, err)
+	assert.NoError(t, warning, "an error, not a warning")
 	assert.Nil(t, l)
 	assert.Contains(t, err.Error(), "is a symbolic link")
 	assert.NoFileExists(t, filepath.Join(real, ledgerFile))
@@ -411,8 +413,9 @@ func TestLedgerDirectory(t *testing.T) {
 	open := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Mkdir(open, 0o700))
 	require.NoError(t, os.Chmod(open, 0o777))
-	l, err = OpenLedger(open)
+	l, warning, err = OpenLedger(open)
 	require.Error(t, err)
+	assert.NoError(t, warning, "an error, not a warning")
 	assert.Nil(t, l)
 	assert.Contains(t, err.Error(), "chmod 0700 "+open)
 }
@@ -420,7 +423,7 @@ func TestLedgerDirectory(t *testing.T) {
 // Newest gives the newest entries of the pods asked for, newest first, at
 // most n, each with failures of its own.
 func TestLedgerNewest(t *testing.T) {
-	l, err := OpenLedger("")
+	l, err := openWarned(t, "")
 	require.NoError(t, err)
 	for i, pod := range []string{"web", "db", "web", "cache", "web"} {
 		require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: pod, Attempt: uint32(i), Failures: []Failure{{Output: "sick"}}}))
@@ -438,7 +441,7 @@ func TestLedgerNewest(t *testing.T) {
 // ledger and in its file; entries a previous agent left keep theirs.
 func TestLedgerEntriesCarryTheNode(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	l, err := OpenLedger(dir, WithNode("node1"))
+	l, err := openWarned(t, dir, WithNode("node1"))
 	require.NoError(t, err)
 	require.NoError(t, l.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
 	assert.Equal(t, "node1", l.For("ns", "web")[0].Node)
@@ -446,10 +449,78 @@ func TestLedgerEntriesCarryTheNode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(raw), `"node":"node1"`)
 
-	renamed, err := OpenLedger(dir, WithNode("node2"))
+	renamed, err := openWarned(t, dir, WithNode("node2"))
 	require.NoError(t, err)
 	require.NoError(t, renamed.Add(Entry{Namespace: "ns", Pod: "web", Container: "app", Cause: "exit", Action: ActionRestarted}))
 	got := renamed.For("ns", "web")
 	require.Len(t, got, 2)
 	assert.Equal(t, []string{"node1", "node2"}, []string{got[0].Node, got[1].Node})
+}
+
+// openWarned is OpenLedger on a directory that can be used: its error is
+// the warning, a *statefile.Warning (the file set aside, or read in part).
+func openWarned(t *testing.T, dir string, opts ...LedgerOption) (*Ledger, error) {
+	t.Helper()
+	l, warning, err := OpenLedger(dir, opts...)
+	require.NoError(t, err, "the directory can be used")
+	require.NotNil(t, l, "a ledger beside a warning")
+	if warning != nil {
+		var w *statefile.Warning
+		require.ErrorAs(t, warning, &w)
+	}
+	return l, warning
+}
+
+// openSized is openLedger of size entries and maxBytes on a directory that
+// can be used: its error is the warning.
+func openSized(t *testing.T, dir string, size int, maxBytes int64) (*Ledger, error) {
+	t.Helper()
+	l, warning, err := openLedger(dir, size, maxBytes)
+	require.NoError(t, err, "the directory can be used")
+	return l, warning
+}
+
+// fixtureEntries are the entries of testdata/restarts-v*.json, files
+// written by the agent before the ledger's record had a type of its own
+// (restart.Entry was the file's format then).
+func fixtureEntries() []Entry {
+	t0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	return []Entry{
+		{Time: t0, Node: "node1", Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: CauseLiveness,
+			Failures: []Failure{{Time: t0.Add(-10 * time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 3, Threshold: 3}},
+			ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, BackOffSeconds: 10, Action: ActionRestarted, ReplacementID: "c1", Attempt: 1},
+		{Time: t0.Add(5 * time.Minute), Node: "node1", Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c1", Cause: CauseExit,
+			ExitCode: 3, Action: ActionStopped},
+	}
+}
+
+// A ledger written before the file's record was apart from Entry loads
+// whole, in both formats, and a record is written as it was then, byte for
+// byte.
+func TestLedgerLoadsTodaysFiles(t *testing.T) {
+	for _, name := range []string{"restarts-v1.json", "restarts-v0.json"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", name))
+			require.NoError(t, err)
+			dir := filepath.Join(t.TempDir(), "state")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ledgerFile), raw, 0o600))
+			l, warning := openWarned(t, dir)
+			require.NoError(t, warning)
+			assert.Equal(t, fixtureEntries(), l.For("shop", "web"))
+			require.NoError(t, l.Add(entry(3)))
+			again, warning := openWarned(t, dir)
+			require.NoError(t, warning)
+			assert.Len(t, again.For("shop", "web"), 2)
+			assert.Equal(t, []int32{3}, exitCodes(again.For("ns", "web")))
+		})
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "restarts-v1.json"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	for i, e := range fixtureEntries() {
+		b, err := json.Marshal(recordOf(e))
+		require.NoError(t, err)
+		assert.Equal(t, lines[1+i], string(b), "the record of entry %d as the file has it", i)
+	}
 }

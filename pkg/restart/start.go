@@ -203,7 +203,7 @@ func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c 
 	// Not the hook's output: it may hold secrets (kubelet's rule).
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
 	w.state.killed[inst.ID] = true
-	w.state.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
+	w.state.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: CausePostStart}
 	if _, err := r.killContainer(ctx, p, c, inst, "FailedPostStartHook", CausePostStart, nil); err != nil {
 		logger.Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
 	}
@@ -271,7 +271,7 @@ func nextLogPath(path string, attempt uint32) string {
 // entry starts a ledger entry about an instance that is to be, or was,
 // replaced, with its exit as the runtime records it.
 func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, cause Cause) Entry {
-	e := Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: string(cause)}
+	e := Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: cause}
 	if r.ledger == nil {
 		return e
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // Contract (issue 8, kubernetes#6532): `cri-prober why` says why the
@@ -76,7 +77,7 @@ func TestWhyAcrossAgentRestart(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	require.Len(t, r.Restarts, 1, "kept across the agent's restart")
 	e := r.Restarts[0]
-	assert.Equal(t, "liveness", e.Cause)
+	assert.Equal(t, restart.CauseLiveness, e.Cause)
 	assert.Equal(t, id, e.ContainerID)
 	assert.Equal(t, int64(3), e.GracePeriodSeconds)
 	assert.Equal(t, uint32(1), e.Attempt)
