@@ -244,7 +244,7 @@ func (o *runOptions) validate() (agent.Config, error) {
 		return cfg, fmt.Errorf("--probe-network: %w", err)
 	}
 	if cfg.Restart, err = restart.ParseMode(o.restartMode); err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("--restart: %w", err)
 	}
 	if cfg.ProbeMetrics, err = prober.ParseProbeMetrics(o.probeMetrics); err != nil {
 		return cfg, fmt.Errorf("--probe-metrics: %w", err)
