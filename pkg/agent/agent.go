@@ -1,8 +1,12 @@
-// Package agent wires the engine once, for `cri-prober run`, `wait` and
-// the test harnesses: the poller (and containerd's event stream) feeds the
+// Package agent wires the engine once, for `cri-prober run`, `play`,
+// `wait` and the test harnesses, from one Config that the commands fill
+// from their flags: the poller (and containerd's event stream) feeds the
 // resolver, whose views drive the restarter (kubelet's pod sync), which
 // publishes the pods' status that the prober's manager and the outputs
-// read (without a restarter, they read the resolver's views).
+// read (without a restarter, they read the resolver's views). What is
+// attached to the engine is made here too: the state kept under the state
+// directory (restart ledger, readiness gates, kill pause), the transition
+// hooks, the state API and the systemd notifier.
 //
 //	cri.Poller ──► pods.Resolver ──► restart.Restarter ──► status ──► prober.Manager (workers) ──► results.Store
 //	                                        ▲                                                        │
@@ -506,10 +510,6 @@ func (a *Agent) APIAddresses() []string {
 	}
 	return a.listeners.addresses()
 }
-
-// Live returns nil while the relist loop turns, else why not (the systemd
-// watchdog and /livez ask it).
-func (a *Agent) Live() error { return a.live.err() }
 
 // reported says who reported each event (events.k8s.io/v1's
 // reportingController and reportingInstance: cri-prober and the node's
