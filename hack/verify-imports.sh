@@ -45,7 +45,7 @@ allowed() {
     pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/podfs pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

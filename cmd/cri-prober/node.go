@@ -72,13 +72,8 @@ func (f *nodeFlags) name() (string, error) {
 // discovery of the host (podfs.DiscoverNode) with these settings, hostIP
 // the node's address when one is given.
 func (f *nodeFlags) node(hostIP string) (podconfig.Node, error) {
-	for _, s := range f.clusterDNS {
-		if net.ParseIP(strings.TrimSpace(s)) == nil {
-			return podconfig.Node{}, fmt.Errorf("--cluster-dns %q: not an IP address", s)
-		}
-	}
-	if !path.IsAbs(f.cgroupRoot) {
-		return podconfig.Node{}, fmt.Errorf("--cgroup-root %q: want an absolute cgroup path, such as %s", f.cgroupRoot, defaultCgroupRoot)
+	if err := f.check(); err != nil {
+		return podconfig.Node{}, err
 	}
 	name, err := f.name()
 	if err != nil {
@@ -102,4 +97,19 @@ func (f *nodeFlags) node(hostIP string) (podconfig.Node, error) {
 		node.ClusterDNS = append(node.ClusterDNS, strings.TrimSpace(s))
 	}
 	return node, nil
+}
+
+// check validates the values the node is made of before anything is
+// started.
+func (f *nodeFlags) check() error {
+	for _, s := range f.clusterDNS {
+		if net.ParseIP(strings.TrimSpace(s)) == nil {
+			return fmt.Errorf("--cluster-dns %q: not an IP address", s)
+		}
+	}
+	if !path.IsAbs(f.cgroupRoot) {
+		return fmt.Errorf("--cgroup-root %q: want an absolute cgroup path, such as %s", f.cgroupRoot, defaultCgroupRoot)
+	}
+	_, err := f.name()
+	return err
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -149,11 +148,11 @@ func (o *playOptions) run(cmd *cobra.Command, args []string) error {
 	cfg := agent.Config{
 		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client), Restart: restart.Recreate,
 		Recorder: out, Owned: owned, Node: node, Owns: func(o podfs.Owner) bool { return uids[o.UID] },
-		ProberOptions: []prober.Option{prober.WithoutStartupJitter()},
+		NoStartupJitter: true,
 	}
 	o.policy.apply(&cfg)
 	o.podSync.apply(&cfg)
-	engine, err := agent.New(cfg)
+	engine, err := agent.New(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -36,5 +36,5 @@ func (f *podSyncFlags) check() error {
 
 // apply gives the engine the settings (check first).
 func (f *podSyncFlags) apply(cfg *agent.Config) {
-	cfg.RestartOptions = append(cfg.RestartOptions, restart.WithMaxContainerRestartPeriod(f.maxRestartPeriod), restart.WithSyncFrequency(f.syncFrequency))
+	cfg.MaxContainerRestartPeriod, cfg.SyncFrequency = f.maxRestartPeriod, f.syncFrequency
 }

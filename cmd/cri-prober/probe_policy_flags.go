@@ -53,13 +53,9 @@ func (p *probePolicy) registerFailureEvents(fs *pflag.FlagSet) {
 // apply gives the engine the policy.
 func (p *probePolicy) apply(cfg *agent.Config) {
 	cfg.AnnotationProbeHosts = string(p.annotationProbeHosts)
-	cfg.ProberOptions = append(cfg.ProberOptions, prober.WithAllowedDestinations(p.allowedDestinations))
-	if p.failureEvents != "" && prober.FailureEvents(p.failureEvents) != prober.FailureEventsKubelet {
-		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithFailureEvents(prober.FailureEvents(p.failureEvents)))
-	}
-	if p.keepSuccessOutput {
-		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithSuccessOutput())
-	}
+	cfg.AllowedDestinations = p.allowedDestinations
+	cfg.FailureEvents = prober.FailureEvents(p.failureEvents)
+	cfg.KeepSuccessOutput = p.keepSuccessOutput
 }
 
 // probeHosts is --annotation-probe-hosts, checked as it is set (from the

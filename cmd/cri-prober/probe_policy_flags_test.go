@@ -145,7 +145,9 @@ func TestProbePolicyFlags(t *testing.T) {
 	assert.Empty(t, p.allowedDestinations, "nothing allowed by default")
 	assert.False(t, p.keepSuccessOutput)
 	assert.Equal(t, failureEvents(prober.FailureEventsKubelet), p.failureEvents, "kubelet's events by default")
-	assert.Len(t, cfg.ProberOptions, 1, "the destinations only")
+	assert.Empty(t, cfg.AllowedDestinations, "the destinations only: none allowed")
+	assert.Equal(t, prober.FailureEventsKubelet, cfg.FailureEvents, "no failure events option")
+	assert.False(t, cfg.KeepSuccessOutput, "no success output option")
 
 	p, err = parse(t, "", "--annotation-probe-hosts=any", "--allow-probe-destination", "169.254.169.254",
 		"--allow-probe-destination", "fd00:ec2::254/128,100.100.100.0/24", "--keep-success-output", "--probe-failure-events=threshold")
@@ -154,7 +156,9 @@ func TestProbePolicyFlags(t *testing.T) {
 	cfg = agent.Config{}
 	p.apply(&cfg)
 	assert.Equal(t, spec.AnnotationProbeHostsAny, cfg.AnnotationProbeHosts)
-	assert.Len(t, cfg.ProberOptions, 3, "the destinations, the failure events and the success output")
+	assert.Equal(t, []netip.Prefix(p.allowedDestinations), cfg.AllowedDestinations, "the destinations")
+	assert.Equal(t, prober.FailureEventsThreshold, cfg.FailureEvents, "the failure events")
+	assert.True(t, cfg.KeepSuccessOutput, "the success output")
 
 	p, err = parse(t, "annotation-probe-hosts: any\nallow-probe-destination: [169.254.169.254/32, fe80::/10]\nkeep-success-output: true\nprobe-failure-events: threshold\n")
 	require.NoError(t, err)

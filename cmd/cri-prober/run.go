@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promversion "github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -28,7 +27,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
-	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -160,39 +158,9 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 			return usageError{cmd: cmd, err: err}
 		}
 	}
-	if o.manifestInterval <= 0 {
-		return usageErrorf(cmd, "--pod-manifests-interval must be positive")
-	}
-	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
-		return usageErrorf(cmd, "--probe-network: %v", err)
-	}
-	mode, err := restart.ParseMode(o.restartMode)
+	cfg, err := o.validate()
 	if err != nil {
 		return usageError{cmd: cmd, err: err}
-	}
-	probeMetrics, err := prober.ParseProbeMetrics(o.probeMetrics)
-	if err != nil {
-		return usageErrorf(cmd, "--probe-metrics: %v", err)
-	}
-	useManifests, useAnnotations, err := parseSpecSources(o.specSources)
-	if err != nil {
-		return usageErrorf(cmd, "--spec-sources: %v", err)
-	}
-	if o.manifests != "" && !useManifests {
-		return usageErrorf(cmd, "--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
-	}
-	if err := o.podSync.check(); err != nil {
-		return usageError{cmd: cmd, err: err}
-	}
-	if err := o.killBudget.config().Check(); err != nil {
-		return usageError{cmd: cmd, err: err}
-	}
-	nodeName, err := o.node.name()
-	if err != nil {
-		return usageError{cmd: cmd, err: err}
-	}
-	if o.staticPodPath != "" && mode != restart.Recreate {
-		return usageErrorf(cmd, "--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
 	}
 	setVerbosity(o.verbosity, o.logFormat) // -v and --log-format, from the flags and the config file
 	logger := klog.FromContext(ctx)
@@ -202,87 +170,31 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		logger.V(2).Info("Set GOMAXPROCS for probe sockets' blocking close", "procs", procs)
 	}
 
-	probeRegistry := prometheus.NewRegistry()
-	agentRegistry := prometheus.NewRegistry()
-	agentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector(nodeName))
-	criMetrics, err := cri.NewMetrics(agentRegistry)
-	if err != nil {
+	cfg.ProbeRegistry, cfg.AgentRegistry = prometheus.NewRegistry(), prometheus.NewRegistry()
+	cfg.AgentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector(cfg.NodeName))
+	if cfg.CRIMetrics, err = cri.NewMetrics(cfg.AgentRegistry); err != nil {
 		return err
 	}
-
-	client, err := o.dial(ctx, cri.WithMetrics(criMetrics))
+	client, err := o.dial(ctx, cri.WithMetrics(cfg.CRIMetrics))
 	if err != nil {
 		return err
 	}
 	defer client.Close()
 	logger.Info("Connected to the runtime", "endpoint", client.Endpoint(), "runtime", client.RuntimeName(), "version", client.RuntimeVersion())
+	cfg.Client, cfg.EventsAddress, cfg.Recorder = client, eventsAddress(o.containerdAddress, client), events.Log(logger)
 
-	hostIP := o.hostIP
-	if hostIP == "" {
-		var err error
-		if hostIP, err = defaultRouteIP(); err != nil {
+	if cfg.HostIP == "" {
+		if cfg.HostIP, err = defaultRouteIP(); err != nil {
 			logger.Error(err, "Cannot find the node's address: host-network pods will be probed at 127.0.0.1; set --host-ip (under systemd, RestrictAddressFamilies must allow AF_NETLINK)")
-			hostIP = "127.0.0.1"
+			cfg.HostIP = "127.0.0.1"
 		}
 	}
-	ring := events.NewRing(1000)
-	recorder := recorders{events.Log(logger), ring}
-	var engine *agent.Agent // made below; the hooks read pod IPs from its view
-	transitions, err := o.hooks(agentRegistry, func(namespace, pod string) string {
-		if p, ok := engine.View().ByName(namespace, pod); ok {
-			return p.IP()
-		}
-		return ""
-	}, func(namespace, pod string) bool {
-		_, ok := engine.View().ByName(namespace, pod)
-		return ok
-	})
-	if err != nil {
-		return usageError{cmd: cmd, err: err}
-	}
-	if transitions != nil {
-		recorder = append(recorder, transitions)
-	}
-	ledger, warning, err := restart.OpenLedger(o.stateDir, restart.WithNode(nodeName))
-	if err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
-	}
-	if warning != nil {
-		logger.Error(warning, "Restart ledger") // set aside; a new one begins
-	}
-	gates, warning, err := openGates(o.stateDir)
-	if err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
-	}
-	if warning != nil {
-		logger.Error(warning, "Readiness gates") // set aside; none set
-	}
-	cfg := agent.Config{
-		Client: client, RelistPeriod: o.relistPeriod, EventsAddress: eventsAddress(o.containerdAddress, client),
-		HostIP: hostIP, ProbeNetwork: o.probeNetwork, IgnoreAnnotations: !useAnnotations, MaxExecPerPod: o.maxExecPerPod, Restart: mode, NotReadyOnExit: o.notReadyOnExit, Ledger: ledger, Gates: gates, Recorder: reported{instance: nodeName, to: recorder},
-		ProbeRegisterer: probeRegistry, AgentRegisterer: agentRegistry, ProbeMetrics: probeMetrics, PollerOptions: []cri.PollerOption{cri.WithPollerMetrics(criMetrics)},
-	}
-	o.policy.apply(&cfg)
-	o.podSync.apply(&cfg)
-	budget, err := restart.NewKillBudget(o.killBudget.config(), o.stateDir)
-	if err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
-	}
-	cfg.RestartOptions = append(cfg.RestartOptions, restart.WithKillBudget(budget))
-	if o.stateDir != "" {
-		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithStateDir(o.stateDir))
-	}
-	if o.maxInFlight < 0 {
-		return usageErrorf(cmd, "--max-probes-in-flight must be 0 (no bound) or positive")
-	}
-	cfg.ProberOptions = append(cfg.ProberOptions, prober.WithMaxProbesInFlight(o.maxInFlight))
 	if o.manifests != "" {
 		cfg.Manifests = spec.NewManifestDir(o.manifests, nil)
 		cfg.Manifests.Reload() // first read before probing starts
-		cfg.ManifestInterval = o.manifestInterval
 	}
 	if o.staticPodPath != "" {
-		if cfg.Node, err = o.node.node(hostIP); err != nil {
+		if cfg.Node, err = o.node.node(cfg.HostIP); err != nil {
 			return fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
 		}
 		opts := []spec.LoadOption{spec.AsStatic(spec.Static{NodeName: cfg.Node.Name})}
@@ -291,56 +203,15 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		}
 		static := spec.NewManifestDir(o.staticPodPath, nil, opts...)
 		static.Reload() // first read before anything is made
-		cfg.Owned, cfg.ManifestInterval, cfg.Owns = static, o.manifestInterval, inDir(o.staticPodPath)
+		cfg.Owned, cfg.Owns = static, inDir(o.staticPodPath)
 		logger.Info("Making the pods of the static pod path", "staticPodPath", o.staticPodPath, "node", cfg.Node.Name, "rootDir", cfg.Node.RootDir)
 	}
-	if o.maxExecPerPod < 0 {
-		return usageErrorf(cmd, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive")
-	}
-	if engine, err = agent.New(cfg); err != nil {
+	engine, err := agent.New(ctx, cfg)
+	if err != nil {
 		return err
 	}
 	if cfg.EventsAddress == "" {
 		logger.Info("Not following containerd events; exits are seen at the next relist", "relistPeriod", o.relistPeriod)
-	}
-
-	// A relist makes up to 3 CRI calls, each bounded by the request
-	// timeout: a loop that has not finished one in that long is stuck.
-	live := loopCheck{lastRelist: engine.Poller.LastRelist, start: time.Now(), alive: o.relistPeriod + 3*o.requestTimeout + time.Minute, now: time.Now}
-	var listeners *apiListeners
-	serveConfig := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
-	if o.listen != "" || o.systemdSocket {
-		// A scrape writes megabytes at thousands of probes: a flood of them
-		// from any local client is answered 503 beyond 2 at once, not with
-		// the CPU the probes need (as api.MaxBusyRequests bounds the rest).
-		metricsOpts := promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second, ErrorHandling: promhttp.ContinueOnError}
-		apiServer := api.New(api.Config{
-			Pods: engine, History: engine.Histories, Ledger: ledger, Gates: engine, Events: ring, Health: engine.Health, Live: live.err,
-			Metrics:          promhttp.HandlerFor(prometheus.Gatherers{agentRegistry, probeRegistry}, metricsOpts),
-			ProbeMetrics:     promhttp.HandlerFor(probeRegistry, metricsOpts),
-			KubeStateMetrics: api.NewKubeState(engine, api.KubeStateOptions{NodeName: nodeName, HostIP: hostIP, Namespaces: o.kubeStateNS}),
-			NodeName:         nodeName,
-			Profiling:        o.profiling,
-			Registerer:       agentRegistry, MaxEventStreams: o.maxEventStreams,
-			Kills: killController(engine.Restarter),
-		})
-		if o.maxConnections <= 0 || o.maxEventStreams <= 0 {
-			return usageErrorf(cmd, "--web.max-connections and --web.max-event-streams must be positive")
-		}
-		if err := apiServer.Check(serveConfig); err != nil {
-			return usageError{cmd: cmd, err: err}
-		}
-		if !o.systemdSocket {
-			if err := api.CheckAddress(o.listen); err != nil {
-				return usageErrorf(cmd, "--listen %v", err)
-			}
-		}
-		if o.profiling && !o.systemdSocket && !strings.HasPrefix(o.listen, "unix://") && o.webConfigFile == "" {
-			return usageErrorf(cmd, "--profiling serves the agent's internals, which any local user (and any web page) could read on %s: listen on a unix socket (--listen unix:///run/cri-prober/api.sock, or the systemd socket unit) or give --web.config.file", o.listen)
-		}
-		if listeners, err = newAPIListeners(apiServer, serveConfig, o.listen, o.systemdSocket, agentRegistry); err != nil {
-			return err
-		}
 	}
 
 	var wg sync.WaitGroup
@@ -348,32 +219,102 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wg.Go(func() { engine.Run(ctx) })
-	if transitions != nil {
-		wg.Go(func() { transitions.Run(ctx) })
-	}
-	if listeners != nil {
-		wg.Go(func() { listeners.run(ctx) })
-	}
-	notifier := systemdNotifier{ready: engine.Health, live: live.err}
-	wg.Go(func() { notifier.run(ctx) })
-	var serving []string
-	if listeners != nil {
-		serving = listeners.addresses()
-	}
-	logger.Info("Probing", "podManifests", o.manifests, "hostIP", hostIP, "restart", mode, "api", serving)
+	logger.Info("Probing", "podManifests", o.manifests, "hostIP", cfg.HostIP, "restart", cfg.Restart, "api", engine.APIAddresses())
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
 }
 
-// openGates is the readiness gates' store: kept in the state directory,
-// or in memory only without one (an agent restart forgets them).
-func openGates(stateDir string) (gates *pods.GateStore, warning, err error) {
-	if stateDir == "" {
-		return pods.NewGateStore(nil), nil, nil
+// validate checks every flag value, before the runtime is dialled, a
+// file opened or a port bound, and turns them into the engine's config
+// (what needs the world is added by run). A bad value is an error that
+// names its flag.
+func (o *runOptions) validate() (agent.Config, error) {
+	cfg := agent.Config{RelistPeriod: o.relistPeriod, HostIP: o.hostIP, ProbeNetwork: o.probeNetwork, MaxExecPerPod: o.maxExecPerPod,
+		MaxProbesInFlight: o.maxInFlight, NotReadyOnExit: o.notReadyOnExit, StateDir: o.stateDir, KillBudget: o.killBudget.config(),
+		OnTransition: o.onTransition, Webhook: o.webhook, NotifySystemd: true}
+	var err error
+	if o.manifestInterval <= 0 {
+		return cfg, errors.New("--pod-manifests-interval must be positive")
 	}
-	return pods.OpenGateStore(stateDir, nil)
+	if o.manifests != "" || o.staticPodPath != "" {
+		cfg.ManifestInterval = o.manifestInterval
+	}
+	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
+		return cfg, fmt.Errorf("--probe-network: %w", err)
+	}
+	if cfg.Restart, err = restart.ParseMode(o.restartMode); err != nil {
+		return cfg, fmt.Errorf("--restart: %w", err)
+	}
+	if cfg.ProbeMetrics, err = prober.ParseProbeMetrics(o.probeMetrics); err != nil {
+		return cfg, fmt.Errorf("--probe-metrics: %w", err)
+	}
+	useManifests, useAnnotations, err := parseSpecSources(o.specSources)
+	if err != nil {
+		return cfg, fmt.Errorf("--spec-sources: %w", err)
+	}
+	cfg.IgnoreAnnotations = !useAnnotations
+	if o.manifests != "" && !useManifests {
+		return cfg, errors.New("--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
+	}
+	if err := o.podSync.check(); err != nil {
+		return cfg, err
+	}
+	o.podSync.apply(&cfg)
+	if err := cfg.KillBudget.Check(); err != nil {
+		return cfg, err
+	}
+	if cfg.NodeName, err = o.node.name(); err != nil {
+		return cfg, err
+	}
+	if o.staticPodPath != "" {
+		if cfg.Restart != restart.Recreate {
+			return cfg, fmt.Errorf("--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
+		}
+		if err := o.node.check(); err != nil {
+			return cfg, fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
+		}
+	}
+	if o.maxInFlight < 0 {
+		return cfg, errors.New("--max-probes-in-flight must be 0 (no bound) or positive")
+	}
+	if o.maxExecPerPod < 0 {
+		return cfg, errors.New("--max-concurrent-exec-per-pod must be 0 (no limit) or positive")
+	}
+	if o.webhook != "" {
+		u, err := url.Parse(o.webhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("--webhook %s: want an http:// or https:// URL", hooks.RedactURL(o.webhook))
+		}
+	}
+	o.policy.apply(&cfg)
+	if o.listen == "" && !o.systemdSocket {
+		return cfg, nil
+	}
+	serve := api.ServeConfig{Address: o.listen, AllowedHosts: strings.Split(o.allowedHosts, ","), WebConfigFile: o.webConfigFile, MaxConnections: o.maxConnections}
+	if o.maxConnections <= 0 || o.maxEventStreams <= 0 {
+		return cfg, errors.New("--web.max-connections and --web.max-event-streams must be positive")
+	}
+	if err := api.CheckServe(serve, o.maxEventStreams); err != nil {
+		return cfg, err
+	}
+	if !o.systemdSocket {
+		if err := api.CheckAddress(o.listen); err != nil {
+			return cfg, fmt.Errorf("--listen %w", err)
+		}
+	}
+	if o.profiling && !o.systemdSocket && !strings.HasPrefix(o.listen, "unix://") && o.webConfigFile == "" {
+		return cfg, fmt.Errorf("--profiling serves the agent's internals, which any local user (and any web page) could read on %s: listen on a unix socket (--listen unix:///run/cri-prober/api.sock, or the systemd socket unit) or give --web.config.file", o.listen)
+	}
+	cfg.API = &agent.APIConfig{Serve: serve, Systemd: o.systemdSocket, Retry: listenRetry, MaxEventStreams: o.maxEventStreams,
+		Profiling: o.profiling, KubeStateNamespaces: o.kubeStateNS}
+	return cfg, nil
 }
+
+// listenRetry is how often a --listen address that could not be bound is
+// tried again (kubelet retries its healthz server every 5 s); tests
+// shorten it.
+var listenRetry = 5 * time.Second
 
 // inDir says which records of pods under the root directory are the
 // agent's: those made from a manifest in dir (play's pods are not).
@@ -402,59 +343,6 @@ func parseSpecSources(list string) (manifests, annotations bool, err error) {
 		return false, false, errors.New("give at least one source: manifests, annotations")
 	}
 	return manifests, annotations, nil
-}
-
-// hooks returns the transition hooks the flags ask for (nil: none).
-func (o *runOptions) hooks(reg prometheus.Registerer, podIP func(namespace, pod string) string, podExists func(namespace, pod string) bool) (*hooks.Hooks, error) {
-	var opts []hooks.Option
-	if o.onTransition != "" {
-		opts = append(opts, hooks.WithCommand([]string{"/bin/sh", "-c", o.onTransition}))
-	}
-	if o.webhook != "" {
-		u, err := url.Parse(o.webhook)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--webhook %s: want an http:// or https:// URL", hooks.RedactURL(o.webhook))
-		}
-		opts = append(opts, hooks.WithWebhook(o.webhook))
-	}
-	if len(opts) == 0 {
-		return nil, nil
-	}
-	return hooks.New(append(opts, hooks.WithRegisterer(reg), hooks.WithPodIP(podIP), hooks.WithPodExists(podExists))...), nil
-}
-
-// reported says who reported each event (events.k8s.io/v1's
-// reportingController and reportingInstance: cri-prober and the node's
-// name) before it is logged, kept or sent.
-type reported struct {
-	instance string
-	to       recorders
-}
-
-func (r reported) Record(e events.Event) {
-	e.ReportingController, e.ReportingInstance = events.ReportingController, r.instance
-	r.to.Record(e)
-}
-
-// recorders sends each event to several recorders.
-type recorders []interface{ Record(events.Event) }
-
-func (rs recorders) Record(e events.Event) {
-	for _, r := range rs {
-		r.Record(e)
-	}
-}
-
-// isLocal says whether only this node reaches addr: a loopback address
-// or a unix socket.
-func isLocal(addr net.Addr) bool {
-	switch a := addr.(type) {
-	case *net.TCPAddr:
-		return a.IP.IsLoopback()
-	case *net.UnixAddr:
-		return true
-	}
-	return false
 }
 
 // defaultRouteIP returns the IPv4 address of the interface that carries
@@ -509,12 +397,4 @@ func interfaceIPv4(name string) (string, error) {
 func buildInfoCollector(node string) prometheus.Collector {
 	promversion.Version, promversion.Revision = version, revision()
 	return versioncollector.NewCollector("cri_prober", versioncollector.WithExtraConstLabels(prometheus.Labels{"kubernetes_api": moduleVersion("k8s.io/api"), "node": node}))
-}
-
-// killController is the API's pause and budget: the restarter's, if any.
-func killController(r *restart.Restarter) api.KillController {
-	if r == nil {
-		return nil
-	}
-	return r
 }

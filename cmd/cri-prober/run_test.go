@@ -15,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
-	"github.com/cri-prober/cri-prober/pkg/events"
 )
 
 // The state API shows probe output and has no authentication: loopback
@@ -118,15 +117,4 @@ func TestNodeName(t *testing.T) {
 	report(err, &stderr)
 	require.ErrorIs(t, err, errUsage, "refused before anything starts")
 	assert.Contains(t, stderr.String(), "name the node twice")
-}
-
-// Every event says who reported it, as events.k8s.io/v1 Events do,
-// before any recorder (the log, the ring, the hooks) gets it.
-func TestEventsSayWhoReportedThem(t *testing.T) {
-	ring := events.NewRing(10)
-	reported{instance: "node1", to: recorders{ring}}.Record(events.Event{Reason: "Killing", Namespace: "ns", Pod: "web"})
-	got := ring.Since(time.Time{})
-	require.Len(t, got, 1)
-	assert.Equal(t, "cri-prober", got[0].ReportingController)
-	assert.Equal(t, "node1", got[0].ReportingInstance)
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
-	"github.com/cri-prober/cri-prober/pkg/prober"
+	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -180,11 +180,9 @@ func (o *waitOptions) startEngine(ctx context.Context, namespace, name string) (
 	}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client),
-		Recorder: recorders{},
-		ProberOptions: []prober.Option{
-			prober.WithPodFilter(func(ns, n string) bool { return ns == namespace && n == name }),
-			prober.WithoutStartupJitter(),
-		},
+		Recorder:        quiet{},
+		PodFilter:       func(ns, n string) bool { return ns == namespace && n == name },
+		NoStartupJitter: true,
 	}
 	o.policy.apply(&cfg)
 	if o.manifests != "" {
@@ -199,7 +197,7 @@ func (o *waitOptions) startEngine(ctx context.Context, namespace, name string) (
 		}
 		cfg.Manifests = dir
 	}
-	engine, err := agent.New(cfg)
+	engine, err := agent.New(ctx, cfg)
 	if err != nil {
 		client.Close()
 		return nil, nil, err
@@ -354,3 +352,8 @@ func podWaitState(p api.Pod) waitState {
 	}
 	return s
 }
+
+// quiet drops every event: wait's result is its exit code.
+type quiet struct{}
+
+func (quiet) Record(events.Event) {}

@@ -1,8 +1,12 @@
-// Package agent wires the engine once, for `cri-prober run`, `wait` and
-// the test harnesses: the poller (and containerd's event stream) feeds the
+// Package agent wires the engine once, for `cri-prober run`, `play`,
+// `wait` and the test harnesses, from one Config that the commands fill
+// from their flags: the poller (and containerd's event stream) feeds the
 // resolver, whose views drive the restarter (kubelet's pod sync), which
 // publishes the pods' status that the prober's manager and the outputs
-// read (without a restarter, they read the resolver's views).
+// read (without a restarter, they read the resolver's views). What is
+// attached to the engine is made here too: the state kept under the state
+// directory (restart ledger, readiness gates, kill pause), the transition
+// hooks, the state API and the systemd notifier.
 //
 //	cri.Poller ──► pods.Resolver ──► restart.Restarter ──► status ──► prober.Manager (workers) ──► results.Store
 //	                                        ▲                                                        │
@@ -12,15 +16,18 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
@@ -31,12 +38,17 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// Config is what the engine is made of. Zero values are the defaults.
+// Config is what the engine is made of: each setting has one field here
+// (the commands turn their flags into it, checked first). Zero values are
+// the defaults.
 type Config struct {
 	// Client reaches the runtime; the caller closes it after Run.
 	Client *cri.Client
 	// RelistPeriod is how often the runtime is listed.
 	RelistPeriod time.Duration
+	// CRIMetrics are the client's series (cri.NewMetrics), also given the
+	// poller's (nil: none).
+	CRIMetrics *cri.Metrics
 	// EventsAddress is containerd's socket for its event stream ("":
 	// exits are seen at the next relist).
 	EventsAddress string
@@ -52,6 +64,10 @@ type Config struct {
 	// Node is the node as the pods the agent makes see it (podfs.
 	// DiscoverNode): their names, directories, DNS and resources.
 	Node podconfig.Node
+	// NodeName is the node's name (--node-name): who reports every event
+	// (events.k8s.io/v1's reportingInstance), and the node of each restart
+	// and of the API's series ("": events are not marked).
+	NodeName string
 	// OwnedSource names what an owned pod was made from in its record on
 	// disk, and Owns says which records are this agent's (the agent and
 	// play keep theirs apart under one root directory); nil: the pod's
@@ -71,6 +87,27 @@ type Config struct {
 	// MaxExecPerPod bounds the exec probes of one pod run at once (0: no
 	// limit, kubelet's way).
 	MaxExecPerPod int
+	// MaxProbesInFlight bounds the network probes running at once
+	// (--max-probes-in-flight; 0: no bound).
+	MaxProbesInFlight int
+	// AllowedDestinations are the refused destinations probes may reach
+	// nonetheless (--allow-probe-destination).
+	AllowedDestinations []netip.Prefix
+	// FailureEvents is the event of a probe failure ("": kubelet's).
+	FailureEvents prober.FailureEvents
+	// KeepSuccessOutput keeps what passing probes print.
+	KeepSuccessOutput bool
+	// PodFilter says which pods are probed (nil: every pod).
+	PodFilter func(namespace, name string) bool
+	// NoStartupJitter starts each probe without kubelet's random delay
+	// (the commands that wait on a result).
+	NoStartupJitter bool
+	// Lateness also observes each probe's lateness (nil: none).
+	Lateness prometheus.Observer
+	// StateDir keeps what must survive the agent's restart: the restart
+	// ledger, the readiness gates, the probes' state, the kill pause
+	// (--state-dir; "": nothing kept).
+	StateDir string
 	// Restart is what the restarter does; "" runs none (wait).
 	Restart restart.Mode
 	// NotReadyOnExit shows, beyond kubelet, a container not ready from the
@@ -78,26 +115,51 @@ type Config struct {
 	// running and ready until its replacement's postStart ended
 	// (restart.WithNotReadyOnExit; --not-ready-on-exit).
 	NotReadyOnExit bool
-	// Ledger records restarts (nil: none kept).
-	Ledger *restart.Ledger
-	// Gates are the readiness gates' conditions set through the API
-	// (nil: kept in memory).
-	Gates *pods.GateStore
+	// MaxContainerRestartPeriod and SyncFrequency are kubelet's settings
+	// of pod sync (0: kubelet's defaults).
+	MaxContainerRestartPeriod, SyncFrequency time.Duration
+	// KillBudget bounds probe-triggered kills (zero: no budget).
+	KillBudget restart.BudgetConfig
+	// OnTransition is a shell command and Webhook a URL told of every
+	// transition (--on-transition, --webhook; "": none).
+	OnTransition, Webhook string
 	// Recorder receives every event (nil: logged).
 	Recorder interface{ Record(events.Event) }
-	// ProbeRegisterer gets kubelet's probe series, AgentRegisterer the
-	// agent's own (nil: not exported).
-	ProbeRegisterer, AgentRegisterer prometheus.Registerer
+	// ProbeRegistry gets kubelet's probe series, AgentRegistry the agent's
+	// own; the API shows both (nil: not exported).
+	ProbeRegistry, AgentRegistry *prometheus.Registry
 	// ProbeMetrics is how kubelet's probe series are kept (--probe-metrics;
 	// "": prober.PerProbeMetrics).
 	ProbeMetrics prober.ProbeMetrics
-	// ProberOptions are more options for the manager (state dir, pod
-	// filter, jitter, lateness observer).
-	ProberOptions []prober.Option
-	// RestartOptions are more options for the restarter (back-off, clock).
-	RestartOptions []restart.Option
-	// PollerOptions are more options for the poller.
-	PollerOptions []cri.PollerOption
+	// API serves the state API and metrics (nil: none).
+	API *APIConfig
+	// NotifySystemd tells systemd when the agent is ready and, with its
+	// watchdog, alive (without $NOTIFY_SOCKET: nothing).
+	NotifySystemd bool
+
+	// TestProberOptions and TestRestartOptions are for tests only: knobs
+	// no command sets (a shorter back-off, a clock).
+	TestProberOptions  []prober.Option
+	TestRestartOptions []restart.Option
+}
+
+// APIConfig is how the state API is served.
+type APIConfig struct {
+	// Serve is where and how: the --listen address, allowed hosts, web
+	// configuration and connection cap.
+	Serve api.ServeConfig
+	// Systemd serves on the sockets systemd passes instead of Serve.Address.
+	Systemd bool
+	// Retry is how long after a failed bind the address is tried again
+	// (0: 5 s).
+	Retry time.Duration
+	// MaxEventStreams bounds the event streams served at once.
+	MaxEventStreams int
+	// Profiling serves Go's profiles.
+	Profiling bool
+	// KubeStateNamespaces are the namespaces /metrics/kube-state covers
+	// (nil: all).
+	KubeStateNamespaces []string
 }
 
 // Agent is the running engine.
@@ -109,22 +171,36 @@ type Agent struct {
 	Store     *results.Store
 	Histories *results.Histories
 	Gates     *pods.GateStore
+	Ledger    *restart.Ledger // nil without Config.StateDir or Config.API
 
-	cfg      Config
-	watcher  *cri.EventWatcher
-	criSub   *cri.Subscription
-	subs     []*pods.Subscription
-	runFuncs []func(context.Context)
+	cfg       Config
+	recorder  interface{ Record(events.Event) }
+	hooks     *hooks.Hooks
+	ring      *events.Ring
+	listeners *apiListeners
+	live      loopCheck
+	watcher   *cri.EventWatcher
+	criSub    *cri.Subscription
+	subs      []*pods.Subscription
+	runFuncs  []func(context.Context)
 }
 
-// New builds the engine. Its subscriptions are made here, before anything
-// runs, so that every part sees the first relist.
-func New(cfg Config) (*Agent, error) {
-	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories(), Gates: cfg.Gates}
-	if a.Gates == nil {
-		a.Gates = pods.NewGateStore(nil)
+// New builds the engine and everything attached to it (the state kept
+// under Config.StateDir, the hooks, the state API, the systemd notifier).
+// Its subscriptions are made here, before anything runs, so that every
+// part sees the first relist. Config's values are checked by the command
+// that made it; an error here is the world's (a state directory, a
+// socket), said with the flag it comes from.
+func New(ctx context.Context, cfg Config) (*Agent, error) {
+	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories()}
+	if err := a.openState(ctx); err != nil {
+		return nil, err
 	}
-	popts := append([]cri.PollerOption(nil), cfg.PollerOptions...)
+	a.recorder = a.events(ctx)
+	popts := []cri.PollerOption{}
+	if cfg.CRIMetrics != nil {
+		popts = append(popts, cri.WithPollerMetrics(cfg.CRIMetrics))
+	}
 	if cfg.RelistPeriod > 0 {
 		popts = append(popts, cri.WithRelistPeriod(cfg.RelistPeriod))
 	}
@@ -150,15 +226,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Manifests != nil {
 		ropts = append(ropts, pods.WithManifests(cfg.Manifests))
 	}
-	if cfg.Recorder != nil {
-		ropts = append(ropts, pods.WithRecorder(cfg.Recorder))
+	if a.recorder != nil {
+		ropts = append(ropts, pods.WithRecorder(a.recorder))
 	}
 	var maker *restart.PodMaker
 	if cfg.Owned != nil {
 		if cfg.Restart != restart.Recreate {
 			return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
 		}
-		if maker, err = newMaker(cfg); err != nil {
+		if maker, err = newMaker(cfg, a.recorder); err != nil {
 			return nil, err
 		}
 		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
@@ -169,45 +245,57 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxExecPerPod > 0 {
 		eopts = append(eopts, exec.WithPerPodConcurrency(cfg.MaxExecPerPod))
 	}
-	if cfg.AgentRegisterer != nil {
-		eopts = append(eopts, exec.WithRegisterer(cfg.AgentRegisterer))
+	if cfg.AgentRegistry != nil {
+		eopts = append(eopts, exec.WithRegisterer(cfg.AgentRegistry))
 	}
 	runner, err := exec.NewRunner(cfg.Client, eopts...)
 	if err != nil {
 		return nil, fmt.Errorf("exec runner: %w", err)
 	}
 	mopts := []prober.Option{prober.WithHistories(a.Histories)}
-	if cfg.Recorder != nil {
-		mopts = append(mopts, prober.WithRecorder(cfg.Recorder))
+	if a.recorder != nil {
+		mopts = append(mopts, prober.WithRecorder(a.recorder))
 	}
 	if cfg.ProbeMetrics != "" { // before the registerers
 		mopts = append(mopts, prober.WithProbeMetrics(cfg.ProbeMetrics))
 	}
-	if cfg.ProbeRegisterer != nil && cfg.AgentRegisterer != nil {
-		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegisterer, cfg.AgentRegisterer))
+	if cfg.ProbeRegistry != nil && cfg.AgentRegistry != nil {
+		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegistry, cfg.AgentRegistry))
 	}
 	// A failed container whose kill waits (restart budget, pause) is
 	// probed on: the restarter is made below, before anything runs.
 	mopts = append(mopts, prober.WithKillWaits(func(id string) bool { return a.Restarter != nil && a.Restarter.KillWaits(id) }))
-	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.ProberOptions...)...); err != nil {
+	mopts = append(mopts, proberPolicy(cfg)...)
+	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.TestProberOptions...)...); err != nil {
 		return nil, err
 	}
 	if cfg.Restart != "" {
 		ropts := []restart.Option{restart.WithMode(cfg.Restart), restart.WithHistories(a.Histories), restart.WithRelister(a.Poller),
-			restart.WithLedger(cfg.Ledger)}
+			restart.WithLedger(a.Ledger)}
 		if maker != nil {
 			ropts = append(ropts, restart.WithMaker(maker))
 		}
 		if cfg.NotReadyOnExit {
 			ropts = append(ropts, restart.WithNotReadyOnExit())
 		}
-		if cfg.Recorder != nil {
-			ropts = append(ropts, restart.WithRecorder(cfg.Recorder))
+		if a.recorder != nil {
+			ropts = append(ropts, restart.WithRecorder(a.recorder))
 		}
-		if cfg.AgentRegisterer != nil {
-			ropts = append(ropts, restart.WithRegisterer(cfg.AgentRegisterer))
+		if cfg.AgentRegistry != nil {
+			ropts = append(ropts, restart.WithRegisterer(cfg.AgentRegistry))
 		}
-		if a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, append(ropts, cfg.RestartOptions...)...); err != nil {
+		if cfg.MaxContainerRestartPeriod > 0 {
+			ropts = append(ropts, restart.WithMaxContainerRestartPeriod(cfg.MaxContainerRestartPeriod))
+		}
+		if cfg.SyncFrequency > 0 {
+			ropts = append(ropts, restart.WithSyncFrequency(cfg.SyncFrequency))
+		}
+		budget, err := restart.NewKillBudget(cfg.KillBudget, cfg.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("--state-dir: %w", err)
+		}
+		ropts = append(ropts, restart.WithKillBudget(budget))
+		if a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, append(ropts, cfg.TestRestartOptions...)...); err != nil {
 			return nil, err
 		}
 	}
@@ -234,12 +322,60 @@ func New(cfg Config) (*Agent, error) {
 	if dir, ok := cfg.Owned.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { dir.Run(ctx, cfg.ManifestInterval) })
 	}
+	if a.hooks != nil {
+		a.runFuncs = append(a.runFuncs, a.hooks.Run)
+	}
+	// A relist makes up to 3 CRI calls, each bounded by the request
+	// timeout: a loop that has not finished one in that long is stuck.
+	relistPeriod := cfg.RelistPeriod
+	if relistPeriod <= 0 {
+		relistPeriod = cri.DefaultRelistPeriod
+	}
+	a.live = loopCheck{lastRelist: a.Poller.LastRelist, start: time.Now(), alive: relistPeriod + 3*cfg.Client.RequestTimeout() + time.Minute, now: time.Now}
+	if cfg.API != nil {
+		if err := a.serveAPI(*cfg.API); err != nil {
+			return nil, err
+		}
+		a.runFuncs = append(a.runFuncs, a.listeners.run)
+	}
+	if cfg.NotifySystemd {
+		notifier := systemdNotifier{ready: a.Health, live: a.live.err}
+		a.runFuncs = append(a.runFuncs, notifier.run)
+	}
 	return a, nil
+}
+
+// proberPolicy is where probes may go and what is kept of their answers,
+// and how they are scheduled.
+func proberPolicy(cfg Config) []prober.Option {
+	opts := []prober.Option{prober.WithAllowedDestinations(cfg.AllowedDestinations)}
+	if cfg.FailureEvents != "" && cfg.FailureEvents != prober.FailureEventsKubelet {
+		opts = append(opts, prober.WithFailureEvents(cfg.FailureEvents))
+	}
+	if cfg.KeepSuccessOutput {
+		opts = append(opts, prober.WithSuccessOutput())
+	}
+	if cfg.StateDir != "" {
+		opts = append(opts, prober.WithStateDir(cfg.StateDir))
+	}
+	if cfg.MaxProbesInFlight != 0 {
+		opts = append(opts, prober.WithMaxProbesInFlight(cfg.MaxProbesInFlight))
+	}
+	if cfg.PodFilter != nil {
+		opts = append(opts, prober.WithPodFilter(cfg.PodFilter))
+	}
+	if cfg.NoStartupJitter {
+		opts = append(opts, prober.WithoutStartupJitter())
+	}
+	if cfg.Lateness != nil {
+		opts = append(opts, prober.WithLatenessObserver(cfg.Lateness))
+	}
+	return opts
 }
 
 // newMaker makes the pods of cfg.Owned on the node's directories, with
 // the runtime's image service.
-func newMaker(cfg Config) (*restart.PodMaker, error) {
+func newMaker(cfg Config, recorder restart.Recorder) (*restart.PodMaker, error) {
 	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
 	if err != nil {
 		return nil, fmt.Errorf("the pods' root directory: %w", err)
@@ -248,11 +384,10 @@ func newMaker(cfg Config) (*restart.PodMaker, error) {
 	if source == nil {
 		source = manifestFile
 	}
-	var rec restart.Recorder = events.Log(klog.Background())
-	if cfg.Recorder != nil {
-		rec = cfg.Recorder
+	if recorder == nil {
+		recorder = events.Log(klog.Background())
 	}
-	return restart.NewMaker(fs, cfg.Client, rec, nil, source, cfg.Owns), nil
+	return restart.NewMaker(fs, cfg.Client, recorder, nil, source, cfg.Owns), nil
 }
 
 // manifestFile is the file a pod's manifest came from.

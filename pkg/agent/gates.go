@@ -95,8 +95,8 @@ func (a *Agent) gateResult(p *pods.Pod, t corev1.PodConditionType, change pods.G
 
 func (a *Agent) recordGate(e events.Event) {
 	e.Type = events.Normal
-	if a.cfg.Recorder != nil {
-		a.cfg.Recorder.Record(e)
+	if a.recorder != nil {
+		a.recorder.Record(e)
 		return
 	}
 	events.Log(klog.Background()).Record(e)

@@ -117,14 +117,22 @@ func (c ServeConfig) withDefaults() ServeConfig {
 
 // Check says what is wrong with serving s as c, in the flags' words: run
 // calls it before listening, so that a mistake stops the agent at once.
-func (s *Server) Check(c ServeConfig) error {
+func (s *Server) Check(c ServeConfig) error { return CheckServe(c, cap(s.streams)) }
+
+// CheckServe checks how the API is to be served, with maxEventStreams
+// event streams at once (Config.MaxEventStreams, its default if 0),
+// before anything is started.
+func CheckServe(c ServeConfig, maxEventStreams int) error {
 	c = c.withDefaults()
+	if maxEventStreams <= 0 {
+		maxEventStreams = DefaultMaxEventStreams
+	}
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("--web.max-connections %d: want a positive number", c.MaxConnections)
 	}
-	if cap(s.streams) >= c.MaxConnections {
+	if maxEventStreams >= c.MaxConnections {
 		return fmt.Errorf("--web.max-event-streams (%d) must be below --web.max-connections (%d): streams hold their connections, and would leave none for /healthz and /metrics",
-			cap(s.streams), c.MaxConnections)
+			maxEventStreams, c.MaxConnections)
 	}
 	if _, err := allowedHosts(c.AllowedHosts); err != nil {
 		return err

@@ -266,6 +266,9 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Endpoint returns the endpoint this client was dialled with.
 func (c *Client) Endpoint() string { return c.endpoint }
 
+// RequestTimeout is the bound of one CRI request (--runtime-request-timeout).
+func (c *Client) RequestTimeout() time.Duration { return c.requestTimeout }
+
 // Socket returns the filesystem path of the runtime socket.
 func (c *Client) Socket() string { return c.socket }
 

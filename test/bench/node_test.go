@@ -830,13 +830,12 @@ func startNodeAgent(endpoint, metricsMode string, late prometheus.Observer) (*no
 	}
 	a := &nodeAgent{client: client, probeReg: prometheus.NewRegistry(), done: make(chan struct{})}
 	cfg := agent.Config{Client: client, Recorder: events.NewRing(16), Restart: restart.Recreate,
-		ProbeRegisterer: a.probeReg, AgentRegisterer: prometheus.NewRegistry(),
-		ProberOptions: []prober.Option{prober.WithLatenessObserver(late)}}
+		ProbeRegistry: a.probeReg, AgentRegistry: prometheus.NewRegistry(), Lateness: late}
 	if err := probeMetricsMode(&cfg, metricsMode); err != nil {
 		client.Close()
 		return nil, err
 	}
-	if a.Agent, err = agent.New(cfg); err != nil {
+	if a.Agent, err = agent.New(context.Background(), cfg); err != nil {
 		client.Close()
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 // startAgentWith is startAgent with more manager options.
 func startAgentWith(t *testing.T, c *cri.Client, opts ...prober.Option) *agent {
 	t.Helper()
-	return startAgentConfig(t, c, func(cfg *engine.Config) { cfg.ProberOptions = opts })
+	return startAgentConfig(t, c, func(cfg *engine.Config) { cfg.TestProberOptions = opts })
 }
 
 // startAgentConfig is startAgent with the engine's config changed by edit.
@@ -58,7 +58,7 @@ func startAgentConfig(t *testing.T, c *cri.Client, edit func(*engine.Config)) *a
 	}
 	edit(&cfg)
 	var err error
-	a.engine, err = engine.New(cfg)
+	a.engine, err = engine.New(context.Background(), cfg)
 	require.NoError(t, err)
 	a.restarter = a.engine.Restarter
 	ctx, cancel := context.WithCancel(context.Background())

@@ -45,10 +45,8 @@ const sickOnDemand = `  - name: app
 func TestKillBudgetDefersAStorm(t *testing.T) {
 	const n, burst, interval = 10, 3, 15 * time.Second
 	c := dial(t)
-	budget, err := restart.NewKillBudget(restart.BudgetConfig{Node: burst, Interval: interval}, "")
-	require.NoError(t, err)
 	a := startAgentConfig(t, c, func(cfg *engine.Config) {
-		cfg.RestartOptions = append(cfg.RestartOptions, restart.WithKillBudget(budget))
+		cfg.KillBudget = restart.BudgetConfig{Node: burst, Interval: interval}
 	})
 	var names []string
 	ids := map[string]string{}

@@ -68,7 +68,7 @@ func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owne
 		Owned: static, ManifestInterval: 100 * time.Millisecond, Node: node,
 	}
 	set(&cfg)
-	o.engine, err = engine.New(cfg)
+	o.engine, err = engine.New(context.Background(), cfg)
 	require.NoError(t, err)
 	o.restarter = o.engine.Restarter
 	ctx, cancel := context.WithCancel(context.Background())

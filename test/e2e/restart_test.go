@@ -196,7 +196,8 @@ func TestCrashLoopRestartsCloseToTheBackOffsEnd(t *testing.T) {
 	c := dial(t)
 	const syncFrequency = 4 * time.Second
 	startAgentConfig(t, c, func(cfg *engine.Config) {
-		cfg.RestartOptions = []restart.Option{restart.WithBackoff(time.Second, 16*time.Second), restart.WithSyncFrequency(syncFrequency)}
+		cfg.TestRestartOptions = []restart.Option{restart.WithBackoff(time.Second, 16*time.Second)}
+		cfg.SyncFrequency = syncFrequency
 	})
 	pod := runPodNamed(t, c, uniqueName("gaps"), map[string]string{spec.RestartPolicyAnnotation: "Always"})
 	pod.start("app", "sh", "-c", "exit 3")

@@ -18,7 +18,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
@@ -51,11 +50,8 @@ func Start(endpoint string, o Options) (*Agent, error) {
 		recorder = events.NewRing(16)
 	}
 	cfg := agent.Config{Client: client, Recorder: recorder, Restart: restart.Recreate,
-		ProbeRegisterer: a.ProbeRegistry, AgentRegisterer: a.AgentRegistry}
-	if o.Lateness != nil {
-		cfg.ProberOptions = append(cfg.ProberOptions, prober.WithLatenessObserver(o.Lateness))
-	}
-	if a.Agent, err = agent.New(cfg); err != nil {
+		ProbeRegistry: a.ProbeRegistry, AgentRegistry: a.AgentRegistry, Lateness: o.Lateness}
+	if a.Agent, err = agent.New(context.Background(), cfg); err != nil {
 		client.Close()
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -16,17 +16,16 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 )
 
-// listenRetry is how often a --listen address that could not be bound is
-// tried again (kubelet retries its healthz server every 5 s); tests
-// shorten it.
-var listenRetry = 5 * time.Second
+// defaultListenRetry is how often a --listen address that could not be
+// bound is tried again (kubelet retries its healthz server every 5 s).
+const defaultListenRetry = 5 * time.Second
 
 // apiListeners serves the state API on the sockets systemd passed
 // (--web.systemd-socket: systemd binds them before any user can, and
 // holds them across the agent's restarts) or on --listen's address.
 // Whatever happens to the API, probing goes on: an address another
 // process holds (a local user can bind 127.0.0.1:9440 while the agent
-// restarts) is tried again every listenRetry, said in the log and in
+// restarts) is tried again every retry, said in the log and in
 // cri_prober_api_up, and never stops the agent.
 type apiListeners struct {
 	server *api.Server
@@ -48,8 +47,11 @@ type apiListeners struct {
 
 // newAPIListeners takes systemd's sockets now, when asked to (they are
 // the process's from its start), and registers cri_prober_api_up.
-func newAPIListeners(server *api.Server, config api.ServeConfig, listen string, useSystemd bool, reg prometheus.Registerer) (*apiListeners, error) {
-	l := &apiListeners{server: server, config: config, listen: listen, bind: api.Listen, retry: listenRetry,
+func newAPIListeners(server *api.Server, config api.ServeConfig, listen string, useSystemd bool, retry time.Duration, reg prometheus.Registerer) (*apiListeners, error) {
+	if retry <= 0 {
+		retry = defaultListenRetry
+	}
+	l := &apiListeners{server: server, config: config, listen: listen, bind: api.Listen, retry: retry,
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cri_prober_api_up",
 			Help: "1 when the state API is served on every address it was given, 0 while an address could not be bound (it is tried again every 5 s)."})}
 	if reg != nil {
@@ -141,4 +143,16 @@ func warnIfRemote(logger klog.Logger, s net.Listener, webConfigFile string) {
 	if !isLocal(s.Addr()) && webConfigFile == "" {
 		logger.Info("WARNING: the state API and metrics are reachable from other hosts; they show probe output and have no authentication (give them TLS and basic auth with --web.config.file)", "listen", s.Addr().String())
 	}
+}
+
+// isLocal says whether only this node reaches addr: a loopback address
+// or a unix socket.
+func isLocal(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/restart"
+)
+
+// badRunFlags are values run refuses, each with what its error names.
+var badRunFlags = []struct {
+	name string
+	args []string
+	want string
+}{
+	{"manifests interval", []string{"--pod-manifests-interval=0s"}, "--pod-manifests-interval must be positive"},
+	{"probe network", []string{"--probe-network=host"}, "--probe-network:"},
+	{"restart mode", []string{"--restart=sometimes"}, `--restart: restart mode "sometimes"`},
+	{"probe metrics", []string{"--probe-metrics=all"}, "--probe-metrics:"},
+	{"spec sources", []string{"--spec-sources=manifest"}, `--spec-sources: unknown source "manifest"`},
+	{"manifests left out", []string{"--spec-sources=annotations", "--pod-manifests=/etc/cri-prober/pods"}, "--pod-manifests is set but --spec-sources leaves manifests out"},
+	{"restart period", []string{"--max-container-restart-period=0s"}, "--max-container-restart-period 0s"},
+	{"sync frequency", []string{"--sync-frequency=1ms"}, "--sync-frequency 1ms"},
+	{"kill budget", []string{"--kill-budget=-1"}, "--kill-budget and --pod-kill-budget"},
+	{"kill budget interval", []string{"--kill-budget=1", "--kill-budget-interval=0s"}, "--kill-budget-interval 0s"},
+	{"node named twice", []string{"--node-name=a", "--hostname-override=b"}, `--node-name "a" and --hostname-override "b" name the node twice`},
+	{"static pods without recreate", []string{"--static-pod-path=/etc/kubernetes/manifests", "--restart=none"}, "--static-pod-path makes the agent the pods' kubelet"},
+	{"static pods' cluster DNS", []string{"--static-pod-path=/etc/kubernetes/manifests", "--cluster-dns=dns"}, `--cluster-dns "dns": not an IP address`},
+	{"static pods' cgroup root", []string{"--static-pod-path=/etc/kubernetes/manifests", "--cgroup-root=kubepods"}, `--cgroup-root "kubepods"`},
+	{"probes in flight", []string{"--max-probes-in-flight=-1"}, "--max-probes-in-flight must be 0 (no bound) or positive"},
+	{"exec per pod", []string{"--max-concurrent-exec-per-pod=-1"}, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive"},
+	{"webhook", []string{"--webhook=ftp://example.com/hook"}, "--webhook ftp://example.com/hook: want an http:// or https:// URL"},
+	{"max connections", []string{"--web.max-connections=0"}, "--web.max-connections and --web.max-event-streams must be positive"},
+	{"max event streams", []string{"--web.max-event-streams=0"}, "--web.max-connections and --web.max-event-streams must be positive"},
+	{"streams above connections", []string{"--web.max-event-streams=128"}, "--web.max-event-streams (128) must be below --web.max-connections (128)"},
+	{"allowed hosts", []string{"--web.allowed-hosts=a/b"}, `--web.allowed-hosts: "a/b" is not a host name`},
+	{"web config file", []string{"--web.config.file=/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml"},
+	{"listen address", []string{"--listen=unix://relative.sock"}, "--listen \"unix://relative.sock\": want unix:// and an absolute path"},
+	{"listen port", []string{"--listen=127.0.0.1"}, "--listen \"127.0.0.1\": want host:port"},
+	{"profiling on TCP", []string{"--listen=127.0.0.1:9440", "--profiling"}, "--profiling serves the agent's internals"},
+}
+
+// validate refuses each bad value with an error that names its flag,
+// from the flags alone.
+func TestRunValidate(t *testing.T) {
+	for _, tt := range badRunFlags {
+		t.Run(tt.name, func(t *testing.T) {
+			var o runOptions
+			require.NoError(t, newRunCommand(&o).Flags().Parse(tt.args))
+			_, err := o.validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// The defaults are valid, and each setting reaches its one field of the
+// engine's config.
+func TestRunValidateMakesTheEngineConfig(t *testing.T) {
+	var o runOptions
+	require.NoError(t, newRunCommand(&o).Flags().Parse([]string{"--node-name=node1", "--state-dir=/var/lib/cri-prober",
+		"--max-probes-in-flight=7", "--max-concurrent-exec-per-pod=2", "--kill-budget=3", "--sync-frequency=4s",
+		"--webhook=https://example.com/hook", "--spec-sources=manifests", "--web.max-event-streams=5"}))
+	cfg, err := o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, "node1", cfg.NodeName)
+	assert.Equal(t, restart.Recreate, cfg.Restart)
+	assert.Equal(t, "/var/lib/cri-prober", cfg.StateDir)
+	assert.Equal(t, 7, cfg.MaxProbesInFlight)
+	assert.Equal(t, 2, cfg.MaxExecPerPod)
+	assert.Equal(t, 3, cfg.KillBudget.Node)
+	assert.Equal(t, "4s", cfg.SyncFrequency.String())
+	assert.Equal(t, restart.DefaultMaxBackoff, cfg.MaxContainerRestartPeriod)
+	assert.Equal(t, "https://example.com/hook", cfg.Webhook)
+	assert.True(t, cfg.IgnoreAnnotations)
+	assert.True(t, cfg.NotifySystemd)
+	assert.Nil(t, cfg.Client, "nothing dialled")
+	require.NotNil(t, cfg.API)
+	assert.Equal(t, "127.0.0.1:9440", cfg.API.Serve.Address)
+	assert.Equal(t, api.DefaultMaxConnections, cfg.API.Serve.MaxConnections)
+	assert.Equal(t, 5, cfg.API.MaxEventStreams)
+
+	o = runOptions{}
+	require.NoError(t, newRunCommand(&o).Flags().Parse([]string{"--node-name=node1", "--listen="}))
+	cfg, err = o.validate()
+	require.NoError(t, err)
+	assert.Nil(t, cfg.API, "no API without --listen")
+}
+
+// A bad flag stops run before it dials the runtime, opens the state
+// directory or binds a port: an unreachable endpoint still gives the
+// flag's usage error, and a reachable one is never called.
+func TestRunChecksEveryFlagBeforeItActs(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	for _, endpoint := range []string{"unix://" + filepath.Join(t.TempDir(), "nothing.sock"), rt.Endpoint()} {
+		for _, tt := range badRunFlags {
+			t.Run(tt.name, func(t *testing.T) {
+				var stderr bytes.Buffer
+				ctx := klog.NewContext(context.Background(), logr.Discard())
+				args := append([]string{"run", "--runtime-endpoint", endpoint, "--containerd-address", "none", "--state-dir", stateDir}, tt.args...)
+				err := run(ctx, args, io.Discard, &stderr)
+				report(err, &stderr) // what main prints
+				require.ErrorIs(t, err, errUsage, stderr.String())
+				assert.Contains(t, stderr.String(), tt.want)
+			})
+		}
+	}
+	assert.Zero(t, rt.Calls("Version"), "the runtime was dialled")
+	assert.NoDirExists(t, stateDir, "the state directory was opened")
+
+	// The count would have seen a dial: Dial asks the runtime's version.
+	client, err := cri.Dial(context.Background(), rt.Endpoint())
+	require.NoError(t, err)
+	client.Close()
+	assert.Equal(t, 1, rt.Calls("Version"))
+}
