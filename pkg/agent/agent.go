@@ -212,7 +212,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 
-	a.criSub = a.Poller.Subscribe()
+	a.criSub = a.Poller.Watch()
 	a.runFuncs = append(a.runFuncs, a.Poller.Run, func(ctx context.Context) { a.Resolver.Run(ctx, a.criSub) })
 	var managerSub *pods.Subscription
 	if a.Restarter != nil {

@@ -141,8 +141,9 @@ func (r *Resolver) View() *View {
 	return Resolve(nil, Inputs{})
 }
 
-// Run resolves every change of the runtime (changes) and of the manifests
-// until ctx is done.
+// Run resolves every change of the runtime (changes, a Poller.Watch
+// subscription) and of the manifests until ctx is done. What changed for
+// the readers is the one diff of the views (ChangedPods).
 func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
@@ -167,7 +168,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-changes.Listed():
 			b := changes.Next()
 			r.snapshot = b.Snapshot
-			if len(b.Events) == 0 && !b.Resync && !r.timed {
+			if !b.Changed && !r.timed {
 				// A relist that changed nothing: the same view, as of
 				// this listing (the pod sync waits for a listing newer
 				// than its own actions).

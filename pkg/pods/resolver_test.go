@@ -68,7 +68,7 @@ func TestResolverPublishesChanges(t *testing.T) {
 	manifests := &manifestsSource{changed: make(chan struct{}, 1)}
 	recorder := &eventRecorder{}
 	r := NewResolver(WithManifests(manifests), WithRecorder(recorder))
-	criSub := poller.Subscribe()
+	criSub := poller.Watch()
 	sub := r.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -4,7 +4,7 @@
 // observation of each probe, and the Started and Ready flags derived from
 // them exactly as kubelet's UpdatePodStatus derives them.
 //
-// It imports only the standard library: its vocabulary is shared by the
+// It imports only the standard library and pkg/pubsub: its vocabulary is shared by the
 // prober that writes results and the restarter that acts on them.
 package results
 
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/pubsub"
 )
 
 // ProbeType is liveness, readiness or startup.
@@ -134,13 +136,12 @@ type Store struct {
 	// runs observed: readers that cache what they show compare them.
 	changes, observed atomic.Uint64
 
-	subsMu sync.Mutex
-	subs   map[*Subscription]struct{}
+	updates pubsub.Topic[Update, []Update]
 }
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{entries: map[Key]*entry{}, subs: map[*Subscription]struct{}{}}
+	return &Store{entries: map[Key]*entry{}}
 }
 
 // Get returns the stable result for k.
@@ -169,7 +170,7 @@ func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
 	s.mu.Unlock()
 	if changed {
 		s.changes.Add(1)
-		s.notify(Update{Key: k, Result: r, PodUID: podUID})
+		s.updates.Publish(Update{Key: k, Result: r, PodUID: podUID})
 	}
 	return changed
 }
@@ -273,65 +274,35 @@ func (s *Store) Ready(containerID string, running, started, hasReadinessProbe bo
 }
 
 // Subscription receives updates without ever blocking the writer: updates
-// for the same key coalesce to the latest one until Next is called.
-type Subscription struct {
-	store *Store
-	ready chan struct{}
-
-	mu      sync.Mutex
-	pending map[Key]int // index into updates
-	updates []Update
-}
+// for the same key coalesce to the latest one until Next is called. Next
+// returns the pending updates in the order their keys first changed, each
+// with its latest result.
+type Subscription = pubsub.Subscription[Update, []Update]
 
 // Subscribe returns a new subscription. Close it when done.
 func (s *Store) Subscribe() *Subscription {
-	sub := &Subscription{store: s, ready: make(chan struct{}, 1), pending: map[Key]int{}}
-	s.subsMu.Lock()
-	s.subs[sub] = struct{}{}
-	s.subsMu.Unlock()
-	return sub
+	return s.updates.Subscribe(&pendingUpdates{index: map[Key]int{}}, nil)
 }
 
-func (s *Store) notify(u Update) {
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	for sub := range s.subs {
-		sub.push(u)
-	}
+// pendingUpdates gathers updates, one per key.
+type pendingUpdates struct {
+	index   map[Key]int // into updates
+	updates []Update
 }
 
-func (sub *Subscription) push(u Update) {
-	sub.mu.Lock()
-	if i, ok := sub.pending[u.Key]; ok {
-		sub.updates[i] = u
+func (p *pendingUpdates) Add(u Update) bool {
+	if i, ok := p.index[u.Key]; ok {
+		p.updates[i] = u
 	} else {
-		sub.pending[u.Key] = len(sub.updates)
-		sub.updates = append(sub.updates, u)
+		p.index[u.Key] = len(p.updates)
+		p.updates = append(p.updates, u)
 	}
-	sub.mu.Unlock()
-	select {
-	case sub.ready <- struct{}{}:
-	default:
-	}
+	return true
 }
 
-// Ready is signalled when updates are waiting.
-func (sub *Subscription) Ready() <-chan struct{} { return sub.ready }
-
-// Next returns the pending updates in the order their keys first changed,
-// each with its latest result.
-func (sub *Subscription) Next() []Update {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	out := sub.updates
-	sub.updates = nil
-	clear(sub.pending)
+func (p *pendingUpdates) Take() []Update {
+	out := p.updates
+	p.updates = nil
+	clear(p.index)
 	return out
-}
-
-// Close stops delivery.
-func (sub *Subscription) Close() {
-	sub.store.subsMu.Lock()
-	delete(sub.store.subs, sub)
-	sub.store.subsMu.Unlock()
 }
