@@ -289,7 +289,7 @@ func samePod(a, b *Pod) bool {
 		a.Owned != b.Owned || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
 		!slices.EqualFunc(a.Conflicts, b.Conflicts, func(x, y *spec.Error) bool { return *x == *y }) ||
-		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && x.IP() == y.IP() }) ||
+		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && slices.Equal(x.IPs, y.IPs) }) ||
 		len(a.Containers) != len(b.Containers) {
 		return false
 	}
