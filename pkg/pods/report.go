@@ -201,8 +201,9 @@ func containerReport(c *Container, st apiStatus, store *results.Store) Container
 	case !c.Probed():
 		cr.Started, cr.Ready = running, running
 	default:
-		cr.Started = store.Started(cur.ID, running, c.Spec.Startup != nil)
-		cr.Ready = store.Ready(cur.ID, running, cr.Started, c.Spec.Readiness != nil)
+		flags := results.Container{ID: cur.ID, Running: running, HasStartupProbe: c.Spec.Startup != nil, HasReadinessProbe: c.Spec.Readiness != nil}
+		flags.Started = store.Started(flags)
+		cr.Started, cr.Ready = flags.Started, store.Ready(flags)
 		for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
 			if c.Spec.Probe(t) == nil {
 				continue

@@ -85,11 +85,13 @@ type Key struct {
 	Type        ProbeType
 }
 
-// Update says that the stable result for Key changed.
+// Update says that the stable result for Key changed. PodKey is the
+// key of the container's pod (pods.Pod.Key: its UID, or for a pod without
+// one its namespace and name), as the prober gave it to Set.
 type Update struct {
 	Key
 	Result Result
-	PodUID string
+	PodKey string
 }
 
 // Observation is what the last probe run saw, before thresholds: for
@@ -123,7 +125,7 @@ const (
 // steady state writes it every run, allocating nothing).
 type entry struct {
 	result      Result
-	podUID      string
+	podKey      string
 	observed    bool
 	observation Observation
 }
@@ -155,13 +157,14 @@ func (s *Store) Get(k Key) (Result, bool) {
 	return e.result, true
 }
 
-// Set records the stable result for k and tells subscribers if it changed.
-func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
+// Set records the stable result for k, a probe of a container of the pod
+// of podKey, and tells subscribers if it changed.
+func (s *Store) Set(k Key, r Result, podKey string) (changed bool) {
 	s.mu.Lock()
 	e, ok := s.entries[k]
 	switch {
 	case !ok:
-		s.entries[k] = &entry{result: r, podUID: podUID}
+		s.entries[k] = &entry{result: r, podKey: podKey}
 		changed = true
 	case e.result != r:
 		e.result = r
@@ -170,7 +173,7 @@ func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
 	s.mu.Unlock()
 	if changed {
 		s.changes.Add(1)
-		s.updates.Publish(Update{Key: k, Result: r, PodUID: podUID})
+		s.updates.Publish(Update{Key: k, Result: r, PodKey: podKey})
 	}
 	return changed
 }
@@ -247,30 +250,42 @@ func (s *Store) LastObservation(k Key) (Observation, bool) {
 	return e.observation, true
 }
 
+// Container is what a container's Started and Ready flags depend on
+// besides its probes' results.
+type Container struct {
+	ID      string
+	Running bool
+	// Started is the container's Started flag (Store.Started), which
+	// gates Ready.
+	Started bool
+	// HasStartupProbe and HasReadinessProbe: the container has one.
+	HasStartupProbe, HasReadinessProbe bool
+}
+
 // Started reports a container's Started flag as kubelet's UpdatePodStatus
 // computes it: false unless running; the startup result if there is one;
 // otherwise true only when the container has no startup probe.
-func (s *Store) Started(containerID string, running, hasStartupProbe bool) bool {
-	if !running {
+func (s *Store) Started(c Container) bool {
+	if !c.Running {
 		return false
 	}
-	if r, ok := s.Get(Key{ContainerID: containerID, Type: Startup}); ok {
+	if r, ok := s.Get(Key{ContainerID: c.ID, Type: Startup}); ok {
 		return r == Success
 	}
-	return !hasStartupProbe
+	return !c.HasStartupProbe
 }
 
 // Ready reports a container's Ready flag as kubelet's UpdatePodStatus
 // computes it: running and started, and a readiness result of Success or
 // no readiness probe at all.
-func (s *Store) Ready(containerID string, running, started, hasReadinessProbe bool) bool {
-	if !running || !started {
+func (s *Store) Ready(c Container) bool {
+	if !c.Running || !c.Started {
 		return false
 	}
-	if r, ok := s.Get(Key{ContainerID: containerID, Type: Readiness}); ok && r == Success {
+	if r, ok := s.Get(Key{ContainerID: c.ID, Type: Readiness}); ok && r == Success {
 		return true
 	}
-	return !hasReadinessProbe
+	return !c.HasReadinessProbe
 }
 
 // Subscription receives updates without ever blocking the writer: updates
