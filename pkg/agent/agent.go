@@ -163,7 +163,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
 	}
-	a.Resolver = pods.NewResolver(ropts...)
+	a.Resolver = pods.NewResolver(append(ropts, pods.WithResults(a.Store))...)
 
 	var eopts []exec.Option
 	if cfg.MaxExecPerPod > 0 {
