@@ -56,16 +56,23 @@ func (r *eventRecorder) count() int {
 	return len(r.list)
 }
 
-// The resolver publishes a view when the runtime, the manifests or the
-// instances being started change, naming the pods that changed; what
-// changes nothing is not published; a configuration problem is told once.
-func TestResolverPublishesChanges(t *testing.T) {
+// fakePoller returns a fake runtime and a poller of it.
+func fakePoller(t *testing.T) (*fakeruntime.Runtime, *cri.Poller) {
+	t.Helper()
 	rt := fakeruntime.NewForTest(t)
 	client, err := cri.Dial(context.Background(), rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
 	poller, err := cri.NewPoller(client)
 	require.NoError(t, err)
+	return rt, poller
+}
+
+// The resolver publishes a view when the runtime, the manifests or the
+// instances being started change, naming the pods that changed; what
+// changes nothing is not published; a configuration problem is told once.
+func TestResolverPublishesChanges(t *testing.T) {
+	rt, poller := fakePoller(t)
 	manifests := &manifestsSource{changed: make(chan struct{}, 1)}
 	recorder := &eventRecorder{}
 	r := NewResolver(WithManifests(manifests), WithRecorder(recorder))
@@ -154,12 +161,7 @@ func TestConflictsAndManifestWarningsAreTold(t *testing.T) {
 // resolver given them resolves the view again when one changes, so the
 // view's phase is the report's without waiting for the next relist.
 func TestResolverResolvesAgainOnAStartupResult(t *testing.T) {
-	rt := fakeruntime.NewForTest(t)
-	client, err := cri.Dial(context.Background(), rt.Endpoint())
-	require.NoError(t, err)
-	t.Cleanup(func() { client.Close() })
-	poller, err := cri.NewPoller(client)
-	require.NoError(t, err)
+	rt, poller := fakePoller(t)
 	startup := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"up"}}}}
 	spec.DefaultProbe(startup)
 	manifests := &manifestsSource{changed: make(chan struct{}, 1), pods: []*spec.Pod{{Source: "pods.yaml:1", Namespace: "ns", Name: "web",
@@ -177,7 +179,7 @@ func TestResolverResolvesAgainOnAStartupResult(t *testing.T) {
 	old := rt.AddSandbox("ns", "web", "uid-web")
 	app := rt.AddContainer(old, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	require.NoError(t, rt.SetContainerState(app, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
-	_, err = rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
+	_, err := rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
 	require.NoError(t, err)
 	proxy := rt.AddContainer(rt.AddSandbox("ns", "web", "uid-web"), "proxy", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	_, err = poller.Relist(context.Background())
