@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -37,6 +38,9 @@ $CONTAINER_RUNTIME_ENDPOINT, else runtime-endpoint in crictl's config file
 			if err := checkOutput(cmd, o.output, readFormats...); err != nil {
 				return err
 			}
+			if _, err := netip.ParseAddr(o.hostIP); o.hostIP != "" && err != nil {
+				return usageErrorf(cmd, "--host-ip %q: want the node's IP address, such as 192.0.2.10 or 2001:db8::10", o.hostIP)
+			}
 			return o.run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
@@ -44,6 +48,7 @@ $CONTAINER_RUNTIME_ENDPOINT, else runtime-endpoint in crictl's config file
 	o.register(fs)
 	addOutputFlag(cmd, &o.output, readFormats...)
 	o.namespaces.register(cmd, "pods")
+	fs.StringVar(&o.hostIP, "host-ip", "", "the node's address, as given to run: a dual-stack pod's IP is its first address of the node's family, as run reports it (default: IPv4 first, as run's default)")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "keep running and print changes as they happen")
 	fs.DurationVar(&o.relistPeriod, "relist-period", cri.DefaultRelistPeriod, "with --watch: how often to list the runtime")
 	fs.StringVar(&o.containerdAddress, "containerd-address", "", "with --watch: containerd socket for its event stream (default: the CRI socket when the runtime is containerd; \"none\" to poll only)")
@@ -54,6 +59,7 @@ type podsOptions struct {
 	runtimeFlags
 	output            string
 	namespaces        namespaceFilter
+	hostIP            string
 	watch             bool
 	relistPeriod      time.Duration
 	containerdAddress string
@@ -74,7 +80,7 @@ func (o *podsOptions) run(ctx context.Context, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printSnapshot(stdout, snap, o.output, o.namespaces, time.Now())
+		return printSnapshot(stdout, snap, o.output, o.namespaces, o.hostIP, time.Now())
 	}
 	return watchPods(ctx, client, poller, *o, stdout)
 }
@@ -114,7 +120,7 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 		if first {
 			// The first batch replays everything present: show it as a table.
 			first = false
-			if err := printSnapshot(stdout, batch.Snapshot, o.output, o.namespaces, time.Now()); err != nil {
+			if err := printSnapshot(stdout, batch.Snapshot, o.output, o.namespaces, o.hostIP, time.Now()); err != nil {
 				return err
 			}
 			continue
@@ -129,7 +135,7 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 				}
 				continue
 			}
-			safeln(stdout, formatEvent(ev, time.Now()))
+			safeln(stdout, formatEvent(ev, o.hostIP, time.Now()))
 		}
 	}
 }
@@ -149,7 +155,9 @@ func eventsAddress(flagValue string, client *cri.Client) string {
 	}
 }
 
-func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces namespaceFilter, now time.Time) error {
+// printSnapshot prints the snapshot; a pod's IP is the one of nodeIP's
+// family (cri.PodIP), as the agent reports it.
+func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces namespaceFilter, nodeIP string, now time.Time) error {
 	if namespaces.namespace != "" {
 		snap = snap.Select(func(p *cri.Pod) bool { return namespaces.matches(p.Namespace) })
 	}
@@ -173,18 +181,18 @@ func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces na
 		}
 		if len(ctrs) == 0 {
 			safef(tw, "%s\t%s\t%s\t<none>\t%s\t%d\tSandbox%s\t%s\t-%s\n",
-				p.Namespace, p.Name, dash(p.IP()), shortID(p.ID), p.Attempt, p.State, ago(p.CreatedAt, now), extra(""))
+				p.Namespace, p.Name, dash(p.IP(nodeIP)), shortID(p.ID), p.Attempt, p.State, ago(p.CreatedAt, now), extra(""))
 			continue
 		}
 		for _, c := range ctrs {
 			safef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n",
-				p.Namespace, p.Name, dash(p.IP()), c.Name, shortID(c.ID), c.Attempt, c.State, ago(c.StartedAt, now), exit(c), extra(c.Image))
+				p.Namespace, p.Name, dash(p.IP(nodeIP)), c.Name, shortID(c.ID), c.Attempt, c.State, ago(c.StartedAt, now), exit(c), extra(c.Image))
 		}
 	}
 	return tw.Flush()
 }
 
-func formatEvent(ev cri.Event, now time.Time) string {
+func formatEvent(ev cri.Event, nodeIP string, now time.Time) string {
 	var b strings.Builder
 	safef(&b, "%s  %-16s %s/%s", now.Format("15:04:05.000"), ev.Type, ev.Pod.Namespace, ev.Pod.Name)
 	if c := ev.Container; c != nil {
@@ -194,8 +202,8 @@ func formatEvent(ev cri.Event, now time.Time) string {
 		}
 	} else {
 		safef(&b, " id=%s", shortID(ev.Pod.ID))
-		if ev.Type == cri.SandboxAdded && ev.Pod.IP() != "" {
-			safef(&b, " ip=%s", ev.Pod.IP())
+		if ip := ev.Pod.IP(nodeIP); ev.Type == cri.SandboxAdded && ip != "" {
+			safef(&b, " ip=%s", ip)
 		}
 	}
 	return b.String()

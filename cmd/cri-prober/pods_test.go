@@ -20,7 +20,9 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -137,9 +139,9 @@ func TestFormatEvent(t *testing.T) {
 	pod := &cri.Pod{ID: "0123456789abcdef", Namespace: "ns", Name: "web", IPs: []string{"10.0.0.1"}}
 	ctr := &cri.Container{ID: "fedcba9876543210", Name: "app", Attempt: 1, State: cri.StateExited, ExitCode: 137, Reason: "Error"}
 	assert.Equal(t, "03:04:05.600  SandboxAdded     ns/web id=0123456789abc ip=10.0.0.1",
-		formatEvent(cri.Event{Type: cri.SandboxAdded, Pod: pod}, now))
+		formatEvent(cri.Event{Type: cri.SandboxAdded, Pod: pod}, "", now))
 	assert.Equal(t, "03:04:05.600  ContainerExited  ns/web container=app id=fedcba9876543 attempt=1 exit=137 (Error)",
-		formatEvent(cri.Event{Type: cri.ContainerExited, Pod: pod, Container: ctr}, now))
+		formatEvent(cri.Event{Type: cri.ContainerExited, Pod: pod, Container: ctr}, "", now))
 }
 
 func TestAgo(t *testing.T) {
@@ -447,4 +449,49 @@ shop       batch  0/1    Error             0             0s    -                
       terminated: Error (exit code 137), finished 0s ago
 `
 	assert.Equal(t, want, out.String())
+}
+
+// `pods` and `status` show a dual-stack pod's IP by one rule (cri.PodIP,
+// kubelet's sortPodIPs): the address of the node's family, whatever order
+// the runtime lists them in. The table's IP column is compared with what
+// the API serves to status (pods.ReportPod over the resolver's view).
+func TestPodsAndStatusAgreeOnADualStackPodIP(t *testing.T) {
+	rt := fakeruntime.NewForTest(t)
+	web := rt.AddSandbox("shop", "web", "u1", fakeruntime.WithIPs("fd00::5", "10.0.0.5"))
+	rt.AddContainer(web, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	client, err := cri.Dial(context.Background(), rt.Endpoint())
+	require.NoError(t, err)
+	defer client.Close()
+	poller, err := cri.NewPoller(client)
+	require.NoError(t, err)
+	snap, err := poller.Relist(context.Background())
+	require.NoError(t, err)
+
+	for _, tt := range []struct{ nodeIP, want string }{
+		{"", "10.0.0.5"}, // run's default: the IPv4 default route's address
+		{"192.168.1.2", "10.0.0.5"},
+		{"2001:db8::1", "fd00::5"},
+	} {
+		t.Run("node "+tt.nodeIP, func(t *testing.T) {
+			args := []string{"pods", "--runtime-endpoint", rt.Endpoint()}
+			if tt.nodeIP != "" {
+				args = append(args, "--host-ip", tt.nodeIP)
+			}
+			out, _, err := runCLI(t, args...)
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			require.Len(t, lines, 2, out)
+			table := strings.Fields(lines[1])[2]
+
+			view := pods.Resolve(snap, pods.Inputs{HostIP: tt.nodeIP})
+			require.Len(t, view.Pods(), 1)
+			status := pods.ReportPod(view.Pods()[0], results.NewStore(), pods.GateSet{}).IP
+
+			assert.Equal(t, tt.want, table, "pods")
+			assert.Equal(t, tt.want, status, "status")
+		})
+	}
+
+	_, _, err = runCLI(t, "pods", "--runtime-endpoint", rt.Endpoint(), "--host-ip", "node-1")
+	assert.ErrorIs(t, err, errUsage, "a host IP that is not an address is refused")
 }

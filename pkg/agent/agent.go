@@ -239,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
 	}
-	a.Resolver = pods.NewResolver(ropts...)
+	a.Resolver = pods.NewResolver(append(ropts, pods.WithResults(a.Store))...)
 
 	var eopts []exec.Option
 	if cfg.MaxExecPerPod > 0 {
@@ -300,7 +300,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 	}
 
-	a.criSub = a.Poller.Subscribe()
+	a.criSub = a.Poller.Watch()
 	a.runFuncs = append(a.runFuncs, a.Poller.Run, func(ctx context.Context) { a.Resolver.Run(ctx, a.criSub) })
 	var managerSub *pods.Subscription
 	if a.Restarter != nil {

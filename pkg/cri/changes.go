@@ -1,6 +1,11 @@
 package cri
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"github.com/cri-prober/cri-prober/pkg/pubsub"
+)
 
 // EventType names a change between two snapshots.
 type EventType string
@@ -22,6 +27,19 @@ type Event struct {
 	Type      EventType
 	Pod       *Pod
 	Container *Container
+}
+
+// changedFrom reports whether s adds, removes or replaces (a value
+// changed) a sandbox or container of prev (nil: nothing). The poller
+// replaces what changed and keeps the rest, so this compares pointers.
+func (s *Snapshot) changedFrom(prev *Snapshot) bool {
+	if prev == nil {
+		return len(s.pods)+len(s.containers) > 0
+	}
+	if s.sameContents(prev) {
+		return false
+	}
+	return !slices.Equal(s.pods, prev.pods) || !slices.Equal(s.containers, prev.containers)
 }
 
 // diff returns the changes from prev (nil: nothing) to next as lifecycle
@@ -89,100 +107,114 @@ func diff(prev, next *Snapshot) []Event {
 // past it the subscriber is told to resync from the snapshot.
 const maxPendingEvents = 1 << 16
 
-// Batch is what a subscriber receives: the latest snapshot and every event
-// since its previous Next.
+// Batch is what a subscriber receives: the latest snapshot, whether the
+// runtime's picture changed since its previous Next, and (for Subscribe's
+// subscribers) every event since then.
 type Batch struct {
 	Snapshot *Snapshot
-	Events   []Event
+	// Changed is set when a sandbox or container was added, removed or
+	// replaced (any of its values changed) since the previous Next.
+	Changed bool
+	Events  []Event
 	// Resync is set when events were dropped because the subscriber fell too
 	// far behind: reconcile against Snapshot instead.
 	Resync bool
 }
 
-// Subscription receives the poller's changes. The poller never blocks on a
-// subscriber: batches coalesce until the subscriber calls Next.
-type Subscription struct {
-	poller *Poller
-	ready  chan struct{}
-	listed chan struct{}
+// Subscription receives the poller's relists. The poller never blocks on
+// a subscriber: batches coalesce until the subscriber calls Next. Ready is
+// signalled when news is waiting (events, or for Watch's subscribers a
+// changed picture); Listed after every relist, even one that changed
+// nothing: Next then returns the newest snapshot and no news. For readers
+// that need to know how recent their picture is.
+type Subscription = pubsub.Subscription[relisted, Batch]
 
-	mu       sync.Mutex
+// relisted is what the poller publishes per relist: the new snapshot, and
+// what changed from the previous one. The lifecycle events are computed
+// once, when a subscriber that reads them first asks.
+type relisted struct {
 	snapshot *Snapshot
-	pending  []Event
-	overflow bool
+	changed  bool
+	events   func() []Event
 }
 
-// Subscribe returns a subscription whose first batch (if the poller has a
-// snapshot already) describes everything present as if it had just appeared.
-func (p *Poller) Subscribe() *Subscription {
-	s := &Subscription{poller: p, ready: make(chan struct{}, 1), listed: make(chan struct{}, 1)}
-	p.subsMu.Lock()
-	defer p.subsMu.Unlock()
-	p.subs[s] = struct{}{}
-	if snap := p.snapshot.Load(); snap != nil {
-		s.push(snap, diff(nil, snap))
-	}
-	return s
-}
-
-// publish swaps in the new snapshot and hands its changes to every
-// subscriber. The swap happens under subsMu so that a concurrent Subscribe
-// sees either the old snapshot and then this batch, or only the new one.
-func (p *Poller) publish(snap *Snapshot) {
-	p.subsMu.Lock()
-	defer p.subsMu.Unlock()
-	prev := p.snapshot.Swap(snap)
-	if len(p.subs) == 0 {
-		return
-	}
-	events := diff(prev, snap)
-	for s := range p.subs {
-		s.push(snap, events)
-	}
-}
-
-func (s *Subscription) push(snap *Snapshot, events []Event) {
-	s.mu.Lock()
-	s.snapshot = snap
-	if len(s.pending)+len(events) > maxPendingEvents {
-		s.pending, s.overflow = nil, true
+func newRelisted(prev, next *Snapshot) relisted {
+	r := relisted{snapshot: next, changed: next.changedFrom(prev)}
+	if !r.changed {
+		r.events = func() []Event { return nil }
 	} else {
-		s.pending = append(s.pending, events...)
+		r.events = sync.OnceValue(func() []Event { return diff(prev, next) })
 	}
-	s.mu.Unlock()
-	select {
-	case s.listed <- struct{}{}:
-	default:
-	}
-	if len(events) == 0 {
-		return // a relist that changed nothing wakes no reader of changes
-	}
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
+	return r
 }
 
-// Ready is signalled when events are waiting.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+// replay is a late subscriber's first relist: everything present, as if
+// it had just appeared.
+func replay(last relisted) relisted { return newRelisted(nil, last.snapshot) }
 
-// Listed is signalled after every relist, even one that changed nothing
-// (then Ready is not): Next then returns the newest snapshot and no
-// events. For readers that need to know how recent their picture is.
-func (s *Subscription) Listed() <-chan struct{} { return s.listed }
+// Subscribe returns a subscription to the lifecycle events (diff) of every
+// relist, for readers that show or act on each change (`pods -w`). Its
+// first batch (if the poller has a snapshot already) describes everything
+// present as if it had just appeared.
+func (p *Poller) Subscribe() *Subscription {
+	return p.changes.Subscribe(&pendingEvents{}, replay)
+}
 
-// Next returns everything received since the previous call.
-func (s *Subscription) Next() Batch {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := Batch{Snapshot: s.snapshot, Events: s.pending, Resync: s.overflow}
-	s.pending, s.overflow = nil, false
+// Watch returns a subscription to the snapshots, for readers that rebuild
+// what they make of the runtime when it changed (Batch.Changed) and need
+// no events. Its first batch (if the poller has a snapshot already) says
+// changed if anything is present.
+func (p *Poller) Watch() *Subscription {
+	return p.changes.Subscribe(&pendingSnapshots{}, replay)
+}
+
+// publish swaps in the new snapshot and hands it to every subscriber.
+func (p *Poller) publish(snap *Snapshot) {
+	prev := p.snapshot.Swap(snap)
+	p.changes.Publish(newRelisted(prev, snap))
+}
+
+// pendingSnapshots gathers the latest snapshot and whether any relist
+// since the previous Next changed the picture.
+type pendingSnapshots struct {
+	snapshot *Snapshot
+	changed  bool
+}
+
+func (s *pendingSnapshots) Add(r relisted) bool {
+	s.snapshot = r.snapshot
+	s.changed = s.changed || r.changed
+	return r.changed
+}
+
+func (s *pendingSnapshots) Take() Batch {
+	b := Batch{Snapshot: s.snapshot, Changed: s.changed}
+	s.changed = false
 	return b
 }
 
-// Close stops delivery to this subscription.
-func (s *Subscription) Close() {
-	s.poller.subsMu.Lock()
-	delete(s.poller.subs, s)
-	s.poller.subsMu.Unlock()
+// pendingEvents gathers the latest snapshot and the events since the
+// previous Next, up to maxPendingEvents.
+type pendingEvents struct {
+	pendingSnapshots
+	events   []Event
+	overflow bool
+}
+
+func (s *pendingEvents) Add(r relisted) bool {
+	s.pendingSnapshots.Add(r)
+	events := r.events()
+	if len(s.events)+len(events) > maxPendingEvents {
+		s.events, s.overflow = nil, true
+	} else {
+		s.events = append(s.events, events...)
+	}
+	return len(events) > 0 // a relist that changed nothing wakes no reader of changes
+}
+
+func (s *pendingEvents) Take() Batch {
+	b := s.pendingSnapshots.Take()
+	b.Events, b.Resync = s.events, s.overflow
+	s.events, s.overflow = nil, false
+	return b
 }

@@ -10,6 +10,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/pubsub"
 )
 
 // RuntimeReader is what the poller needs from the runtime.
@@ -64,8 +66,8 @@ type Poller struct {
 	// relists counts the relists started (Relists).
 	relists atomic.Uint64
 
-	subsMu sync.Mutex
-	subs   map[*Subscription]struct{}
+	// changes hands every relist to subscribers (changes.go).
+	changes pubsub.Topic[relisted, Batch]
 
 	trigger chan struct{}
 
@@ -123,7 +125,6 @@ func NewPoller(runtime RuntimeReader, opts ...PollerOption) (*Poller, error) {
 		runtime:      runtime,
 		pods:         map[string]*podEntry{},
 		containers:   map[string]*containerEntry{},
-		subs:         map[*Subscription]struct{}{},
 		trigger:      make(chan struct{}, 1),
 		expectations: map[string]change{},
 	}

@@ -111,7 +111,7 @@ func TestRelistSnapshotContents(t *testing.T) {
 	assert.Equal(t, "ns1", pod.Namespace)
 	assert.Equal(t, "web", pod.Name)
 	assert.Equal(t, "uid-1", pod.UID)
-	assert.Equal(t, "10.0.0.7", pod.IP())
+	assert.Equal(t, "10.0.0.7", pod.IP(""))
 	assert.Equal(t, cri.SandboxReady, pod.State)
 	assert.Equal(t, map[string]string{"a": "b"}, pod.Annotations)
 	assert.Equal(t, "/var/run/netns/cni-1", pod.NetNS, "from the runtime's verbose info")
@@ -261,7 +261,7 @@ func TestRelistEventCarriesExitDetails(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.Equal(t, cri.ContainerExited, events[0].Type)
 	assert.Equal(t, int32(42), events[0].Container.ExitCode)
-	assert.Equal(t, "10.1.1.1", events[0].Pod.IP())
+	assert.Equal(t, "10.1.1.1", events[0].Pod.IP(""))
 }
 
 func TestSubscriberCoalescesAndNeverBlocksThePoller(t *testing.T) {
@@ -353,7 +353,7 @@ func TestStatusErrorIsRetriedNextRelist(t *testing.T) {
 	ctr, _ = snap.Container(id)
 	assert.False(t, ctr.StartedAt.IsZero())
 	pod, _ = snap.Pod(sb)
-	assert.Equal(t, "10.2.2.2", pod.IP())
+	assert.Equal(t, "10.2.2.2", pod.IP(""))
 }
 
 func TestContainerOfVanishedSandboxIsSkipped(t *testing.T) {

@@ -3,6 +3,7 @@ package pods
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -21,6 +22,35 @@ func inSpec(p *Pod, c *Container) bool {
 	}
 	_, ok := p.Manifest.Container(c.Name)
 	return ok
+}
+
+// noResults is the store of a view resolved without the probes' results:
+// none yet.
+var noResults = results.NewStore()
+
+// podPhase is the pod's phase, kubelet 1.36's getPhase, with each
+// container's Started flag from the probes' results (containerStarted;
+// store nil: no results yet). The view (Resolve) and the report
+// (ReportPod) both take it from here.
+func podPhase(p *Pod, store *results.Store) corev1.PodPhase {
+	return phase(p, func(c *Container) bool { return containerStarted(c, store) })
+}
+
+// containerStarted is a container's Started flag, kubelet's
+// isContainerStarted over its status (UpdatePodStatus): running, and for
+// a probed container (one with probes and no problem with them) the
+// startup probe's result, if it has one (results.Store.Started). A
+// regular init container has no startup probe; a container whose probes
+// have problems is not probed at all.
+func containerStarted(c *Container, store *results.Store) bool {
+	running := c.Running()
+	if !running || c.Kind == spec.Init || !c.Probed() {
+		return running
+	}
+	if store == nil {
+		store = noResults
+	}
+	return store.Started(results.Container{ID: c.Current.ID, Running: running, HasStartupProbe: c.Spec.Startup != nil})
 }
 
 // phase is kubelet 1.36's getPhase (ContainerRestartRules on) over the

@@ -436,10 +436,46 @@ func TestPodIPPrefersTheNodesFamily(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, PodIP(tt.ips, tt.nodeIP))
+			assert.Equal(t, tt.want, cri.PodIP(tt.ips, tt.nodeIP))
 			host, inPod := ProbeAddress(&cri.Pod{IPs: tt.ips}, spec.ProbeNetworkNode, tt.nodeIP)
 			assert.Equal(t, tt.want, host, "probes go to the pod IP kubelet reports")
 			assert.False(t, inPod)
 		})
+	}
+}
+
+// The phase is one computation (podPhase) read by the view, on which the
+// prober's workers stop, and by the report that status shows: in a pod
+// made again (a new sandbox) whose regular container is not in it yet, a
+// running sidecar whose startup probe has not succeeded keeps the pod
+// Pending in both (kubelet's getPhase: not initialized), and it is
+// Running in both once the probe succeeds. Only a phase that is not
+// terminal depends on it, so the workers stop when they did.
+func TestViewAndReportShareOnePhase(t *testing.T) {
+	startup := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"up"}}}}
+	spec.DefaultProbe(startup)
+	manifest := &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Startup: startup}, {Name: "app"}}}
+	app := ctr("a", "sb1", "app", 0, cri.StateExited, 1)
+	app.StartedAt, app.FinishedAt = t0.Add(2*time.Second), t0.Add(3*time.Second)
+	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", false, 0), sandbox("sb2", "web", "uid-web", true, 5)},
+		[]*cri.Container{app, ctr("p", "sb2", "proxy", 0, cri.StateRunning, 6)})
+	store := results.NewStore()
+	in := Inputs{Manifests: []*spec.Pod{manifest}, Results: store}
+	key := results.Key{ContainerID: "p", Type: results.Startup}
+
+	for _, step := range []struct {
+		name   string
+		result results.Result
+		want   corev1.PodPhase
+	}{
+		{"sidecar not started yet", results.Unknown, corev1.PodPending},
+		{"startup probe failing", results.Failure, corev1.PodPending},
+		{"sidecar started", results.Success, corev1.PodRunning},
+	} {
+		store.Set(key, step.result, "uid-web")
+		p := mustPod(t, Resolve(snap, in), "uid-web")
+		assert.Equal(t, step.want, p.Phase, "%s: the view's phase", step.name)
+		assert.Equal(t, step.want, ReportPod(p, store, GateSet{}).Phase, "%s: the report's phase", step.name)
 	}
 }

@@ -1,58 +1,46 @@
 package pods
 
-import "sync"
+import "github.com/cri-prober/cri-prober/pkg/pubsub"
 
 // Publisher hands views to subscribers without ever blocking the one that
 // publishes: views coalesce (the latest wins, changed keys add up) until
 // the subscriber reads. The resolver publishes the views of the runtime;
 // the pod sync publishes the pods' status (kubelet's status manager),
-// and both are read through the same Subscription.
+// and both are read through the same Subscription. The zero Publisher is
+// ready to use.
 type Publisher struct {
-	mu   sync.Mutex
-	last *View
-	subs map[*Subscription]struct{}
+	topic pubsub.Topic[published, Batch]
+}
+
+// published is one view and the keys of the pods it changed. A replay
+// (a late subscriber's first view) is handed on even if it names no pod.
+type published struct {
+	view    *View
+	changed []string
+	replay  bool
 }
 
 // Publish hands v to every subscriber, naming the pods that changed since
 // the previous view (none: nothing is handed on, but v is kept for new
-// subscribers).
+// subscribers and signalled as listed).
 func (p *Publisher) Publish(v *View, changed []string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last = v
-	for s := range p.subs {
-		if len(changed) > 0 {
-			s.push(v, changed)
-		}
-		select {
-		case s.listed <- struct{}{}:
-		default:
-		}
-	}
+	p.topic.Publish(published{view: v, changed: changed})
 }
 
 // Latest returns the last view published, whether or not it changed
 // anything (nil before the first).
 func (p *Publisher) Latest() *View {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.last
+	last, _ := p.topic.Latest()
+	return last.view
 }
 
 // Subscribe returns a subscription whose first batch (if a view was
 // published already) names every pod as changed.
 func (p *Publisher) Subscribe() *Subscription {
-	s := &Subscription{publisher: p, ready: make(chan struct{}, 1), listed: make(chan struct{}, 1), changed: map[string]struct{}{}}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.subs == nil {
-		p.subs = map[*Subscription]struct{}{}
+	replay := func(last published) published {
+		return published{view: last.view, changed: ChangedPods(nil, last.view), replay: true}
 	}
-	p.subs[s] = struct{}{}
-	if p.last != nil {
-		s.push(p.last, ChangedPods(nil, p.last))
-	}
-	return s
+	return &Subscription{p.topic.Subscribe(&pendingPods{changed: map[string]struct{}{}}, replay)}
 }
 
 // Batch is what a subscriber receives: the latest view and the keys of the
@@ -62,57 +50,44 @@ type Batch struct {
 	Changed []string
 }
 
-// Subscription receives views; see Publisher.
+// Subscription receives views; see Publisher. Ready is signalled when a
+// view that changed some pod is waiting; Listed whenever a view is
+// published, even one that changed nothing: for a reader waiting for a
+// newer listing of the runtime, not for a change.
 type Subscription struct {
-	publisher *Publisher
-	ready     chan struct{}
-	listed    chan struct{}
+	*pubsub.Subscription[published, Batch]
+}
 
-	mu      sync.Mutex
+// Latest returns the last view published, even one that changed nothing
+// and so was not handed on.
+func (s *Subscription) Latest() *View {
+	last, _ := s.Subscription.Latest()
+	return last.view
+}
+
+// pendingPods gathers the latest view that changed a pod and the keys of
+// the pods changed since the previous Next.
+type pendingPods struct {
 	view    *View
 	changed map[string]struct{}
 }
 
-func (s *Subscription) push(v *View, changed []string) {
-	s.mu.Lock()
-	s.view = v
-	for _, k := range changed {
-		s.changed[k] = struct{}{}
+func (p *pendingPods) Add(v published) bool {
+	if len(v.changed) == 0 && !v.replay {
+		return false
 	}
-	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
+	p.view = v.view
+	for _, k := range v.changed {
+		p.changed[k] = struct{}{}
 	}
+	return true
 }
 
-// Ready is signalled when a new view is waiting.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
-
-// Next returns the latest view and what changed since the previous call.
-func (s *Subscription) Next() Batch {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := Batch{View: s.view, Changed: make([]string, 0, len(s.changed))}
-	for k := range s.changed {
+func (p *pendingPods) Take() Batch {
+	b := Batch{View: p.view, Changed: make([]string, 0, len(p.changed))}
+	for k := range p.changed {
 		b.Changed = append(b.Changed, k)
 	}
-	clear(s.changed)
+	clear(p.changed)
 	return b
-}
-
-// Listed is signalled whenever a view is published, even one that
-// changed nothing (then Ready is not): for a reader waiting for a newer
-// listing of the runtime, not for a change.
-func (s *Subscription) Listed() <-chan struct{} { return s.listed }
-
-// Latest returns the last view published, even one that changed nothing
-// and so was not handed on.
-func (s *Subscription) Latest() *View { return s.publisher.Latest() }
-
-// Close stops delivery to this subscription.
-func (s *Subscription) Close() {
-	s.publisher.mu.Lock()
-	delete(s.publisher.subs, s)
-	s.publisher.mu.Unlock()
 }

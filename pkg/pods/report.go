@@ -190,19 +190,15 @@ func containerReport(c *Container, st apiStatus, store *results.Store) Container
 	}
 	cr.ID, cr.Attempt, cr.State, cr.StartedAt, cr.ExitCode = cur.ID, cur.Attempt, cur.State, cur.StartedAt, cur.ExitCode
 	running := cur.State == cri.StateRunning
+	cr.Started = containerStarted(c, store)
 	switch {
-	case c.Kind == spec.Init:
-		// kubelet's isContainerStarted: running (a regular init
-		// container has no startup probe).
-		cr.Started = running
-	case len(c.Problems) > 0:
-		// Fail closed: what the user asked to be checked is not checked.
-		cr.Started = running
+	case c.Kind == spec.Init, len(c.Problems) > 0:
+		// Not ready while running: a regular init container never is, and
+		// what the user asked to be checked is not checked (fail closed).
 	case !c.Probed():
-		cr.Started, cr.Ready = running, running
+		cr.Ready = running
 	default:
-		cr.Started = store.Started(cur.ID, running, c.Spec.Startup != nil)
-		cr.Ready = store.Ready(cur.ID, running, cr.Started, c.Spec.Readiness != nil)
+		cr.Ready = store.Ready(results.Container{ID: cur.ID, Running: running, Started: cr.Started, HasReadinessProbe: c.Spec.Readiness != nil})
 		for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
 			if c.Spec.Probe(t) == nil {
 				continue

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
+	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -60,6 +60,10 @@ type Inputs struct {
 	// operator's choice, --spec-sources: beside kubelet, whoever creates a
 	// Pod sets its sandbox's annotations).
 	IgnoreAnnotations bool
+	// Results are the probes' results, which say whether a container
+	// started (its startup probe): the pods' phase depends on it (a
+	// sidecar not started keeps a pod Pending). Nil: none yet.
+	Results *results.Store
 	// HostIP is probed for host-network pods, which have no IP of their
 	// own (kubelet probes the node's address).
 	HostIP string
@@ -155,7 +159,7 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 			setInstances(c, instances[p.Key][c.Name])
 		}
 		p.StartTime = startTime(p, in.Made)
-		p.Phase = phase(p, func(c *Container) bool { return c.Running() })
+		p.Phase = podPhase(p, in.Results)
 		if pastActiveDeadline(p, snap.Time) {
 			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 		}
@@ -431,34 +435,8 @@ func setProbeAddress(p *Pod, in Inputs) {
 	if network == "" {
 		network = in.ProbeNetwork
 	}
-	p.PodIP = PodIP(p.Sandbox.IPs, in.HostIP)
+	p.PodIP = p.Sandbox.IP(in.HostIP)
 	p.ProbeHost, p.InPodNetwork = ProbeAddress(p.Sandbox, network, in.HostIP)
-}
-
-// PodIP picks a pod's primary address from the runtime's list as kubelet's
-// sortPodIPs does: the first one of the node's IP family (IPv4 when the
-// node's address is unknown), else the first one of the other family.
-// Anything that is not an IP address is skipped, as kubelet's
-// determinePodSandboxIPs skips it.
-func PodIP(ips []string, nodeIP string) string {
-	nodeV6 := false
-	if n, err := netip.ParseAddr(nodeIP); err == nil {
-		nodeV6 = n.Unmap().Is6()
-	}
-	fallback := ""
-	for _, s := range ips {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			continue
-		}
-		if ip.Unmap().Is6() == nodeV6 {
-			return s
-		}
-		if fallback == "" {
-			fallback = s
-		}
-	}
-	return fallback
 }
 
 // ProbeAddress returns where network probes of a pod whose sandbox is sb
@@ -471,7 +449,7 @@ func ProbeAddress(sb *cri.Pod, network, hostIP string) (host string, inPodNetwor
 	if network == spec.ProbeNetworkPod && !sb.HostNetwork {
 		return "127.0.0.1", true // the pod's own loopback, inside its namespace
 	}
-	if ip := PodIP(sb.IPs, hostIP); ip != "" {
+	if ip := sb.IP(hostIP); ip != "" {
 		return ip, false
 	}
 	if sb.HostNetwork {

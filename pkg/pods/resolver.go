@@ -10,6 +10,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -45,6 +46,7 @@ type Resolver struct {
 	readContainer AnnotationReader
 	recorder      Recorder
 	clock         clock.PassiveClock
+	results       *results.Store
 
 	owned  OwnedSource
 	owners OwnerRecords
@@ -114,6 +116,12 @@ func WithAnnotationProbeHosts(hosts string) Option {
 // WithRecorder receives configuration problems as events (default: logged).
 func WithRecorder(rec Recorder) Option { return func(r *Resolver) { r.recorder = rec } }
 
+// WithResults gives the probes' results, on which the pods' phase depends
+// (a container's Started flag): a startup result that changes resolves
+// the view again. Without it no container with a startup probe has
+// started.
+func WithResults(store *results.Store) Option { return func(r *Resolver) { r.results = store } }
+
 // WithClock replaces the real clock (event times).
 func WithClock(c clock.PassiveClock) Option { return func(r *Resolver) { r.clock = c } }
 
@@ -141,8 +149,9 @@ func (r *Resolver) View() *View {
 	return Resolve(nil, Inputs{})
 }
 
-// Run resolves every change of the runtime (changes) and of the manifests
-// until ctx is done.
+// Run resolves every change of the runtime (changes, a Poller.Watch
+// subscription) and of the manifests until ctx is done. What changed for
+// the readers is the one diff of the views (ChangedPods).
 func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
@@ -157,6 +166,13 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.owners != nil {
 		recordsChanged = r.owners.Changed()
 	}
+	var updates *results.Subscription
+	var resultsChanged <-chan struct{}
+	if r.results != nil {
+		updates = r.results.Subscribe()
+		defer updates.Close()
+		resultsChanged = updates.Ready()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,7 +183,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-changes.Listed():
 			b := changes.Next()
 			r.snapshot = b.Snapshot
-			if len(b.Events) == 0 && !b.Resync && !r.timed {
+			if !b.Changed && !r.timed {
 				// A relist that changed nothing: the same view, as of
 				// this listing (the pod sync waits for a listing newer
 				// than its own actions).
@@ -180,6 +196,10 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-manifestsChanged:
 		case <-ownedChanged:
 		case <-recordsChanged:
+		case <-resultsChanged:
+			if !slices.ContainsFunc(updates.Next(), func(u results.Update) bool { return u.Type == results.Startup }) {
+				continue // only a startup result moves a phase
+			}
 		}
 		if r.snapshot != nil {
 			r.publish(ctx, r.resolve())
@@ -189,7 +209,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 
 // resolve builds the view of the last snapshot under the current specs.
 func (r *Resolver) resolve() *View {
-	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
+	in := Inputs{Results: r.results, HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
 	if r.manifests != nil {
 		in.Manifests, in.ManifestErrors = r.manifests.Pods()
 	}
@@ -288,7 +308,7 @@ func samePod(a, b *Pod) bool {
 		a.Owned != b.Owned || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
 		!slices.EqualFunc(a.Conflicts, b.Conflicts, func(x, y *spec.Error) bool { return *x == *y }) ||
-		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && x.IP() == y.IP() }) ||
+		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && slices.Equal(x.IPs, y.IPs) }) ||
 		len(a.Containers) != len(b.Containers) {
 		return false
 	}

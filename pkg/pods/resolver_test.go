@@ -14,6 +14,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -55,20 +56,27 @@ func (r *eventRecorder) count() int {
 	return len(r.list)
 }
 
-// The resolver publishes a view when the runtime, the manifests or the
-// instances being started change, naming the pods that changed; what
-// changes nothing is not published; a configuration problem is told once.
-func TestResolverPublishesChanges(t *testing.T) {
+// fakePoller returns a fake runtime and a poller of it.
+func fakePoller(t *testing.T) (*fakeruntime.Runtime, *cri.Poller) {
+	t.Helper()
 	rt := fakeruntime.NewForTest(t)
 	client, err := cri.Dial(context.Background(), rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
 	poller, err := cri.NewPoller(client)
 	require.NoError(t, err)
+	return rt, poller
+}
+
+// The resolver publishes a view when the runtime, the manifests or the
+// instances being started change, naming the pods that changed; what
+// changes nothing is not published; a configuration problem is told once.
+func TestResolverPublishesChanges(t *testing.T) {
+	rt, poller := fakePoller(t)
 	manifests := &manifestsSource{changed: make(chan struct{}, 1)}
 	recorder := &eventRecorder{}
 	r := NewResolver(WithManifests(manifests), WithRecorder(recorder))
-	criSub := poller.Subscribe()
+	criSub := poller.Watch()
 	sub := r.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -147,4 +155,46 @@ func TestConflictsAndManifestWarningsAreTold(t *testing.T) {
 	assert.ElementsMatch(t, []string{"InvalidProbeConfig ns/db/app", "PodUIDConflict ns/web/", "PodUIDConflict ns/evil/"}, told)
 	r.reportProblems(context.Background(), Resolve(snap, Inputs{Manifests: []*spec.Pod{unpinned}}))
 	assert.Equal(t, 3, recorder.count(), "told once while it lasts")
+}
+
+// The pods' phase depends on the startup probes' results (podPhase): a
+// resolver given them resolves the view again when one changes, so the
+// view's phase is the report's without waiting for the next relist.
+func TestResolverResolvesAgainOnAStartupResult(t *testing.T) {
+	rt, poller := fakePoller(t)
+	startup := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"up"}}}}
+	spec.DefaultProbe(startup)
+	manifests := &manifestsSource{changed: make(chan struct{}, 1), pods: []*spec.Pod{{Source: "pods.yaml:1", Namespace: "ns", Name: "web",
+		RestartPolicy: corev1.RestartPolicyAlways, Containers: []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Startup: startup}, {Name: "app"}}}}}
+	store := results.NewStore()
+	r := NewResolver(WithManifests(manifests), WithResults(store), WithRecorder(&eventRecorder{}))
+	criSub, sub := poller.Watch(), r.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx, criSub) })
+	t.Cleanup(func() { cancel(); wg.Wait(); sub.Close(); criSub.Close() })
+
+	// The pod made again: its app exited in the old sandbox, its sidecar
+	// runs in the new one.
+	old := rt.AddSandbox("ns", "web", "uid-web")
+	app := rt.AddContainer(old, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	require.NoError(t, rt.SetContainerState(app, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
+	_, err := rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
+	require.NoError(t, err)
+	proxy := rt.AddContainer(rt.AddSandbox("ns", "web", "uid-web"), "proxy", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	_, err = poller.Relist(context.Background())
+	require.NoError(t, err)
+
+	phase := func() corev1.PodPhase {
+		p, ok := r.View().Pod("uid-web")
+		if !ok {
+			return ""
+		}
+		return p.Phase
+	}
+	require.Eventually(t, func() bool { return phase() == corev1.PodPending }, 5*time.Second, time.Millisecond, "the sidecar not started: Pending")
+	store.Set(results.Key{ContainerID: proxy, Type: results.Startup}, results.Success, "uid-web")
+	require.Eventually(t, func() bool { return phase() == corev1.PodRunning }, 5*time.Second, time.Millisecond, "started, with no relist: Running")
+	p, _ := r.View().Pod("uid-web")
+	assert.Equal(t, corev1.PodRunning, ReportPod(p, store, GateSet{}).Phase, "the report agrees")
 }

@@ -315,7 +315,7 @@ func (m *Manager) Run(ctx context.Context, changes *pods.Subscription) {
 				if u.Type == results.Liveness && u.Result != results.Failure {
 					continue
 				}
-				m.syncPod(u.PodUID)
+				m.syncPod(u.PodKey)
 			}
 		case h := <-m.exited:
 			if m.workers[h.w.key] == h {
@@ -513,7 +513,8 @@ func (m *Manager) syncPod(key string) {
 			continue
 		}
 		id := c.Current.ID
-		if !m.results.Started(id, true, c.Spec.Startup != nil) || m.results.Ready(id, true, true, c.Spec.Readiness != nil) {
+		flags := results.Container{ID: id, Running: true, HasStartupProbe: c.Spec.Startup != nil, HasReadinessProbe: c.Spec.Readiness != nil}
+		if flags.Started = m.results.Started(flags); !flags.Started || m.results.Ready(flags) {
 			continue
 		}
 		if h, ok := m.workers[workerKey{pod: key, container: c.Name, probeType: results.Readiness}]; ok {

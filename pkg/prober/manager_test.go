@@ -130,7 +130,7 @@ func newManagerTest(t *testing.T, opts ...Option) *managerTest {
 	// The agent has been up for a while: no start-up jitter.
 	mt.clock.Step(time.Hour)
 
-	criSub := mt.poller.Subscribe()
+	criSub := mt.poller.Watch()
 	sub := mt.resolver.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -193,7 +193,7 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 	if int32(now.Sub(c.StartedAt).Seconds()) < w.probe.InitialDelaySeconds {
 		return true
 	}
-	started := w.results.Started(c.ID, true, pc.Spec != nil && pc.Spec.Startup != nil)
+	started := w.results.Started(results.Container{ID: c.ID, Running: true, HasStartupProbe: pc.Spec != nil && pc.Spec.Startup != nil})
 	if started == (w.key.probeType == results.Startup) {
 		// Startup probes stop once started (the worker stays for the next
 		// container); the others wait until then.

@@ -210,7 +210,7 @@ func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *
 	rt.r, err = New(rt.calls, rt.hooks, rt.store, opts...)
 	require.NoError(t, err)
 
-	criSub, sub := rt.poller.Subscribe(), rt.resolver.Subscribe()
+	criSub, sub := rt.poller.Watch(), rt.resolver.Subscribe()
 	wg.Go(func() { rt.resolver.Run(ctx, criSub) })
 	wg.Go(func() { rt.r.Run(ctx, sub) })
 	t.Cleanup(func() { cancel(); wg.Wait(); sub.Close(); criSub.Close() })

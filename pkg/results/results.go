@@ -4,7 +4,7 @@
 // observation of each probe, and the Started and Ready flags derived from
 // them exactly as kubelet's UpdatePodStatus derives them.
 //
-// It imports only the standard library: its vocabulary is shared by the
+// It imports only the standard library and pkg/pubsub: its vocabulary is shared by the
 // prober that writes results and the restarter that acts on them.
 package results
 
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cri-prober/cri-prober/pkg/pubsub"
 )
 
 // ProbeType is liveness, readiness or startup.
@@ -83,11 +85,13 @@ type Key struct {
 	Type        ProbeType
 }
 
-// Update says that the stable result for Key changed.
+// Update says that the stable result for Key changed. PodKey is the
+// key of the container's pod (pods.Pod.Key: its UID, or for a pod without
+// one its namespace and name), as the prober gave it to Set.
 type Update struct {
 	Key
 	Result Result
-	PodUID string
+	PodKey string
 }
 
 // Observation is what the last probe run saw, before thresholds: for
@@ -121,7 +125,7 @@ const (
 // steady state writes it every run, allocating nothing).
 type entry struct {
 	result      Result
-	podUID      string
+	podKey      string
 	observed    bool
 	observation Observation
 }
@@ -134,13 +138,12 @@ type Store struct {
 	// runs observed: readers that cache what they show compare them.
 	changes, observed atomic.Uint64
 
-	subsMu sync.Mutex
-	subs   map[*Subscription]struct{}
+	updates pubsub.Topic[Update, []Update]
 }
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{entries: map[Key]*entry{}, subs: map[*Subscription]struct{}{}}
+	return &Store{entries: map[Key]*entry{}}
 }
 
 // Get returns the stable result for k.
@@ -154,13 +157,14 @@ func (s *Store) Get(k Key) (Result, bool) {
 	return e.result, true
 }
 
-// Set records the stable result for k and tells subscribers if it changed.
-func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
+// Set records the stable result for k, a probe of a container of the pod
+// of podKey, and tells subscribers if it changed.
+func (s *Store) Set(k Key, r Result, podKey string) (changed bool) {
 	s.mu.Lock()
 	e, ok := s.entries[k]
 	switch {
 	case !ok:
-		s.entries[k] = &entry{result: r, podUID: podUID}
+		s.entries[k] = &entry{result: r, podKey: podKey}
 		changed = true
 	case e.result != r:
 		e.result = r
@@ -169,7 +173,7 @@ func (s *Store) Set(k Key, r Result, podUID string) (changed bool) {
 	s.mu.Unlock()
 	if changed {
 		s.changes.Add(1)
-		s.notify(Update{Key: k, Result: r, PodUID: podUID})
+		s.updates.Publish(Update{Key: k, Result: r, PodKey: podKey})
 	}
 	return changed
 }
@@ -246,92 +250,74 @@ func (s *Store) LastObservation(k Key) (Observation, bool) {
 	return e.observation, true
 }
 
+// Container is what a container's Started and Ready flags depend on
+// besides its probes' results.
+type Container struct {
+	ID      string
+	Running bool
+	// Started is the container's Started flag (Store.Started), which
+	// gates Ready.
+	Started bool
+	// HasStartupProbe and HasReadinessProbe: the container has one.
+	HasStartupProbe, HasReadinessProbe bool
+}
+
 // Started reports a container's Started flag as kubelet's UpdatePodStatus
 // computes it: false unless running; the startup result if there is one;
 // otherwise true only when the container has no startup probe.
-func (s *Store) Started(containerID string, running, hasStartupProbe bool) bool {
-	if !running {
+func (s *Store) Started(c Container) bool {
+	if !c.Running {
 		return false
 	}
-	if r, ok := s.Get(Key{ContainerID: containerID, Type: Startup}); ok {
+	if r, ok := s.Get(Key{ContainerID: c.ID, Type: Startup}); ok {
 		return r == Success
 	}
-	return !hasStartupProbe
+	return !c.HasStartupProbe
 }
 
 // Ready reports a container's Ready flag as kubelet's UpdatePodStatus
 // computes it: running and started, and a readiness result of Success or
 // no readiness probe at all.
-func (s *Store) Ready(containerID string, running, started, hasReadinessProbe bool) bool {
-	if !running || !started {
+func (s *Store) Ready(c Container) bool {
+	if !c.Running || !c.Started {
 		return false
 	}
-	if r, ok := s.Get(Key{ContainerID: containerID, Type: Readiness}); ok && r == Success {
+	if r, ok := s.Get(Key{ContainerID: c.ID, Type: Readiness}); ok && r == Success {
 		return true
 	}
-	return !hasReadinessProbe
+	return !c.HasReadinessProbe
 }
 
 // Subscription receives updates without ever blocking the writer: updates
-// for the same key coalesce to the latest one until Next is called.
-type Subscription struct {
-	store *Store
-	ready chan struct{}
-
-	mu      sync.Mutex
-	pending map[Key]int // index into updates
-	updates []Update
-}
+// for the same key coalesce to the latest one until Next is called. Next
+// returns the pending updates in the order their keys first changed, each
+// with its latest result.
+type Subscription = pubsub.Subscription[Update, []Update]
 
 // Subscribe returns a new subscription. Close it when done.
 func (s *Store) Subscribe() *Subscription {
-	sub := &Subscription{store: s, ready: make(chan struct{}, 1), pending: map[Key]int{}}
-	s.subsMu.Lock()
-	s.subs[sub] = struct{}{}
-	s.subsMu.Unlock()
-	return sub
+	return s.updates.Subscribe(&pendingUpdates{index: map[Key]int{}}, nil)
 }
 
-func (s *Store) notify(u Update) {
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	for sub := range s.subs {
-		sub.push(u)
-	}
+// pendingUpdates gathers updates, one per key.
+type pendingUpdates struct {
+	index   map[Key]int // into updates
+	updates []Update
 }
 
-func (sub *Subscription) push(u Update) {
-	sub.mu.Lock()
-	if i, ok := sub.pending[u.Key]; ok {
-		sub.updates[i] = u
+func (p *pendingUpdates) Add(u Update) bool {
+	if i, ok := p.index[u.Key]; ok {
+		p.updates[i] = u
 	} else {
-		sub.pending[u.Key] = len(sub.updates)
-		sub.updates = append(sub.updates, u)
+		p.index[u.Key] = len(p.updates)
+		p.updates = append(p.updates, u)
 	}
-	sub.mu.Unlock()
-	select {
-	case sub.ready <- struct{}{}:
-	default:
-	}
+	return true
 }
 
-// Ready is signalled when updates are waiting.
-func (sub *Subscription) Ready() <-chan struct{} { return sub.ready }
-
-// Next returns the pending updates in the order their keys first changed,
-// each with its latest result.
-func (sub *Subscription) Next() []Update {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	out := sub.updates
-	sub.updates = nil
-	clear(sub.pending)
+func (p *pendingUpdates) Take() []Update {
+	out := p.updates
+	p.updates = nil
+	clear(p.index)
 	return out
-}
-
-// Close stops delivery.
-func (sub *Subscription) Close() {
-	sub.store.subsMu.Lock()
-	delete(sub.store.subs, sub)
-	sub.store.subsMu.Unlock()
 }

@@ -17,7 +17,7 @@ func TestSetEmitsOnlyChanges(t *testing.T) {
 
 	assert.True(t, s.Set(k, Failure, "pod"), "first value is a change")
 	assert.False(t, s.Set(k, Failure, "pod"))
-	assert.Equal(t, []Update{{Key: k, Result: Failure, PodUID: "pod"}}, sub.Next())
+	assert.Equal(t, []Update{{Key: k, Result: Failure, PodKey: "pod"}}, sub.Next())
 	assert.Empty(t, sub.Next())
 
 	s.Set(k, Success, "pod")
@@ -28,7 +28,7 @@ func TestSetEmitsOnlyChanges(t *testing.T) {
 	s.Remove(k)
 	_, ok = s.Get(k)
 	assert.False(t, ok)
-	assert.Equal(t, []Update{{Key: k, Result: Success, PodUID: "pod"}}, sub.Next(), "removal is not an update")
+	assert.Equal(t, []Update{{Key: k, Result: Success, PodKey: "pod"}}, sub.Next(), "removal is not an update")
 }
 
 func TestSubscriptionCoalescesPerKeyAndNeverBlocks(t *testing.T) {
@@ -48,8 +48,8 @@ func TestSubscriptionCoalescesPerKeyAndNeverBlocks(t *testing.T) {
 		t.Fatal("not signalled")
 	}
 	assert.Equal(t, []Update{
-		{Key: a, Result: Failure, PodUID: "p"},
-		{Key: b, Result: Success, PodUID: "p"},
+		{Key: a, Result: Failure, PodKey: "p"},
+		{Key: b, Result: Success, PodKey: "p"},
 	}, sub.Next(), "latest value per key, keys in first-change order")
 
 	sub.Close()
@@ -105,9 +105,10 @@ func TestStartedAndReady(t *testing.T) {
 			if tt.readiness != nil {
 				s.Set(Key{ContainerID: id, Type: Readiness}, *tt.readiness, "p")
 			}
-			started := s.Started(id, tt.running, tt.hasStartup)
-			assert.Equal(t, tt.wantStarted, started, "started")
-			assert.Equal(t, tt.wantReady, s.Ready(id, tt.running, started, tt.hasReadiness), "ready")
+			c := Container{ID: id, Running: tt.running, HasStartupProbe: tt.hasStartup, HasReadinessProbe: tt.hasReadiness}
+			c.Started = s.Started(c)
+			assert.Equal(t, tt.wantStarted, c.Started, "started")
+			assert.Equal(t, tt.wantReady, s.Ready(c), "ready")
 		})
 	}
 }

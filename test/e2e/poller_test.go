@@ -62,7 +62,7 @@ func TestPodIsSeenWithItsIPAndAnswersHTTP(t *testing.T) {
 	assert.Equal(t, pod.config.GetMetadata().GetName(), seen.Name)
 	assert.Equal(t, pod.config.GetMetadata().GetUid(), seen.UID)
 	assert.Equal(t, cri.SandboxReady, seen.State)
-	require.True(t, inSubnet(t, seen.IP()), "pod IP %q is not in the CNI subnet %s", seen.IP(), podSubnet)
+	require.True(t, inSubnet(t, seen.IP("")), "pod IP %q is not in the CNI subnet %s", seen.IP(""), podSubnet)
 
 	ctr, ok := snap.Container(ctrID)
 	require.True(t, ok)
@@ -71,7 +71,7 @@ func TestPodIsSeenWithItsIPAndAnswersHTTP(t *testing.T) {
 	assert.False(t, ctr.StartedAt.IsZero())
 	assert.Equal(t, busyboxImage, ctr.Image)
 
-	url := fmt.Sprintf("http://%s:8080/", seen.IP())
+	url := fmt.Sprintf("http://%s:8080/", seen.IP(""))
 	var body string
 	eventually(t, 10*time.Second, "pod IP answers HTTP", func() bool {
 		resp, err := http.Get(url)

@@ -75,6 +75,7 @@ type sandbox struct {
 	state     runtimeapi.PodSandboxState
 	createdAt time.Time
 	ip        string
+	moreIPs   []string // the runtime's additional_ips (dual stack)
 	netns     string
 }
 
@@ -376,6 +377,12 @@ type SandboxOption func(*sandbox)
 // WithIP sets the sandbox's IP ("" for none, as a host-network sandbox).
 func WithIP(ip string) SandboxOption { return func(s *sandbox) { s.ip = ip } }
 
+// WithIPs gives the sandbox a primary IP and additional ones, as a
+// dual-stack network reports them.
+func WithIPs(ip string, more ...string) SandboxOption {
+	return func(s *sandbox) { s.ip, s.moreIPs = ip, more }
+}
+
 // WithNetNS gives the sandbox a network namespace path, reported as
 // containerd does in its verbose status (the OCI spec's namespaces).
 func WithNetNS(path string) SandboxOption { return func(s *sandbox) { s.netns = path } }
@@ -584,7 +591,7 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 		CreatedAt:   s.createdAt.UnixNano(),
 		Labels:      s.config.GetLabels(),
 		Annotations: s.config.GetAnnotations(),
-		Network:     &runtimeapi.PodSandboxNetworkStatus{Ip: s.ip},
+		Network:     &runtimeapi.PodSandboxNetworkStatus{Ip: s.ip, AdditionalIps: podIPs(s.moreIPs)},
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if req.GetVerbose() {
@@ -821,4 +828,12 @@ func labelsMatch(selector, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+func podIPs(ips []string) []*runtimeapi.PodIP {
+	var out []*runtimeapi.PodIP
+	for _, ip := range ips {
+		out = append(out, &runtimeapi.PodIP{Ip: ip})
+	}
+	return out
 }
