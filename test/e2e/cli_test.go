@@ -179,5 +179,5 @@ func TestRunCommandLogsProbeEvents(t *testing.T) {
 	// The exec output ends in a newline, kept as kubelet keeps it; where
 	// klog would print such a value as a raw block, the agent's records
 	// stay one line, the newline escaped.
-	assert.Contains(t, logs.String(), `"Event" type="Warning" reason="Unhealthy" pod="`+pod+`" container="app" message="Liveness probe failed: sick\n"`)
+	assert.Contains(t, logs.String(), `"Event" type="Warning" reason="Unhealthy" pod="`+pod+`" containerName="app" message="Liveness probe failed: sick\n"`)
 }
