@@ -126,7 +126,7 @@ func watchPods(ctx context.Context, client *cri.Client, poller *cri.Poller, o po
 			continue
 		}
 		for _, ev := range batch.Events {
-			if !o.namespaces.matches(ev.Pod.Namespace) {
+			if !o.namespaces.matches(ev.Sandbox.Namespace) {
 				continue
 			}
 			if structured(o.output) {
@@ -159,7 +159,7 @@ func eventsAddress(flagValue string, client *cri.Client) string {
 // family (cri.PodIP), as the agent reports it.
 func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces namespaceFilter, nodeIP string, now time.Time) error {
 	if namespaces.namespace != "" {
-		snap = snap.Select(func(p *cri.Pod) bool { return namespaces.matches(p.Namespace) })
+		snap = snap.Select(func(p *cri.Sandbox) bool { return namespaces.matches(p.Namespace) })
 	}
 	if structured(output) {
 		return printObject(w, output, snap)
@@ -171,7 +171,7 @@ func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces na
 	} else {
 		fmt.Fprintln(tw, "NAMESPACE\tPOD\tIP\tCONTAINER\tID\tATTEMPT\tSTATE\tSTARTED\tEXIT")
 	}
-	for _, p := range snap.Pods() {
+	for _, p := range snap.Sandboxes() {
 		ctrs := snap.PodContainers(p.ID)
 		extra := func(image string) string {
 			if !wide {
@@ -194,15 +194,15 @@ func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces na
 
 func formatEvent(ev cri.Event, nodeIP string, now time.Time) string {
 	var b strings.Builder
-	safef(&b, "%s  %-16s %s/%s", now.Format("15:04:05.000"), ev.Type, ev.Pod.Namespace, ev.Pod.Name)
+	safef(&b, "%s  %-16s %s/%s", now.Format("15:04:05.000"), ev.Type, ev.Sandbox.Namespace, ev.Sandbox.Name)
 	if c := ev.Container; c != nil {
 		safef(&b, " container=%s id=%s attempt=%d", c.Name, shortID(c.ID), c.Attempt)
 		if ev.Type == cri.ContainerExited {
 			safef(&b, " exit=%s", exit(c))
 		}
 	} else {
-		safef(&b, " id=%s", shortID(ev.Pod.ID))
-		if ip := ev.Pod.IP(nodeIP); ev.Type == cri.SandboxAdded && ip != "" {
+		safef(&b, " id=%s", shortID(ev.Sandbox.ID))
+		if ip := ev.Sandbox.IP(nodeIP); ev.Type == cri.SandboxAdded && ip != "" {
 			safef(&b, " ip=%s", ip)
 		}
 	}
@@ -212,9 +212,9 @@ func formatEvent(ev cri.Event, nodeIP string, now time.Time) string {
 func eventJSON(ev cri.Event) any {
 	return struct {
 		Type      cri.EventType  `json:"type"`
-		Pod       *cri.Pod       `json:"pod"`
+		Pod       *cri.Sandbox   `json:"pod"`
 		Container *cri.Container `json:"container,omitempty"`
-	}{ev.Type, ev.Pod, ev.Container}
+	}{ev.Type, ev.Sandbox, ev.Container}
 }
 
 // shortID truncates IDs as crictl does.

@@ -136,12 +136,12 @@ func TestUsageErrors(t *testing.T) {
 
 func TestFormatEvent(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
-	pod := &cri.Pod{ID: "0123456789abcdef", Namespace: "ns", Name: "web", IPs: []string{"10.0.0.1"}}
+	pod := &cri.Sandbox{ID: "0123456789abcdef", Namespace: "ns", Name: "web", IPs: []string{"10.0.0.1"}}
 	ctr := &cri.Container{ID: "fedcba9876543210", Name: "app", Attempt: 1, State: cri.StateExited, ExitCode: 137, Reason: "Error"}
 	assert.Equal(t, "03:04:05.600  SandboxAdded     ns/web id=0123456789abc ip=10.0.0.1",
-		formatEvent(cri.Event{Type: cri.SandboxAdded, Pod: pod}, "", now))
+		formatEvent(cri.Event{Type: cri.SandboxAdded, Sandbox: pod}, "", now))
 	assert.Equal(t, "03:04:05.600  ContainerExited  ns/web container=app id=fedcba9876543 attempt=1 exit=137 (Error)",
-		formatEvent(cri.Event{Type: cri.ContainerExited, Pod: pod, Container: ctr}, "", now))
+		formatEvent(cri.Event{Type: cri.ContainerExited, Sandbox: pod, Container: ctr}, "", now))
 }
 
 func TestAgo(t *testing.T) {

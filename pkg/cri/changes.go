@@ -20,12 +20,12 @@ const (
 	ContainerRemoved EventType = "ContainerRemoved"
 )
 
-// Event is one change seen by a relist. Pod is the sandbox concerned (for
+// Event is one change seen by a relist. Sandbox is the sandbox concerned (for
 // container events, the container's sandbox); Container is nil for sandbox
 // events. Removal events carry the last values seen.
 type Event struct {
 	Type      EventType
-	Pod       *Pod
+	Sandbox   *Sandbox
 	Container *Container
 }
 
@@ -56,18 +56,18 @@ func diff(prev, next *Snapshot) []Event {
 	}
 	var added, lifecycle, removedContainers, stopped, removedPods []Event
 
-	for _, pod := range next.Pods() {
-		old, existed := prev.Pod(pod.ID)
+	for _, pod := range next.Sandboxes() {
+		old, existed := prev.Sandbox(pod.ID)
 		if !existed {
-			added = append(added, Event{Type: SandboxAdded, Pod: pod})
+			added = append(added, Event{Type: SandboxAdded, Sandbox: pod})
 		}
 		if pod.State == SandboxNotReady && (!existed || old.State != SandboxNotReady) {
-			stopped = append(stopped, Event{Type: SandboxStopped, Pod: pod})
+			stopped = append(stopped, Event{Type: SandboxStopped, Sandbox: pod})
 		}
 	}
 	for _, ctr := range next.Containers() {
-		pod, _ := next.Pod(ctr.SandboxID)
-		emit := func(t EventType) { lifecycle = append(lifecycle, Event{Type: t, Pod: pod, Container: ctr}) }
+		pod, _ := next.Sandbox(ctr.SandboxID)
+		emit := func(t EventType) { lifecycle = append(lifecycle, Event{Type: t, Sandbox: pod, Container: ctr}) }
 		old, existed := prev.Container(ctr.ID)
 		if !existed {
 			emit(ContainerCreated)
@@ -83,16 +83,16 @@ func diff(prev, next *Snapshot) []Event {
 	}
 	for _, ctr := range prev.Containers() {
 		if _, ok := next.Container(ctr.ID); !ok {
-			pod, ok := next.Pod(ctr.SandboxID)
+			pod, ok := next.Sandbox(ctr.SandboxID)
 			if !ok {
-				pod, _ = prev.Pod(ctr.SandboxID)
+				pod, _ = prev.Sandbox(ctr.SandboxID)
 			}
-			removedContainers = append(removedContainers, Event{Type: ContainerRemoved, Pod: pod, Container: ctr})
+			removedContainers = append(removedContainers, Event{Type: ContainerRemoved, Sandbox: pod, Container: ctr})
 		}
 	}
-	for _, pod := range prev.Pods() {
-		if _, ok := next.Pod(pod.ID); !ok {
-			removedPods = append(removedPods, Event{Type: SandboxRemoved, Pod: pod})
+	for _, pod := range prev.Sandboxes() {
+		if _, ok := next.Sandbox(pod.ID); !ok {
+			removedPods = append(removedPods, Event{Type: SandboxRemoved, Sandbox: pod})
 		}
 	}
 

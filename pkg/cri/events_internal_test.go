@@ -56,7 +56,7 @@ var testTime = time.Unix(1000, 0)
 func TestChangeSeenIn(t *testing.T) {
 	snap := NewSnapshot(
 		testTime,
-		[]*Pod{{ID: "sb-ready", State: SandboxReady}, {ID: "sb-stopped", State: SandboxNotReady}},
+		[]*Sandbox{{ID: "sb-ready", State: SandboxReady}, {ID: "sb-stopped", State: SandboxNotReady}},
 		[]*Container{
 			{ID: "created", SandboxID: "sb-ready", State: StateCreated},
 			{ID: "running", SandboxID: "sb-ready", State: StateRunning},

@@ -88,7 +88,7 @@ func TestRelistNeverTakesADuplicateForAMissingOne(t *testing.T) {
 				rt.set(tc.pods, tc.containers)
 				snap, err := p.Relist(context.Background())
 				require.NoError(t, err)
-				assert.Len(t, snap.Pods(), tc.wantPods)
+				assert.Len(t, snap.Sandboxes(), tc.wantPods)
 				assert.Len(t, snap.Containers(), tc.wantCtrs)
 			})
 		}

@@ -77,7 +77,7 @@ type Poller struct {
 }
 
 type podEntry struct {
-	pod      *Pod
+	pod      *Sandbox
 	statusOK bool   // the IPs came from a successful PodSandboxStatus
 	listed   uint64 // the generation of the relist that last listed it
 	placed   uint64 // the generation of the snapshot it was last put in
@@ -283,7 +283,7 @@ func (p *Poller) relist(ctx context.Context, now time.Time, seq uint64) (*Snapsh
 	// does not change.
 	p.generation++
 	gen := p.generation
-	podList := make([]*Pod, 0, len(pods))
+	podList := make([]*Sandbox, 0, len(pods))
 	containerList := make([]*Container, 0, len(containers))
 	if p.last != nil {
 		for _, old := range p.last.pods {
@@ -434,7 +434,7 @@ func (p *Poller) podEntry(ctx context.Context, sb *runtimeapi.PodSandbox) (*podE
 		return &podEntry{pod: &changed, statusOK: true}, true, nil
 	}
 
-	pod := podFromList(sb)
+	pod := sandboxFromList(sb)
 	// Verbose, once per sandbox: the network namespace's path is only in
 	// the runtime's info.
 	resp, err := p.runtime.PodSandboxStatus(ctx, sb.GetId(), true)
@@ -484,9 +484,9 @@ func (p *Poller) containerEntry(ctx context.Context, lc *runtimeapi.Container) (
 	return &containerEntry{container: containerFromStatus(lc, resp.GetStatus()), statusOK: true, sandboxID: lc.GetPodSandboxId()}, true, nil
 }
 
-func podFromList(sb *runtimeapi.PodSandbox) *Pod {
+func sandboxFromList(sb *runtimeapi.PodSandbox) *Sandbox {
 	md := sb.GetMetadata()
-	return &Pod{
+	return &Sandbox{
 		ID:          sb.GetId(),
 		Namespace:   md.GetNamespace(),
 		Name:        md.GetName(),
@@ -501,9 +501,9 @@ func podFromList(sb *runtimeapi.PodSandbox) *Pod {
 
 // PodFromStatus converts a sandbox's status (no network namespace path:
 // that is only in the verbose info).
-func PodFromStatus(st *runtimeapi.PodSandboxStatus) *Pod {
+func SandboxFromStatus(st *runtimeapi.PodSandboxStatus) *Sandbox {
 	md := st.GetMetadata()
-	pod := &Pod{
+	pod := &Sandbox{
 		ID:          st.GetId(),
 		Namespace:   md.GetNamespace(),
 		Name:        md.GetName(),
@@ -518,7 +518,7 @@ func PodFromStatus(st *runtimeapi.PodSandboxStatus) *Pod {
 	return pod
 }
 
-func applySandboxStatus(pod *Pod, st *runtimeapi.PodSandboxStatus) {
+func applySandboxStatus(pod *Sandbox, st *runtimeapi.PodSandboxStatus) {
 	if ip := st.GetNetwork().GetIp(); ip != "" {
 		pod.IPs = append(pod.IPs, ip)
 	}
@@ -584,7 +584,7 @@ const (
 
 func (c change) seenIn(s *Snapshot, id string) bool {
 	ctr, isContainer := s.Container(id)
-	pod, isPod := s.Pod(id)
+	pod, isPod := s.Sandbox(id)
 	switch c {
 	case changeStarted:
 		return (isContainer && ctr.State != StateCreated) || isPod

@@ -51,7 +51,7 @@ func relist(t testing.TB, p *cri.Poller) *cri.Snapshot {
 func eventTypes(events []cri.Event) []string {
 	var out []string
 	for _, e := range events {
-		s := string(e.Type) + " " + e.Pod.Name
+		s := string(e.Type) + " " + e.Sandbox.Name
 		if e.Container != nil {
 			s += "/" + e.Container.Name
 		}
@@ -106,7 +106,7 @@ func TestRelistSnapshotContents(t *testing.T) {
 	p := newPoller(t, rt)
 
 	snap := relist(t, p)
-	pod, ok := snap.Pod(sb)
+	pod, ok := snap.Sandbox(sb)
 	require.True(t, ok)
 	assert.Equal(t, "ns1", pod.Namespace)
 	assert.Equal(t, "web", pod.Name)
@@ -261,7 +261,7 @@ func TestRelistEventCarriesExitDetails(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.Equal(t, cri.ContainerExited, events[0].Type)
 	assert.Equal(t, int32(42), events[0].Container.ExitCode)
-	assert.Equal(t, "10.1.1.1", events[0].Pod.IP(""))
+	assert.Equal(t, "10.1.1.1", events[0].Sandbox.IP(""))
 }
 
 func TestSubscriberCoalescesAndNeverBlocksThePoller(t *testing.T) {
@@ -341,7 +341,7 @@ func TestStatusErrorIsRetriedNextRelist(t *testing.T) {
 	require.True(t, ok, "the listing alone still publishes the container")
 	assert.Equal(t, cri.StateRunning, ctr.State)
 	assert.True(t, ctr.StartedAt.IsZero())
-	pod, _ := snap.Pod(sb)
+	pod, _ := snap.Sandbox(sb)
 	assert.Empty(t, pod.IPs)
 
 	rt.SetError("ContainerStatus", nil)
@@ -352,7 +352,7 @@ func TestStatusErrorIsRetriedNextRelist(t *testing.T) {
 	assert.Equal(t, 1, rt.Calls("PodSandboxStatus"))
 	ctr, _ = snap.Container(id)
 	assert.False(t, ctr.StartedAt.IsZero())
-	pod, _ = snap.Pod(sb)
+	pod, _ = snap.Sandbox(sb)
 	assert.Equal(t, "10.2.2.2", pod.IP(""))
 }
 
@@ -365,7 +365,7 @@ func TestContainerOfVanishedSandboxIsSkipped(t *testing.T) {
 	rt.SetError("PodSandboxStatus", status.Error(codes.NotFound, "gone"))
 	p := newPoller(t, rt)
 	snap := relist(t, p)
-	assert.Empty(t, snap.Pods())
+	assert.Empty(t, snap.Sandboxes())
 	assert.Empty(t, snap.Containers())
 }
 
@@ -484,7 +484,7 @@ func TestRelistReusesOnlyWhatDidNotChange(t *testing.T) {
 		client := dialFake(t, rt)
 		require.NoError(t, client.StopPodSandbox(context.Background(), sb2))
 		snap := relist(t, p)
-		pod, _ := snap.Pod(sb2)
+		pod, _ := snap.Sandbox(sb2)
 		assert.Equal(t, cri.SandboxNotReady, pod.State)
 		assert.Equal(t, []string{"SandboxStopped two"}, eventTypes(sub.Next().Events))
 	})
@@ -505,8 +505,8 @@ func TestRelistReusesOnlyWhatDidNotChange(t *testing.T) {
 		rt.DeleteSandbox(sb2)
 		sb3 := rt.AddSandbox("ns", "three", "uid-3")
 		snap := relist(t, p)
-		_, has2 := snap.Pod(sb2)
-		_, has3 := snap.Pod(sb3)
+		_, has2 := snap.Sandbox(sb2)
+		_, has3 := snap.Sandbox(sb3)
 		assert.False(t, has2)
 		assert.True(t, has3)
 		assert.Equal(t, []string{"SandboxAdded three", "SandboxRemoved two"}, eventTypes(sub.Next().Events))

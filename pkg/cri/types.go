@@ -50,9 +50,9 @@ func containerStateFromCRI(s runtimeapi.ContainerState) ContainerState {
 	}
 }
 
-// Pod is one pod sandbox as the poller last saw it. Values published in a
+// Sandbox is one pod sandbox as the poller last saw it. Values published in a
 // Snapshot are never modified; the poller replaces them.
-type Pod struct {
+type Sandbox struct {
 	ID          string       `json:"id"`
 	Namespace   string       `json:"namespace"`
 	Name        string       `json:"name"`
@@ -72,7 +72,7 @@ type Pod struct {
 // IP returns the pod's primary IP, kubelet's status.podIP, given the
 // node's address (its IP family; "" for IPv4): PodIP. It is "" for
 // host-network sandboxes or before the network is set up.
-func (p *Pod) IP(nodeIP string) string { return PodIP(p.IPs, nodeIP) }
+func (p *Sandbox) IP(nodeIP string) string { return PodIP(p.IPs, nodeIP) }
 
 // PodIP picks a pod's primary address from the runtime's list as kubelet's
 // sortPodIPs does: the first one of the node's IP family (IPv4 when the
@@ -137,9 +137,9 @@ type Snapshot struct {
 	// when it started): a snapshot of Seq n shows everything done before
 	// relist n started.
 	Seq        uint64
-	pods       []*Pod
+	pods       []*Sandbox
 	containers []*Container
-	podByID    map[string]*Pod
+	podByID    map[string]*Sandbox
 	byPod      map[string][]*Container
 	contByID   map[string]*Container
 }
@@ -147,8 +147,8 @@ type Snapshot struct {
 // NewSnapshot returns the snapshot of these sandboxes and containers taken
 // at a time (the poller makes them; tests and tools may too). It takes
 // ownership of the slices.
-func NewSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
-	slices.SortFunc(pods, func(a, b *Pod) int {
+func NewSnapshot(at time.Time, pods []*Sandbox, containers []*Container) *Snapshot {
+	slices.SortFunc(pods, func(a, b *Sandbox) int {
 		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 			return c
 		}
@@ -170,7 +170,7 @@ func NewSnapshot(at time.Time, pods []*Pod, containers []*Container) *Snapshot {
 		Time:       at,
 		pods:       pods,
 		containers: containers,
-		podByID:    make(map[string]*Pod, len(pods)),
+		podByID:    make(map[string]*Sandbox, len(pods)),
 		byPod:      make(map[string][]*Container, len(pods)),
 		contByID:   make(map[string]*Container, len(containers)),
 	}
@@ -204,14 +204,14 @@ func sameSlice[T any](a, b []*T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// Pods returns all sandboxes ordered by namespace, name and creation.
-func (s *Snapshot) Pods() []*Pod { return s.pods }
+// Sandboxes returns all sandboxes ordered by namespace, name and creation.
+func (s *Snapshot) Sandboxes() []*Sandbox { return s.pods }
 
 // Containers returns all containers.
 func (s *Snapshot) Containers() []*Container { return s.containers }
 
-// Pod returns the sandbox with the given ID.
-func (s *Snapshot) Pod(id string) (*Pod, bool) {
+// Sandbox returns the sandbox with the given ID.
+func (s *Snapshot) Sandbox(id string) (*Sandbox, bool) {
 	p, ok := s.podByID[id]
 	return p, ok
 }
@@ -229,27 +229,27 @@ func (s *Snapshot) PodContainers(sandboxID string) []*Container { return s.byPod
 // containers nested under their pod.
 func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	type podJSON struct {
-		*Pod
+		*Sandbox
 		Containers []*Container `json:"containers"`
 	}
 	out := struct {
-		Time time.Time `json:"time"`
-		Pods []podJSON `json:"pods"`
-	}{Time: s.Time, Pods: make([]podJSON, 0, len(s.pods))}
+		Time      time.Time `json:"time"`
+		Sandboxes []podJSON `json:"pods"`
+	}{Time: s.Time, Sandboxes: make([]podJSON, 0, len(s.pods))}
 	for _, p := range s.pods {
 		ctrs := s.byPod[p.ID]
 		if ctrs == nil {
 			ctrs = []*Container{}
 		}
-		out.Pods = append(out.Pods, podJSON{Pod: p, Containers: ctrs})
+		out.Sandboxes = append(out.Sandboxes, podJSON{Sandbox: p, Containers: ctrs})
 	}
 	return json.Marshal(out)
 }
 
 // Select returns a snapshot holding only the pods keep accepts, with their
 // containers.
-func (s *Snapshot) Select(keep func(*Pod) bool) *Snapshot {
-	var pods []*Pod
+func (s *Snapshot) Select(keep func(*Sandbox) bool) *Snapshot {
+	var pods []*Sandbox
 	var containers []*Container
 	for _, p := range s.pods {
 		if keep(p) {
@@ -265,7 +265,7 @@ func (s *Snapshot) Select(keep func(*Pod) bool) *Snapshot {
 // OwnKey for a sandbox created without one, or with a UID that could be
 // taken for an OwnKey. (The resolver gives a sandbox whose UID another pod
 // holds the OwnKey of its pod's oldest sandbox instead: pkg/pods.)
-func (p *Pod) Key() string {
+func (p *Sandbox) Key() string {
 	if p.UID != "" && !strings.HasPrefix(p.UID, ownKeyPrefix) {
 		return p.UID
 	}
@@ -275,7 +275,7 @@ func (p *Pod) Key() string {
 // OwnKey is "sandbox:<id>": a key of this sandbox alone, never another
 // sandbox's (IDs are unique) nor a UID's (Key never gives a UID of that
 // form).
-func (p *Pod) OwnKey() string { return ownKeyPrefix + p.ID }
+func (p *Sandbox) OwnKey() string { return ownKeyPrefix + p.ID }
 
 const ownKeyPrefix = "sandbox:"
 

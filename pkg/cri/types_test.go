@@ -12,12 +12,12 @@ import (
 func TestKey(t *testing.T) {
 	tests := []struct {
 		name string
-		sb   Pod
+		sb   Sandbox
 		want string
 	}{
-		{"a UID", Pod{ID: "abc", UID: "u"}, "u"},
-		{"no UID", Pod{ID: "abc"}, "sandbox:abc"},
-		{"a UID written like a sandbox's key", Pod{ID: "abc", UID: "sandbox:def"}, "sandbox:abc"},
+		{"a UID", Sandbox{ID: "abc", UID: "u"}, "u"},
+		{"no UID", Sandbox{ID: "abc"}, "sandbox:abc"},
+		{"a UID written like a sandbox's key", Sandbox{ID: "abc", UID: "sandbox:def"}, "sandbox:abc"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.sb.Key(), tt.name)

@@ -13,12 +13,12 @@ import (
 // (10,000 containers), half of them under manifests, as every relist that
 // changed something does.
 func BenchmarkResolve(b *testing.B) {
-	var sandboxes []*cri.Pod
+	var sandboxes []*cri.Sandbox
 	var containers []*cri.Container
 	var manifests []*spec.Pod
 	for i := range 5000 {
 		sb := fmt.Sprintf("sb%d", i)
-		sandboxes = append(sandboxes, &cri.Pod{ID: sb, Namespace: "ns", Name: fmt.Sprintf("pod-%d", i), UID: fmt.Sprintf("uid-%d", i), State: cri.SandboxReady, CreatedAt: t0})
+		sandboxes = append(sandboxes, &cri.Sandbox{ID: sb, Namespace: "ns", Name: fmt.Sprintf("pod-%d", i), UID: fmt.Sprintf("uid-%d", i), State: cri.SandboxReady, CreatedAt: t0})
 		for _, name := range []string{"app", "sidecar"} {
 			containers = append(containers, &cri.Container{ID: sb + name, SandboxID: sb, Name: name, State: cri.StateRunning, CreatedAt: t0})
 		}
@@ -45,12 +45,12 @@ func (staticManifests) Changed() <-chan struct{}             { return nil }
 // each (all under manifests), as /api/v1/pods and /metrics/kube-state do
 // at every request (the former caches it until something changes).
 func BenchmarkReport1000Pods(b *testing.B) {
-	var sandboxes []*cri.Pod
+	var sandboxes []*cri.Sandbox
 	var containers []*cri.Container
 	var manifests []*spec.Pod
 	for i := range 1000 {
 		sb := fmt.Sprintf("sb%d", i)
-		sandboxes = append(sandboxes, &cri.Pod{ID: sb, Namespace: "ns", Name: fmt.Sprintf("pod-%d", i), UID: fmt.Sprintf("uid-%d", i), State: cri.SandboxReady, CreatedAt: t0})
+		sandboxes = append(sandboxes, &cri.Sandbox{ID: sb, Namespace: "ns", Name: fmt.Sprintf("pod-%d", i), UID: fmt.Sprintf("uid-%d", i), State: cri.SandboxReady, CreatedAt: t0})
 		for _, name := range []string{"app", "sidecar"} {
 			containers = append(containers, &cri.Container{ID: sb + name, SandboxID: sb, Name: name, State: cri.StateRunning, CreatedAt: t0})
 		}

@@ -45,7 +45,7 @@ func claims(in Inputs) map[string]claim {
 // are its pods' again. A client that copies all of it has the runtime's
 // socket and could stop the pod itself; this tells apart the sandboxes of
 // a harness or a template that reuse a UID.
-func agentsSandbox(sb *cri.Pod, c claim) bool {
+func agentsSandbox(sb *cri.Sandbox, c claim) bool {
 	return sb.Namespace == c.namespace && sb.Name == c.name &&
 		sb.Annotations[spec.ConfigSourceAnnotation] == spec.ConfigSourceFile && sb.Annotations[spec.ConfigHashAnnotation] == sb.UID
 }
@@ -60,11 +60,11 @@ type identity struct {
 // identify says which sandboxes are kept apart from the pod of their UID,
 // and the conflicts, a problem of each pod of them (by key). The pods of a
 // UID are told apart by identity; the one that holds the UID (its pod's
-// key, cri.Pod.Key) is the pod the agent claims, else the one whose
+// key, cri.Sandbox.Key) is the pod the agent claims, else the one whose
 // sandbox came first. Any other is kept apart under the OwnKey of its
 // oldest sandbox: apart gives that key by sandbox ID.
-func identify(sandboxes []*cri.Pod, claimed map[string]claim) (apart map[string]string, conflicts map[string][]*spec.Error) {
-	identityOf := func(sb *cri.Pod) identity {
+func identify(sandboxes []*cri.Sandbox, claimed map[string]claim) (apart map[string]string, conflicts map[string][]*spec.Error) {
+	identityOf := func(sb *cri.Sandbox) identity {
 		c, ok := claimed[sb.UID]
 		return identity{sb.Namespace, sb.Name, ok && agentsSandbox(sb, c)}
 	}
@@ -90,7 +90,7 @@ func identify(sandboxes []*cri.Pod, claimed map[string]claim) (apart map[string]
 		s.mixed = s.mixed || id != s.first
 		byUID[sb.UID] = s
 	}
-	mixed := map[string][]*cri.Pod{}
+	mixed := map[string][]*cri.Sandbox{}
 	for _, sb := range sandboxes {
 		if byUID[sb.UID].mixed {
 			mixed[sb.UID] = append(mixed[sb.UID], sb)
@@ -102,7 +102,7 @@ func identify(sandboxes []*cri.Pod, claimed map[string]claim) (apart map[string]
 		if !isClaimed {
 			holder = identityOf(slices.MinFunc(list, oldestFirst))
 		}
-		groups := map[identity][]*cri.Pod{}
+		groups := map[identity][]*cri.Sandbox{}
 		for _, sb := range list {
 			id := identityOf(sb)
 			groups[id] = append(groups[id], sb)
@@ -130,7 +130,7 @@ func identify(sandboxes []*cri.Pod, claimed map[string]claim) (apart map[string]
 }
 
 // oldestFirst orders sandboxes by creation, then ID.
-func oldestFirst(a, b *cri.Pod) int {
+func oldestFirst(a, b *cri.Sandbox) int {
 	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 }
 
@@ -138,15 +138,15 @@ func oldestFirst(a, b *cri.Pod) int {
 // identity id) and of the pod that holds its UID (holder; held: its
 // sandboxes, maybe none yet): each names both pods, their sandboxes, and
 // what to do. claimed: the holder is a pod the agent makes.
-func conflict(uid string, claimed bool, holder identity, held []*cri.Pod, id identity, apart []*cri.Pod) (onApart, onHolder *spec.Error) {
-	ids := func(sbs []*cri.Pod) string {
+func conflict(uid string, claimed bool, holder identity, held []*cri.Sandbox, id identity, apart []*cri.Sandbox) (onApart, onHolder *spec.Error) {
+	ids := func(sbs []*cri.Sandbox) string {
 		out := make([]string, 0, len(sbs))
 		for _, sb := range slices.SortedFunc(slices.Values(sbs), oldestFirst) {
 			out = append(out, sb.ID)
 		}
 		return strings.Join(out, " ")
 	}
-	named := func(ns, name string, sbs []*cri.Pod) string {
+	named := func(ns, name string, sbs []*cri.Sandbox) string {
 		switch len(sbs) {
 		case 0:
 			return fmt.Sprintf("pod %s/%s (no sandbox yet)", ns, name)

@@ -41,7 +41,7 @@ func TestPodIdentity(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		sandboxes  []*cri.Pod
+		sandboxes  []*cri.Sandbox
 		containers []*cri.Container
 		in         Inputs
 		want       map[string]want   // every pod, by key
@@ -49,7 +49,7 @@ func TestPodIdentity(t *testing.T) {
 	}{
 		{
 			name:      "one UID, one name: one pod across its sandboxes",
-			sandboxes: []*cri.Pod{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", true, 10)},
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", true, 10)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateExited, 1),
 				ctr("a2", "sb2", "app", 0, cri.StateRunning, 11)},
 			in: Inputs{Manifests: []*spec.Pod{web}},
@@ -59,7 +59,7 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name: "one UID, another name: kept apart, a conflict on both",
-			sandboxes: []*cri.Pod{sandbox("sb1", "web", "u", true, 0),
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0),
 				sandbox("sb2", "evil", "u", false, 5), sandbox("sb3", "evil", "u", true, 10)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1),
 				ctr("a3", "sb3", "app", 0, cri.StateRunning, 11)},
@@ -74,7 +74,7 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name:      "the first sandbox of a UID holds it, whatever its name; the manifest still goes by name",
-			sandboxes: []*cri.Pod{sandbox("sb1", "evil", "u", true, 0), sandbox("sb2", "web", "u", true, 10)},
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "evil", "u", true, 0), sandbox("sb2", "web", "u", true, 10)},
 			in:        Inputs{Manifests: []*spec.Pod{web}},
 			want: map[string]want{
 				"u":           {name: "ns/evil", sandboxes: []string{"sb1"}, conflicts: []string{`pod ns/web (sandbox sb2) has this pod's UID "u" too`}},
@@ -83,19 +83,19 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name:      "a manifest with a UID: its pod",
-			sandboxes: []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0)},
 			in:        Inputs{Manifests: []*spec.Pod{pinned}},
 			want:      map[string]want{"u": {name: "ns/web", sandboxes: []string{"sb1"}, source: "pinned.yaml:1", managed: true}},
 		},
 		{
 			name:      "a manifest with a UID: not a sandbox of its name with another UID",
-			sandboxes: []*cri.Pod{sandbox("sb1", "web", "other", true, 0)},
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "web", "other", true, 0)},
 			in:        Inputs{Manifests: []*spec.Pod{pinned}},
 			want:      map[string]want{"other": {name: "ns/web", sandboxes: []string{"sb1"}}},
 		},
 		{
 			name:      "a manifest with a UID: not a sandbox with its UID and another name beside its pod",
-			sandboxes: []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "evil", "u", true, 10)},
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "evil", "u", true, 10)},
 			in:        Inputs{Manifests: []*spec.Pod{pinned}},
 			want: map[string]want{
 				"u":           {name: "ns/web", sandboxes: []string{"sb1"}, source: "pinned.yaml:1", managed: true, conflicts: []string{`pod ns/evil (sandbox sb2)`}},
@@ -104,13 +104,13 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name:      "a manifest with a UID: nor such a sandbox while its pod is absent",
-			sandboxes: []*cri.Pod{sandbox("sb2", "evil", "u", true, 10)},
+			sandboxes: []*cri.Sandbox{sandbox("sb2", "evil", "u", true, 10)},
 			in:        Inputs{Manifests: []*spec.Pod{pinned}},
 			want:      map[string]want{"u": {name: "ns/evil", sandboxes: []string{"sb2"}}},
 		},
 		{
 			name:       "a pod the agent makes: its sandbox, after an agent restart too",
-			sandboxes:  []*cri.Pod{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
+			sandboxes:  []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1)},
 			in:         Inputs{Owned: []*spec.Pod{owned}, Made: made},
 			want: map[string]want{
@@ -119,7 +119,7 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name:       "a pod the agent makes: its UID and name on a sandbox it did not make",
-			sandboxes:  []*cri.Pod{sandbox("sb1", "web-node", "hash1", true, 0)},
+			sandboxes:  []*cri.Sandbox{sandbox("sb1", "web-node", "hash1", true, 0)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1)},
 			in:         Inputs{Owned: []*spec.Pod{owned}, Made: made},
 			want: map[string]want{
@@ -132,7 +132,7 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name: "a pod the agent makes: its UID on another name beside its sandbox",
-			sandboxes: []*cri.Pod{agents(sandbox("sb1", "web-node", "hash1", true, 0)),
+			sandboxes: []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0)),
 				sandbox("sb2", "evil", "hash1", true, 10)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1), ctr("a2", "sb2", "app", 0, cri.StateRunning, 11)},
 			in:         Inputs{Owned: []*spec.Pod{owned}, Made: made},
@@ -145,7 +145,7 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name:       "a pod the agent made (its manifest gone): its UID on a sandbox it did not make is never torn down",
-			sandboxes:  []*cri.Pod{sandbox("sb1", "web-node", "hash1", true, 0)},
+			sandboxes:  []*cri.Sandbox{sandbox("sb1", "web-node", "hash1", true, 0)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1)},
 			in:         Inputs{Made: made},
 			want: map[string]want{
@@ -156,7 +156,7 @@ func TestPodIdentity(t *testing.T) {
 		},
 		{
 			name:      "keys never collide: a UID written like another sandbox's key",
-			sandboxes: []*cri.Pod{sandbox("sb1", "web", "", true, 0), sandbox("sb2", "db", "sandbox:sb1", true, 0)},
+			sandboxes: []*cri.Sandbox{sandbox("sb1", "web", "", true, 0), sandbox("sb2", "db", "sandbox:sb1", true, 0)},
 			want: map[string]want{
 				"sandbox:sb1": {name: "ns/web", sandboxes: []string{"sb1"}},
 				"sandbox:sb2": {name: "ns/db", sandboxes: []string{"sb2"}},
@@ -239,10 +239,10 @@ func TestAgentsSandboxesAreItsOwn(t *testing.T) {
 	m := r.Pods[0]
 	cfg, err := podconfig.Sandbox(m.Object, 0, podconfig.Node{Name: "node"})
 	require.NoError(t, err)
-	sb := &cri.Pod{ID: "sb1", Namespace: cfg.GetMetadata().GetNamespace(), Name: cfg.GetMetadata().GetName(), UID: cfg.GetMetadata().GetUid(),
+	sb := &cri.Sandbox{ID: "sb1", Namespace: cfg.GetMetadata().GetNamespace(), Name: cfg.GetMetadata().GetName(), UID: cfg.GetMetadata().GetUid(),
 		State: cri.SandboxReady, CreatedAt: t0, Annotations: cfg.GetAnnotations()}
 
-	v := Resolve(cri.NewSnapshot(t0, []*cri.Pod{sb}, nil), Inputs{Owned: []*spec.Pod{m}})
+	v := Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sb}, nil), Inputs{Owned: []*spec.Pod{m}})
 	p := mustPod(t, v, m.UID)
 	require.NotNil(t, p.Sandbox, "the agent's sandbox is its pod's")
 	assert.Equal(t, "sb1", p.Sandbox.ID)

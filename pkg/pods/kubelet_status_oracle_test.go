@@ -92,13 +92,13 @@ func oraclePod(t *testing.T, c oracleCase) *Pod {
 	for _, rc := range obj.Spec.Containers {
 		m.Containers = append(m.Containers, spec.Container{Name: rc.Name})
 	}
-	var sandboxes []*cri.Pod
+	var sandboxes []*cri.Sandbox
 	for _, sb := range c.Sandboxes {
 		state := cri.SandboxNotReady
 		if sb.Ready {
 			state = cri.SandboxReady
 		}
-		p := &cri.Pod{ID: sb.ID, Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID), Attempt: sb.Attempt, State: state,
+		p := &cri.Sandbox{ID: sb.ID, Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID), Attempt: sb.Attempt, State: state,
 			CreatedAt: time.Unix(sb.CreatedAt, 0), HostNetwork: sb.HostNetwork}
 		if sb.IP != "" {
 			p.IPs = []string{sb.IP}

@@ -15,18 +15,18 @@ import (
 
 var t0 = time.Unix(1_000_000, 0)
 
-func sandbox(id, name, uid string, ready bool, created int) *cri.Pod {
+func sandbox(id, name, uid string, ready bool, created int) *cri.Sandbox {
 	state := cri.SandboxNotReady
 	if ready {
 		state = cri.SandboxReady
 	}
-	return &cri.Pod{ID: id, Namespace: "ns", Name: name, UID: uid, State: state, CreatedAt: t0.Add(time.Duration(created) * time.Second),
+	return &cri.Sandbox{ID: id, Namespace: "ns", Name: name, UID: uid, State: state, CreatedAt: t0.Add(time.Duration(created) * time.Second),
 		IPs: []string{"10.0.0." + id[len(id)-1:]}}
 }
 
 // agents makes sb one the agent made: it carries the annotations the agent
 // writes into every sandbox config it makes (TestAgentsSandboxesAreItsOwn).
-func agents(sb *cri.Pod) *cri.Pod {
+func agents(sb *cri.Sandbox) *cri.Sandbox {
 	sb.Annotations = map[string]string{spec.ConfigSourceAnnotation: spec.ConfigSourceFile, spec.ConfigHashAnnotation: sb.UID}
 	return sb
 }
@@ -55,41 +55,41 @@ func mustContainer(t *testing.T, p *Pod, name string) *Container {
 func TestOneRuleForCurrent(t *testing.T) {
 	tests := []struct {
 		name        string
-		sandboxes   []*cri.Pod
+		sandboxes   []*cri.Sandbox
 		containers  []*cri.Container
 		wantSandbox string
 		wantCurrent string
 	}{
 		{
 			name:        "a newer, stopped sandbox does not beat a ready one",
-			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "web", "u", false, 10)},
+			sandboxes:   []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "web", "u", false, 10)},
 			wantSandbox: "sb1",
 		},
 		{
 			name:        "the newest of two ready sandboxes",
-			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "web", "u", true, 10)},
+			sandboxes:   []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "web", "u", true, 10)},
 			wantSandbox: "sb2",
 		},
 		{
 			name:        "no sandbox ready: the newest",
-			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", false, 10)},
+			sandboxes:   []*cri.Sandbox{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", false, 10)},
 			wantSandbox: "sb2",
 		},
 		{
 			name:        "the newest instance by creation, whatever its attempt",
-			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
+			sandboxes:   []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0)},
 			containers:  []*cri.Container{ctr("a2", "sb1", "app", 2, cri.StateExited, 5), ctr("a0", "sb1", "app", 0, cri.StateRunning, 9)},
 			wantSandbox: "sb1", wantCurrent: "a0",
 		},
 		{
 			name:        "created at the same time: the higher attempt",
-			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", true, 0)},
+			sandboxes:   []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0)},
 			containers:  []*cri.Container{ctr("a1", "sb1", "app", 1, cri.StateRunning, 5), ctr("a0", "sb1", "app", 0, cri.StateExited, 5)},
 			wantSandbox: "sb1", wantCurrent: "a1",
 		},
 		{
 			name:        "instances across the pod's sandboxes",
-			sandboxes:   []*cri.Pod{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", true, 10)},
+			sandboxes:   []*cri.Sandbox{sandbox("sb1", "web", "u", false, 0), sandbox("sb2", "web", "u", true, 10)},
 			containers:  []*cri.Container{ctr("old", "sb1", "app", 0, cri.StateExited, 1), ctr("new", "sb2", "app", 0, cri.StateRunning, 11)},
 			wantSandbox: "sb2", wantCurrent: "new",
 		},
@@ -111,18 +111,18 @@ func TestOneRuleForCurrent(t *testing.T) {
 // the old sandbox lingers): two pods, and one rule for which one the name
 // stands for — the one with a ready sandbox, then the newest.
 func TestSameNameTwice(t *testing.T) {
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "old", false, 0), sandbox("sb2", "web", "new", true, 10)}, nil)
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "old", false, 0), sandbox("sb2", "web", "new", true, 10)}, nil)
 	v := Resolve(snap, Inputs{})
 	require.Len(t, v.Pods(), 2)
 	p, ok := v.ByName("ns", "web")
 	require.True(t, ok)
 	assert.Equal(t, "new", p.UID)
 
-	snap = cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "old", true, 0), sandbox("sb2", "web", "new", true, 10)}, nil)
+	snap = cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "old", true, 0), sandbox("sb2", "web", "new", true, 10)}, nil)
 	p, _ = Resolve(snap, Inputs{}).ByName("ns", "web")
 	assert.Equal(t, "new", p.UID, "both ready: the newest")
 
-	snap = cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "old", true, 0), sandbox("sb2", "web", "new", false, 10)}, nil)
+	snap = cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "old", true, 0), sandbox("sb2", "web", "new", false, 10)}, nil)
 	p, _ = Resolve(snap, Inputs{}).ByName("ns", "web")
 	assert.Equal(t, "old", p.UID, "a ready sandbox wins over a newer stopped one")
 }
@@ -149,7 +149,7 @@ func TestOwnedPods(t *testing.T) {
 	require.True(t, ok)
 	assert.Same(t, p, byName)
 
-	snap := cri.NewSnapshot(t0, []*cri.Pod{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
 		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1), ctr("x0", "sb1", "extra", 0, cri.StateRunning, 1)})
 	p = mustPod(t, Resolve(snap, Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
 	assert.Equal(t, "sb1", p.Sandbox.ID)
@@ -167,7 +167,7 @@ func TestOrphans(t *testing.T) {
 	app := ctr("a0", "sb1", "app", 0, cri.StateRunning, 1)
 	app.Annotations = map[string]string{"io.kubernetes.pod.terminationGracePeriod": "7",
 		"io.kubernetes.container.preStopHandler": `{"exec":{"command":["drain"]}}`}
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sb}, []*cri.Container{app})
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sb}, []*cri.Container{app})
 
 	p := mustPod(t, Resolve(snap, Inputs{}), "hash1")
 	assert.False(t, p.Owned, "without the agent's records it is someone else's pod")
@@ -198,7 +198,7 @@ func TestActiveDeadline(t *testing.T) {
 	m := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
 		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}},
 		Object:     &corev1.Pod{Spec: corev1.PodSpec{ActiveDeadlineSeconds: &deadline}}}
-	sbs := []*cri.Pod{sandbox("sb1", "web", "u", true, 0)}
+	sbs := []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0)}
 	ctrs := []*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1)}
 
 	p := mustPod(t, Resolve(cri.NewSnapshot(t0.Add(59*time.Second), sbs, ctrs), Inputs{Manifests: []*spec.Pod{m}}), "u")
@@ -213,7 +213,7 @@ func TestActiveDeadline(t *testing.T) {
 
 	owned := *m
 	owned.UID = "u"
-	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Pod{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{Owned: []*spec.Pod{&owned},
+	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Sandbox{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{Owned: []*spec.Pod{&owned},
 		Made: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
 	assert.Equal(t, t0.Add(30*time.Second), p.StartTime, "an owned pod started when the agent first made it")
 	assert.Empty(t, p.Reason)
@@ -221,7 +221,7 @@ func TestActiveDeadline(t *testing.T) {
 
 // View.With replaces pods by key and keeps the name index right.
 func TestViewWith(t *testing.T) {
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "u1", true, 0), sandbox("sb2", "db", "u2", true, 0)}, nil)
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "u1", true, 0), sandbox("sb2", "db", "u2", true, 0)}, nil)
 	v := Resolve(snap, Inputs{})
 	frozen := &Pod{Key: "u1", Namespace: "ns", Name: "web", UID: "u1", Sandbox: sandbox("sb1", "web", "u1", true, 0)}
 	w := v.With(map[string]*Pod{"u1": frozen, "gone": {Key: "gone"}})
@@ -244,7 +244,7 @@ func TestResolveSpecs(t *testing.T) {
 		Containers: []spec.Container{{Name: "setup", Kind: spec.Init}, {Name: "proxy", Kind: spec.Sidecar}, {Name: "app"}}}
 	job := sandbox("sb2", "job", "uid-job", true, 0)
 	job.Annotations = map[string]string{spec.RestartPolicyAnnotation: "OnFailure", spec.GracePeriodAnnotation: "7"}
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0), job},
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0), job},
 		[]*cri.Container{ctr("s", "sb1", "setup", 0, cri.StateExited, 1), ctr("a", "sb1", "app", 0, cri.StateRunning, 2), ctr("x", "sb1", "extra", 0, cri.StateRunning, 2),
 			ctr("m", "sb2", "main", 0, cri.StateRunning, 1)})
 	v := Resolve(snap, Inputs{Manifests: []*spec.Pod{manifest}})
@@ -274,7 +274,7 @@ func TestResolveWithoutAnnotations(t *testing.T) {
 	job.Annotations = map[string]string{spec.RestartPolicyAnnotation: "OnFailure", spec.GracePeriodAnnotation: "7", spec.ProbeNetworkAnnotation: spec.ProbeNetworkPod}
 	probed := ctr("p", "sb2", "probed", 0, cri.StateRunning, 1)
 	probed.Annotations = map[string]string{spec.LivenessAnnotation: `{"exec":{"command":["true"]}}`}
-	snap := cri.NewSnapshot(t0, []*cri.Pod{job}, []*cri.Container{ctr("m", "sb2", "main", 0, cri.StateRunning, 1), probed})
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{job}, []*cri.Container{ctr("m", "sb2", "main", 0, cri.StateRunning, 1), probed})
 
 	on := mustPod(t, Resolve(snap, Inputs{}), "uid-job")
 	require.True(t, mustContainer(t, on, "main").Managed, "annotations on: the restart-policy annotation manages the pod")
@@ -297,7 +297,7 @@ func TestResolveWithoutAnnotations(t *testing.T) {
 func TestAnnotationProbesArePinnedToTheirPod(t *testing.T) {
 	app := ctr("a", "sb1", "app", 0, cri.StateRunning, 1)
 	app.Annotations = map[string]string{spec.ReadinessAnnotation: `{"httpGet":{"host":"127.0.0.1","port":18080,"path":"/computeMetadata/v1/instance/service-accounts/default/token","httpHeaders":[{"name":"Metadata-Flavor","value":"Google"}]}}`}
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{app})
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{app})
 	resolved := func(r *Resolver) *Container {
 		r.snapshot = snap
 		return mustContainer(t, mustPod(t, r.resolve(), "uid-web"), "app")
@@ -363,7 +363,7 @@ func TestPhase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sb := sandbox("sb1", "web", "u", tt.sandboxReady, 0)
-			p := &Pod{Key: "u", Sandbox: sb, Sandboxes: []*cri.Pod{sb}, Policy: spec.PodPolicy{RestartPolicy: tt.policy}, Containers: tt.containers}
+			p := &Pod{Key: "u", Sandbox: sb, Sandboxes: []*cri.Sandbox{sb}, Policy: spec.PodPolicy{RestartPolicy: tt.policy}, Containers: tt.containers}
 			assert.Equal(t, tt.want, phase(p, func(c *Container) bool { return c.Running() }))
 		})
 	}
@@ -376,7 +376,7 @@ func TestReportReadiness(t *testing.T) {
 	manifest := &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
 		Containers: []spec.Container{{Name: "setup", Kind: spec.Init}, {Name: "proxy", Kind: spec.Sidecar}, {Name: "app"}}}
 	snap := func(proxy cri.ContainerState) *cri.Snapshot {
-		return cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{
+		return cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{
 			ctr("s", "sb1", "setup", 0, cri.StateExited, 1), ctr("p", "sb1", "proxy", 0, proxy, 2), ctr("a", "sb1", "app", 0, cri.StateRunning, 3)})
 	}
 	store := results.NewStore()
@@ -393,9 +393,9 @@ func TestReportReadiness(t *testing.T) {
 // What changed between two views: pods that appeared, went or changed in
 // anything a reader acts on; nothing for an identical view.
 func TestChangedPods(t *testing.T) {
-	one := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "a", true, 0), sandbox("sb2", "db", "b", true, 0)},
+	one := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "a", true, 0), sandbox("sb2", "db", "b", true, 0)},
 		[]*cri.Container{ctr("c1", "sb1", "app", 0, cri.StateRunning, 1)})
-	two := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "a", true, 0), sandbox("sb3", "cache", "c", true, 0)},
+	two := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "a", true, 0), sandbox("sb3", "cache", "c", true, 0)},
 		[]*cri.Container{ctr("c1", "sb1", "app", 0, cri.StateExited, 1)})
 	v1, v2 := Resolve(one, Inputs{}), Resolve(two, Inputs{})
 	assert.ElementsMatch(t, []string{"a", "b"}, ChangedPods(nil, v1))
@@ -407,10 +407,10 @@ func TestChangedPods(t *testing.T) {
 // nor one whose manifest is invalid.
 func TestReportNotReadyWithoutContainers(t *testing.T) {
 	store := results.NewStore()
-	v := Resolve(cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, nil), Inputs{})
+	v := Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0)}, nil), Inputs{})
 	assert.False(t, ReportPod(mustPod(t, v, "uid-web"), store, GateSet{}).Ready)
 	invalid := []*spec.Error{{Source: "pods.yaml:7", Namespace: "ns", Pod: "web", Field: "spec.readinessGates", Detail: "Forbidden"}}
-	v = Resolve(cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{ctr("a", "sb1", "app", 0, cri.StateRunning, 1)}),
+	v = Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{ctr("a", "sb1", "app", 0, cri.StateRunning, 1)}),
 		Inputs{ManifestErrors: invalid})
 	r := ReportPod(mustPod(t, v, "uid-web"), store, GateSet{})
 	assert.False(t, r.Ready)
@@ -437,7 +437,7 @@ func TestPodIPPrefersTheNodesFamily(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, cri.PodIP(tt.ips, tt.nodeIP))
-			host, inPod := ProbeAddress(&cri.Pod{IPs: tt.ips}, spec.ProbeNetworkNode, tt.nodeIP)
+			host, inPod := ProbeAddress(&cri.Sandbox{IPs: tt.ips}, spec.ProbeNetworkNode, tt.nodeIP)
 			assert.Equal(t, tt.want, host, "probes go to the pod IP kubelet reports")
 			assert.False(t, inPod)
 		})
@@ -458,7 +458,7 @@ func TestViewAndReportShareOnePhase(t *testing.T) {
 		Containers: []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Startup: startup}, {Name: "app"}}}
 	app := ctr("a", "sb1", "app", 0, cri.StateExited, 1)
 	app.StartedAt, app.FinishedAt = t0.Add(2*time.Second), t0.Add(3*time.Second)
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "uid-web", false, 0), sandbox("sb2", "web", "uid-web", true, 5)},
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", false, 0), sandbox("sb2", "web", "uid-web", true, 5)},
 		[]*cri.Container{app, ctr("p", "sb2", "proxy", 0, cri.StateRunning, 6)})
 	store := results.NewStore()
 	in := Inputs{Manifests: []*spec.Pod{manifest}, Results: store}

@@ -110,8 +110,8 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		owned[m.UID] = m
 		add(m.UID, m.Namespace, m.Name, m.UID).Owned = true
 	}
-	apart, conflicts := identify(snap.Pods(), claims(in))
-	for _, sb := range snap.Pods() {
+	apart, conflicts := identify(snap.Sandboxes(), claims(in))
+	for _, sb := range snap.Sandboxes() {
 		key, keptApart := apart[sb.ID]
 		if !keptApart {
 			key = sb.Key()
@@ -264,7 +264,7 @@ func resolveOrphan(p *Pod, last *spec.Pod, observed map[string][]*cri.Container)
 
 // currentSandboxFirst orders a pod's sandboxes: ready ones first, then the
 // newest (then the highest attempt, then by ID, so the order is total).
-func currentSandboxFirst(a, b *cri.Pod) int {
+func currentSandboxFirst(a, b *cri.Sandbox) int {
 	if ar, br := a.State == cri.SandboxReady, b.State == cri.SandboxReady; ar != br {
 		if ar {
 			return -1
@@ -445,7 +445,7 @@ func setProbeAddress(p *Pod, in Inputs) {
 // network namespace (inPodNetwork). A host-network pod has no address or
 // namespace of its own: it is probed at the node's address, as kubelet
 // does, whatever its probe network.
-func ProbeAddress(sb *cri.Pod, network, hostIP string) (host string, inPodNetwork bool) {
+func ProbeAddress(sb *cri.Sandbox, network, hostIP string) (host string, inPodNetwork bool) {
 	if network == spec.ProbeNetworkPod && !sb.HostNetwork {
 		return "127.0.0.1", true // the pod's own loopback, inside its namespace
 	}

@@ -260,7 +260,7 @@ func (r *Resolver) removedOwned(owned []*spec.Pod) map[string]*spec.Pod {
 // hasSandbox reports whether the agent's sandbox of the owned pod of uid
 // (manifest m) is left.
 func (r *Resolver) hasSandbox(uid string, m *spec.Pod) bool {
-	return slices.ContainsFunc(r.snapshot.Pods(), func(sb *cri.Pod) bool {
+	return slices.ContainsFunc(r.snapshot.Sandboxes(), func(sb *cri.Sandbox) bool {
 		return sb.UID == uid && agentsSandbox(sb, claim{m.Namespace, m.Name})
 	})
 }
@@ -308,7 +308,7 @@ func samePod(a, b *Pod) bool {
 		a.Owned != b.Owned || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
 		!slices.EqualFunc(a.Conflicts, b.Conflicts, func(x, y *spec.Error) bool { return *x == *y }) ||
-		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Pod) bool { return x.ID == y.ID && x.State == y.State && slices.Equal(x.IPs, y.IPs) }) ||
+		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Sandbox) bool { return x.ID == y.ID && x.State == y.State && slices.Equal(x.IPs, y.IPs) }) ||
 		len(a.Containers) != len(b.Containers) {
 		return false
 	}

@@ -141,7 +141,7 @@ func TestConflictsAndManifestWarningsAreTold(t *testing.T) {
 	unpinned := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: corev1.RestartPolicyAlways,
 		Containers: []spec.Container{{Name: "app"}},
 		Warnings:   []*spec.Error{{Source: "web.yaml:9", Namespace: "ns", Pod: "db", Container: "app", Field: "spec.containers[0].readinessProbe.httpGet.httpHeaders[0].name", Detail: "credential header"}}}
-	snap := cri.NewSnapshot(t0, []*cri.Pod{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "evil", "u", true, 10)}, nil)
+	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "evil", "u", true, 10)}, nil)
 	recorder := &eventRecorder{}
 	r := NewResolver(WithRecorder(recorder))
 	v := Resolve(snap, Inputs{Manifests: []*spec.Pod{unpinned}})

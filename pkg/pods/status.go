@@ -448,8 +448,8 @@ func initializedContainers(inits []*Container, statuses map[*Container]apiStatus
 
 // newestSandbox is the pod's newest sandbox by creation (kubelet's
 // SandboxStatuses[0]), whatever its state; nil for none.
-func newestSandbox(p *Pod) *cri.Pod {
-	var newest *cri.Pod
+func newestSandbox(p *Pod) *cri.Sandbox {
+	var newest *cri.Sandbox
 	for _, sb := range p.Sandboxes {
 		if newest == nil || sb.CreatedAt.After(newest.CreatedAt) {
 			newest = sb

@@ -56,7 +56,7 @@ func podOf(policy corev1.RestartPolicy, containers ...*Container) *Pod {
 		policy = corev1.RestartPolicyAlways
 	}
 	sb := sandbox("sb1", "web", "u", true, 0)
-	return &Pod{Key: "u", Namespace: "ns", Name: "web", UID: "u", Sandbox: sb, Sandboxes: []*cri.Pod{sb},
+	return &Pod{Key: "u", Namespace: "ns", Name: "web", UID: "u", Sandbox: sb, Sandboxes: []*cri.Sandbox{sb},
 		Policy: spec.PodPolicy{RestartPolicy: policy}, Containers: containers}
 }
 
@@ -262,7 +262,7 @@ func TestConditions(t *testing.T) {
 		{name: "the sandbox stopped → not ready to start containers", pod: func() *Pod {
 			p := podOf("", app())
 			p.Sandbox = sandbox("sb1", "web", "u", false, 0)
-			p.Sandboxes = []*cri.Pod{p.Sandbox}
+			p.Sandboxes = []*cri.Sandbox{p.Sandbox}
 			return p
 		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F}})},
 		{name: "a newer sandbox not ready beside a ready one → not ready to start containers", pod: func() *Pod {

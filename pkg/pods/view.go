@@ -140,7 +140,7 @@ func (v *View) ByName(namespace, name string) (*Pod, bool) {
 // Pod is one pod: a UID and a namespace/name, or a sandbox created
 // without a UID.
 type Pod struct {
-	// Key identifies the pod across its sandboxes: its UID (cri.Pod.Key),
+	// Key identifies the pod across its sandboxes: its UID (cri.Sandbox.Key),
 	// or the OwnKey ("sandbox:<id>") of a sandbox created without one, or
 	// of the oldest sandbox of a pod kept apart because another pod holds
 	// its UID (KeptApart).
@@ -163,10 +163,10 @@ type Pod struct {
 	Orphaned bool
 	// Sandbox is the current sandbox: a ready one if any, else the newest;
 	// nil for an owned pod whose sandbox is not made yet.
-	Sandbox *cri.Pod
+	Sandbox *cri.Sandbox
 	// Sandboxes are all of the pod's sandboxes, the current one first,
 	// then newest first.
-	Sandboxes []*cri.Pod
+	Sandboxes []*cri.Sandbox
 	// Source is the manifest (file:line) or "annotations" the pod's specs
 	// come from; "" when nothing covers it.
 	Source string

@@ -60,7 +60,7 @@ type containerStatus struct {
 
 func (s *podStatus) toPod() *pods.Pod {
 	p := &pods.Pod{Key: s.key, Namespace: s.namespace, Name: s.name, Phase: s.phase, Terminating: s.terminating, ProbeHost: s.ip,
-		Sandbox: &cri.Pod{State: cri.SandboxReady, IPs: []string{s.ip}}, Policy: spec.PodPolicy{RestartPolicy: s.restartPolicy}}
+		Sandbox: &cri.Sandbox{State: cri.SandboxReady, IPs: []string{s.ip}}, Policy: spec.PodPolicy{RestartPolicy: s.restartPolicy}}
 	for name, c := range s.containers {
 		pc := &pods.Container{Name: name, Spec: &spec.Container{Name: name}}
 		if c.hasStartupProbe {

@@ -23,9 +23,9 @@ func (f fakeResults) Get(k results.Key) (results.Result, bool) {
 // testPod builds a pod of the given containers (in spec order), all
 // managed, its sandbox ready.
 func testPod(policy corev1.RestartPolicy, containers ...*pods.Container) *pods.Pod {
-	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Sandbox: &cri.Pod{ID: "sb", State: cri.SandboxReady},
+	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Sandbox: &cri.Sandbox{ID: "sb", State: cri.SandboxReady},
 		Policy: spec.PodPolicy{RestartPolicy: policy, TerminationGracePeriodSeconds: 30}, Containers: containers}
-	p.Sandboxes = []*cri.Pod{p.Sandbox}
+	p.Sandboxes = []*cri.Sandbox{p.Sandbox}
 	return p
 }
 

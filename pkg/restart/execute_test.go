@@ -41,7 +41,7 @@ func agentsAnnotations(uid string) map[string]string {
 	return map[string]string{spec.ConfigSourceAnnotation: spec.ConfigSourceFile, spec.ConfigHashAnnotation: uid}
 }
 
-func (m *fakeMaker) Container(_ context.Context, p *pods.Pod, sandbox *cri.Pod, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+func (m *fakeMaker) Container(_ context.Context, p *pods.Pod, sandbox *cri.Sandbox, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
 	m.calls = append(m.calls, "container "+c.Name+" "+strconv.Itoa(int(attempt)))
 	if err := m.fail[c.Name]; err != nil {
 		return nil, nil, err
@@ -90,11 +90,11 @@ func (st *syncTest) view(t *testing.T, m *spec.Pod, owned bool) *pods.Pod {
 	ctx := context.Background()
 	sbs, err := st.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	require.NoError(t, err)
-	var podList []*cri.Pod
+	var podList []*cri.Sandbox
 	for _, sb := range sbs.GetItems() {
 		resp, err := st.rt.Direct().PodSandboxStatus(ctx, sb.GetId(), false)
 		require.NoError(t, err)
-		podList = append(podList, cri.PodFromStatus(resp.GetStatus()))
+		podList = append(podList, cri.SandboxFromStatus(resp.GetStatus()))
 	}
 	list, err := st.rt.Direct().ListContainers(ctx, nil)
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestHeldStatus(t *testing.T) {
 			c.Current = instances[0]
 		}
 		return &pods.Pod{Key: "uid-web", Namespace: "ns", Name: "web", UID: "uid-web", Containers: []*pods.Container{c},
-			Sandbox: &cri.Pod{ID: "sb", State: cri.SandboxReady}, Phase: corev1.PodRunning}
+			Sandbox: &cri.Sandbox{ID: "sb", State: cri.SandboxReady}, Phase: corev1.PodRunning}
 	}
 	held := pod(inst("old", cri.StateRunning, 0, 0))
 	store := results.NewStore()

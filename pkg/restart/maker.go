@@ -174,7 +174,7 @@ func (m *PodMaker) setUp(ctx context.Context, p *pods.Pod, pod *corev1.Pod) (map
 // Container is kubelet's startContainer up to CreateContainer: the image
 // made present, the container's files on the host (termination message,
 // /etc/hosts, subpaths), then its config.
-func (m *PodMaker) Container(ctx context.Context, p *pods.Pod, sandbox *cri.Pod, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+func (m *PodMaker) Container(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
 	pod, err := object(p)
 	if err != nil {
 		return nil, nil, err

@@ -113,16 +113,16 @@ func planContainer(name string, kind spec.Kind, sc *spec.Container, instances ..
 	return c
 }
 
-func sandboxes(states ...cri.SandboxState) []*cri.Pod {
-	var out []*cri.Pod
+func sandboxes(states ...cri.SandboxState) []*cri.Sandbox {
+	var out []*cri.Sandbox
 	for i, st := range states {
-		out = append(out, &cri.Pod{ID: "sb" + itoa(int64(i)), State: st, Attempt: uint32(i), IPs: []string{"10.0.0.1"},
+		out = append(out, &cri.Sandbox{ID: "sb" + itoa(int64(i)), State: st, Attempt: uint32(i), IPs: []string{"10.0.0.1"},
 			CreatedAt: planNow.Add(-time.Hour + time.Duration(i)*time.Minute)})
 	}
 	return out
 }
 
-func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Pod, containers ...*pods.Container) *pods.Pod {
+func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Sandbox, containers ...*pods.Container) *pods.Pod {
 	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Owned: owned, Sandboxes: sbs,
 		Policy: spec.PodPolicy{RestartPolicy: policy, TerminationGracePeriodSeconds: 30}, Containers: containers,
 		Manifest: &spec.Pod{Object: &corev1.Pod{}}}

@@ -27,7 +27,7 @@ type Maker interface {
 	// policy says) and returns the config of its instance of attempt
 	// (-1: the maker finds it, as kubelet does, from the log directory)
 	// in sandbox. A failure a user can act on is a *StartError.
-	Container(ctx context.Context, p *pods.Pod, sandbox *cri.Pod, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error)
+	Container(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error)
 	// TearDown removes what the pod left on the host once its sandboxes
 	// are gone: its directory, volumes, logs and records.
 	TearDown(ctx context.Context, p *pods.Pod) error
@@ -55,7 +55,7 @@ func WithMaker(m Maker) Option { return func(r *Restarter) error { r.maker = m; 
 // started, then its postStart hook run before it is probed or reported.
 // A failed hook kills it (with the pod's grace period); its exit is then
 // restarted with back-off.
-func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Pod, sandbox *cri.Pod, s startAction) error {
+func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Pod, sandbox *cri.Sandbox, s startAction) error {
 	c := s.container
 	key := containerKey{p.Key, c.Name}
 	now := r.clock.Now()
@@ -149,7 +149,7 @@ func (r *Restarter) startFailed(ctx context.Context, w *podWorker, p *pods.Pod, 
 // an owned pod's from its spec (the maker), another's from its last
 // instance's own config, with the next attempt and its own log file, and
 // marked as the agent's replacement of that instance.
-func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *cri.Pod, s startAction) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, s startAction) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
 	if p.Owned {
 		if r.maker == nil {
 			return nil, nil, ErrNoMaker
@@ -212,7 +212,7 @@ func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c 
 
 // createSandbox makes an owned pod's sandbox of attempt: its host side,
 // then RunPodSandbox (kubelet's createPodSandbox).
-func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*cri.Pod, error) {
+func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*cri.Sandbox, error) {
 	if r.maker == nil {
 		r.eventf(p, "", events.Warning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", ErrNoMaker)
 		return nil, ErrNoMaker
@@ -238,7 +238,7 @@ func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint
 		return nil, err
 	}
 	r.configs.Store(id, cfg)
-	return cri.PodFromStatus(st.GetStatus()), nil
+	return cri.SandboxFromStatus(st.GetStatus()), nil
 }
 
 // sandboxConfig returns a sandbox's CRI config, read once per sandbox.

@@ -34,8 +34,8 @@ func runLoops(t *testing.T, p *cri.Poller, w *cri.EventWatcher) {
 	})
 }
 
-func findPod(snap *cri.Snapshot, name string) *cri.Pod {
-	for _, p := range snap.Pods() {
+func findPod(snap *cri.Snapshot, name string) *cri.Sandbox {
+	for _, p := range snap.Sandboxes() {
 		if p.Name == name {
 			return p
 		}
@@ -56,7 +56,7 @@ func TestPodIsSeenWithItsIPAndAnswersHTTP(t *testing.T) {
 	snap, err := p.Relist(t.Context())
 	require.NoError(t, err)
 
-	seen, ok := snap.Pod(pod.id)
+	seen, ok := snap.Sandbox(pod.id)
 	require.True(t, ok, "sandbox %s not in snapshot", pod.id)
 	assert.Equal(t, testNamespace, seen.Namespace)
 	assert.Equal(t, pod.config.GetMetadata().GetName(), seen.Name)
@@ -215,7 +215,7 @@ func TestRemovalsSeen(t *testing.T) {
 	require.NoError(t, c.RemovePodSandbox(t.Context(), pod.id))
 	snap, err = p.Relist(t.Context())
 	require.NoError(t, err)
-	_, present = snap.Pod(pod.id)
+	_, present = snap.Sandbox(pod.id)
 	assert.False(t, present)
 	assert.Contains(t, typesFor(sub.Next().Events, pod.id), cri.SandboxRemoved)
 }
@@ -224,7 +224,7 @@ func TestRemovalsSeen(t *testing.T) {
 func typesFor(events []cri.Event, id string) []cri.EventType {
 	var out []cri.EventType
 	for _, e := range events {
-		if (e.Container != nil && e.Container.ID == id) || (e.Container == nil && e.Pod.ID == id) {
+		if (e.Container != nil && e.Container.ID == id) || (e.Container == nil && e.Sandbox.ID == id) {
 			out = append(out, e.Type)
 		}
 	}
