@@ -77,7 +77,7 @@ func (a *Agent) gatedPod(ctx context.Context, namespace, name string) (*pods.Pod
 			klog.FromContext(ctx).Error(err, "Cannot drop the readiness gates of pods that are gone")
 		}
 		for _, g := range dropped {
-			klog.FromContext(ctx).V(2).Info("Dropped the readiness gate of a pod that is gone", "pod", klog.KRef(g.Namespace, g.Pod), "podUID", g.PodKey, "condition", g.Type)
+			klog.FromContext(ctx).V(2).Info("Dropped the readiness gate of a pod that is gone", "pod", klog.KRef(g.Namespace, g.Pod), "podKey", g.PodKey, "condition", g.Type)
 		}
 	}
 	p, ok := view.ByName(namespace, name)

@@ -60,16 +60,11 @@ func testContainer(name string, kind spec.Kind, c *spec.Container, states ...sta
 	return pc
 }
 
-func withProbes(startup, liveness bool) *spec.Container {
-	c := &spec.Container{}
-	if startup {
-		c.Startup = &corev1.Probe{}
-	}
-	if liveness {
-		c.Liveness = &corev1.Probe{}
-	}
-	return c
-}
+// withStartupProbe and withLivenessProbe are a container spec with that
+// one probe.
+func withStartupProbe() *spec.Container { return &spec.Container{Startup: &corev1.Probe{}} }
+
+func withLivenessProbe() *spec.Container { return &spec.Container{Liveness: &corev1.Probe{}} }
 
 func containerPolicy(p corev1.ContainerRestartPolicy, rules ...corev1.ContainerRestartRule) *spec.Container {
 	return &spec.Container{RestartPolicy: &p, RestartPolicyRules: rules}
@@ -311,33 +306,33 @@ func TestComputePodActionsWithInitContainers(t *testing.T) {
 		},
 		{
 			name: "startupProbe has not been run; do nothing",
-			pod:  testPod(corev1.RestartPolicyAlways, sidecar("side1", withProbes(true, false), runningState), regular("foo1")),
+			pod:  testPod(corev1.RestartPolicyAlways, sidecar("side1", withStartupProbe(), runningState), regular("foo1")),
 		},
 		{
 			name:    "startupProbe in progress; do nothing",
-			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withProbes(true, false), runningState), regular("foo1")),
+			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withStartupProbe(), runningState), regular("foo1")),
 			results: fakeResults{{ContainerID: "side1-0", Type: results.Startup}: results.Unknown},
 		},
 		{
 			name:    "startupProbe has completed; start the next",
-			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withProbes(true, false), runningState), regular("foo1")),
+			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withStartupProbe(), runningState), regular("foo1")),
 			results: fakeResults{{ContainerID: "side1-0", Type: results.Startup}: results.Success},
 			want:    summary{start: []string{"foo1"}},
 		},
 		{
 			name:    "kill and recreate the restartable init container if the startup check has failed",
-			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withProbes(true, false), runningState), regular("foo1")),
+			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withStartupProbe(), runningState), regular("foo1")),
 			results: fakeResults{{ContainerID: "side1-0", Type: results.Startup}: results.Failure},
 			want:    summary{kill: []string{"side1-0: Init container side1 failed startup probe"}, startInit: []string{"side1"}},
 		},
 		{
 			name:    "livenessProbe has not been run; the pod goes on",
-			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withProbes(false, true), runningState), regular("foo1", runningState)),
+			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withLivenessProbe(), runningState), regular("foo1", runningState)),
 			results: fakeResults{},
 		},
 		{
 			name:    "kill and recreate the restartable init container if the liveness check has failed",
-			pod:     testPod(corev1.RestartPolicyNever, sidecar("side1", withProbes(false, true), runningState), regular("foo1", runningState)),
+			pod:     testPod(corev1.RestartPolicyNever, sidecar("side1", withLivenessProbe(), runningState), regular("foo1", runningState)),
 			results: fakeResults{{ContainerID: "side1-0", Type: results.Liveness}: results.Failure},
 			want:    summary{kill: []string{"side1-0: Init container side1 failed liveness probe"}, startInit: []string{"side1"}},
 		},
