@@ -499,7 +499,7 @@ func sandboxFromList(sb *runtimeapi.PodSandbox) *Sandbox {
 	}
 }
 
-// PodFromStatus converts a sandbox's status (no network namespace path:
+// SandboxFromStatus converts a sandbox's status (no network namespace path:
 // that is only in the verbose info).
 func SandboxFromStatus(st *runtimeapi.PodSandboxStatus) *Sandbox {
 	md := st.GetMetadata()
