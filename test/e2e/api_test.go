@@ -55,6 +55,7 @@ func startBinaryWith(t *testing.T, manifests, listen, bounding string, flags ...
 		binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms"}
 	a.cmd = exec.Command(setpriv, append(args, flags...)...)
 	a.cmd.Stderr = a.logs
+	diesWithTheTest(a.cmd)
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() {
 		a.kill()

@@ -172,6 +172,7 @@ func TestPauseStopsEveryKill(t *testing.T) {
 		"--listen", server, "--state-dir", filepath.Join(dir, "state"))
 	var logs lockedBuffer
 	cmd.Stderr = &logs
+	diesWithTheTest(cmd)
 	require.NoError(t, cmd.Start())
 	defer func() {
 		cancel()

@@ -164,6 +164,7 @@ func TestRunCommandLogsProbeEvents(t *testing.T) {
 	cmd := exec.CommandContext(ctx, binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", dir)
 	var logs lockedBuffer
 	cmd.Stderr = &logs
+	diesWithTheTest(cmd)
 	require.NoError(t, cmd.Start())
 	defer func() {
 		cancel()

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,4 +176,16 @@ func inSubnet(t *testing.T, ip string) bool {
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, timeout, 50*time.Millisecond, what)
+}
+
+// diesWithTheTest makes cmd killed when the test binary dies (SIGKILL to
+// its parent: a timeout, Ctrl-C, a killed CI job), whose cleanups then
+// never run: a long-running child (an agent, Prometheus) must not outlive
+// it. Returns cmd.
+func diesWithTheTest(cmd *exec.Cmd) *exec.Cmd {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	return cmd
 }

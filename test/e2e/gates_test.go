@@ -40,6 +40,7 @@ func startUnixAgent(t *testing.T, manifests, socket string, flags ...string) *un
 	a.cmd = exec.Command(binaryPath, append([]string{"run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", a.server,
 		"--pod-manifests-interval", "200ms"}, flags...)...)
 	a.cmd.Stderr = a.logs
+	diesWithTheTest(a.cmd)
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() {
 		a.kill()

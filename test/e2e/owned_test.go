@@ -391,6 +391,7 @@ func startOwnerBinary(t *testing.T, dir, rootDir, logsDir string) *runningAgent 
 	a.cmd = exec.Command(binaryPath, "run", "--runtime-endpoint", endpoint, "--static-pod-path", dir, "--pod-manifests-interval", "200ms",
 		"--listen", listen, "--hostname-override", e2eNode, "--root-dir", rootDir, "--pod-logs-dir", logsDir, "--cgroup-root", "/cri-prober-e2e")
 	a.cmd.Stderr = a.logs
+	diesWithTheTest(a.cmd)
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() {
 		a.kill()

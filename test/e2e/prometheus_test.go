@@ -255,6 +255,7 @@ func (n *promNode) start(t *testing.T, auth promAuth) {
 		"--listen", n.listen, "--node-name", n.name, "--root-dir", n.rootDir, "--pod-logs-dir", logsDir, "--cgroup-root", "/cri-prober-e2e",
 		"--spec-sources", "manifests", "--kube-state-namespaces", n.namespace, "--web.config.file", auth.webConfig)
 	a.cmd.Stderr = a.logs
+	diesWithTheTest(a.cmd)
 	require.NoError(t, a.cmd.Start())
 	n.agent = a
 	t.Cleanup(func() {
@@ -448,6 +449,7 @@ func startPrometheus(t *testing.T, listen, config string) *promServer {
 	cmd := exec.Command(prometheusBinary, "--config.file="+config, "--storage.tsdb.path="+data, "--web.listen-address="+listen,
 		"--storage.tsdb.retention.time=1h", "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = logs, logs
+	diesWithTheTest(cmd)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		cmd.Process.Kill() //nolint:errcheck // already gone is fine
