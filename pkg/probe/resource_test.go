@@ -101,17 +101,22 @@ func TestAgentOutOfFileDescriptors(t *testing.T) {
 		filler = nil
 	}
 	defer release()
-	for {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			require.ErrorIs(t, err, syscall.EMFILE)
-			break
+	// Exhausted again before each probe: a socket an earlier probe closed
+	// late (its blocking close) would otherwise let the next one dial.
+	exhaust := func() {
+		for {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				require.ErrorIs(t, err, syscall.EMFILE)
+				return
+			}
+			filler = append(filler, f)
+			require.Less(t, len(filler), 1000, "the lowered limit does not hold")
 		}
-		filler = append(filler, f)
-		require.Less(t, len(filler), 1000, "the lowered limit does not hold")
 	}
 
 	for kind, probe := range probes {
+		exhaust()
 		v, err := probe(time.Second)
 		require.ErrorIs(t, err, ErrAgentResource, "%s: %v %q", kind, v.Result, v.Output)
 		assert.Equal(t, "EMFILE", ResourceCause(err), kind)
