@@ -313,17 +313,15 @@ func TestManifestDirRunSeesChangesAtOnce(t *testing.T) {
 	}
 	seen := func(what string, cond func([]*Pod) bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		require.Eventually(t, func() bool {
 			if pods, _ := d.Pods(); cond(pods) {
-				return
+				return true
 			}
-			require.True(t, time.Now().Before(deadline), what)
 			if fc.HasWaiters() {
 				fc.Step(settleAfterChange) // a write in place settles first
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return false
+		}, 10*time.Second, 5*time.Millisecond, what)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".web.yaml"), []byte(webPod(3)), 0o644))
 	require.NoError(t, os.Rename(filepath.Join(dir, ".web.yaml"), filepath.Join(dir, "web.yaml")))
