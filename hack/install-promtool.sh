@@ -27,30 +27,4 @@ if ! command -v systemd-analyze >/dev/null; then
   apt-get install -y -qq --no-install-recommends systemd >/dev/null
 fi
 
-if command -v promtool >/dev/null; then
-  command -v promtool
-  exit 0
-fi
-if bin=$(compgen -G "$CACHE_DIR/prometheus-*/usr/bin/promtool" | sort -V | tail -1) && [[ -x $bin ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-mkdir -p "$CACHE_DIR"
-work=$(mktemp -d "$CACHE_DIR/.prometheus.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-log "downloading Debian's prometheus package for promtool (about 20 MB, once)"
-if ! (cd "$work" && apt-get download -qq prometheus) >&2 2>/dev/null; then
-  apt_update
-  (cd "$work" && apt-get download -qq prometheus) >&2
-fi
-deb=$(compgen -G "$work/prometheus_*.deb" | head -1) || die "apt-get download prometheus gave no package"
-version=$(dpkg-deb -f "$deb" Version)
-dpkg-deb -x "$deb" "$work/root"
-[[ -x $work/root/usr/bin/promtool ]] || die "$deb has no usr/bin/promtool"
-dest="$CACHE_DIR/prometheus-$version"
-# Only promtool is kept; a concurrent run may have placed it already.
-mkdir -p "$work/keep/usr/bin"
-mv "$work/root/usr/bin/promtool" "$work/keep/usr/bin/"
-mv -T "$work/keep" "$dest" 2>/dev/null || [[ -x $dest/usr/bin/promtool ]] || die "could not place promtool in $dest"
-echo "$dest/usr/bin/promtool"
+prometheus_deb_binary promtool prometheus

@@ -55,3 +55,40 @@ build_host_binary() {
   (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$TOOLS_DIR/cri-prober-host" ./cmd/cri-prober) || return 1
   echo "$TOOLS_DIR/cri-prober-host"
 }
+
+# prometheus_deb_binary prints the path of usr/bin/NAME taken out of
+# Debian's prometheus package into $CACHE_DIR/DIR-<version>, once (NAME on
+# PATH is used as it is). The package is never installed: its postinst
+# would start a Prometheus server now and enable it at every boot, and only
+# the binary is wanted (promtool to check the deploy files, the server for
+# the e2e test that runs the shipped config and rules).
+prometheus_deb_binary() {
+  local name=$1 dir=$2 bin work deb version dest
+  if command -v "$name" >/dev/null; then
+    command -v "$name"
+    return 0
+  fi
+  if bin=$(compgen -G "$CACHE_DIR/$dir-*/usr/bin/$name" | sort -V | tail -1) && [[ -x $bin ]]; then
+    echo "$bin"
+    return 0
+  fi
+  mkdir -p "$CACHE_DIR"
+  work=$(mktemp -d "$CACHE_DIR/.$dir.XXXXXX")
+  log "downloading Debian's prometheus package for $name (about 20 MB, once)"
+  if ! (cd "$work" && DEBIAN_FRONTEND=noninteractive apt-get download -qq prometheus) >&2 2>/dev/null; then
+    [[ $(id -u) -eq 0 ]] || { rm -rf "$work"; die "run as root to download Debian's prometheus package"; }
+    apt-get update -qq >&2
+    (cd "$work" && DEBIAN_FRONTEND=noninteractive apt-get download -qq prometheus) >&2
+  fi
+  deb=$(compgen -G "$work/prometheus_*.deb" | head -1) || { rm -rf "$work"; die "apt-get download prometheus gave no package"; }
+  version=$(dpkg-deb -f "$deb" Version)
+  dpkg-deb -x "$deb" "$work/root"
+  [[ -x $work/root/usr/bin/$name ]] || { rm -rf "$work"; die "$deb has no usr/bin/$name"; }
+  dest="$CACHE_DIR/$dir-$version"
+  # Only the binary is kept; a concurrent run may have placed it already.
+  mkdir -p "$work/keep/usr/bin"
+  mv "$work/root/usr/bin/$name" "$work/keep/usr/bin/"
+  mv -T "$work/keep" "$dest" 2>/dev/null || [[ -x $dest/usr/bin/$name ]] || { rm -rf "$work"; die "could not place $name in $dest"; }
+  rm -rf "$work"
+  echo "$dest/usr/bin/$name"
+}
