@@ -306,7 +306,9 @@ func (rt *restartTest) relistUntil(t *testing.T, what string, cond func() bool) 
 
 func (rt *restartTest) eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	require.Eventually(t, cond, 5*time.Second, time.Millisecond, what)
+	// A deadline, not a wait: generous for `go test -race ./...` running
+	// every package at once on a 2-core CI machine.
+	require.Eventually(t, cond, 15*time.Second, time.Millisecond, what)
 }
 
 func (rt *restartTest) hasEvent(msg string) func() bool {
