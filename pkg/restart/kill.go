@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
@@ -139,9 +140,11 @@ func (r *Restarter) runPreStop(ctx context.Context, p *pods.Pod, c *pods.Contain
 			r.eventf(p, c.Name, events.Warning, ReasonFailedPreStopHook, "PreStopHook failed")
 		}
 	}()
+	deadline := r.clock.NewTimer(time.Duration(grace) * time.Second)
+	defer deadline.Stop()
 	select {
 	case <-done:
-	case <-r.clock.After(time.Duration(grace) * time.Second):
+	case <-deadline.C():
 		klog.FromContext(ctx).V(2).Info("PreStop hook not completed in grace period", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "gracePeriod", grace)
 		cancel()
 		<-done
@@ -347,12 +350,11 @@ func newTerminationOrdering(p *pods.Pod, running []*pods.Container) *termination
 
 // waitForTurn waits until the container's prerequisites have stopped or
 // grace seconds passed, and returns the whole seconds waited.
-func (o *terminationOrdering) waitForTurn(clk interface {
-	Now() time.Time
-	After(time.Duration) <-chan time.Time
-}, name string, grace int64) int64 {
+func (o *terminationOrdering) waitForTurn(clk clock.Clock, name string, grace int64) int64 {
 	start := clk.Now()
-	deadline := clk.After(time.Duration(grace) * time.Second)
+	timer := clk.NewTimer(time.Duration(grace) * time.Second)
+	defer timer.Stop()
+	deadline := timer.C()
 	o.mu.Lock()
 	prereqs := o.prereqs[name]
 	o.mu.Unlock()

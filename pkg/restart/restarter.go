@@ -545,7 +545,18 @@ func (r *Restarter) trigger(ctx context.Context, key string) {
 }
 
 func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
+	// A timer stopped once its sync came another way: a time.After left
+	// behind would linger until it fired (and on a fake clock, count as a
+	// waiter that nothing waits on).
+	var timer clock.Timer
 	var retry <-chan time.Time
+	stopTimer := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, retry = nil, nil
+		}
+	}
+	defer stopTimer()
 	for {
 		triggered := false
 		select {
@@ -559,9 +570,10 @@ func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
 			r.busy.Add(1)
 			triggered = true
 		}
-		retry = nil
+		stopTimer()
 		if d := r.syncPod(ctx, w); d > 0 {
-			retry = r.clock.After(d)
+			timer = r.clock.NewTimer(d)
+			retry = timer.C()
 		}
 		if triggered {
 			r.busy.Add(-1)

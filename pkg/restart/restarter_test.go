@@ -311,6 +311,12 @@ func (rt *restartTest) eventually(t *testing.T, what string, cond func() bool) {
 	require.Eventually(t, cond, 15*time.Second, time.Millisecond, what)
 }
 
+// runs says whether the container's instance ("name#attempt") has been
+// started: a test that makes it exit before then races the restart.
+func (rt *restartTest) runs(instance string) func() bool {
+	return func() bool { return slices.Contains(rt.states(), instance+":CONTAINER_RUNNING") }
+}
+
 func (rt *restartTest) hasEvent(msg string) func() bool {
 	return func() bool { return slices.Contains(rt.events.messages(), msg) }
 }
@@ -501,14 +507,16 @@ func TestCrashLoopBacksOff(t *testing.T) {
 		return at
 	}
 	crash(0)
-	rt.eventually(t, "first restart at once", func() bool { return len(rt.states()) == 2 })
+	rt.eventually(t, "first restart at once", rt.runs("app#1"))
 	require.Equal(t, id, rt.containers()[0].ID)
 	rt.relist(t)
 
 	crashed := crash(1)
 	rt.eventually(t, "back-off reported", rt.hasEvent("BackOff: Back-off restarting failed container app in pod web_ns(uid-web)"))
-	w, ok := rt.waiting("app")
-	require.True(t, ok)
+	// The status shows it at the sync's end, after the event (as kubelet's
+	// reasonCache).
+	rt.eventually(t, "back-off shown", func() bool { _, ok := rt.waiting("app"); return ok })
+	w, _ := rt.waiting("app")
 	assert.Equal(t, WaitingCrashLoop, w.Reason)
 	assert.Equal(t, crashed.Add(10*time.Second), w.Until, "10 s from the exit")
 
@@ -547,7 +555,7 @@ func TestBackoffOutlivesThePod(t *testing.T) {
 	require.NoError(t, rt.rt.SetContainerState(id, exited, 1))
 	rt.relist(t)
 	rt.passSettle(t)
-	rt.eventually(t, "first restart at once", func() bool { return len(rt.states()) == 2 })
+	rt.eventually(t, "first restart at once", rt.runs("app#1"))
 	rt.relist(t)
 
 	rt.rt.DeleteSandbox(rt.sandbox)
