@@ -573,6 +573,39 @@ func TestBackoffOutlivesThePod(t *testing.T) {
 	assert.Len(t, rt.rt.Containers(again), 1, "not restarted at once")
 }
 
+// A worker whose pod went away leaves no timer behind: a restart whose
+// start failed retries on a timer, and that timer stopping with the worker
+// is what lets the pod made again wait out its settle time and back off.
+func TestGoneWorkerLeavesNoTimer(t *testing.T) {
+	rt := newRestartTest(t, corev1.RestartPolicyAlways)
+	id := rt.rt.AddContainer(rt.sandbox, "app", running)
+	rt.relist(t)
+	require.NoError(t, rt.rt.SetContainerState(id, exited, 1))
+	rt.rt.SetError("StartContainer", status.Error(codes.Unavailable, "runtime busy"))
+	rt.relist(t)
+	rt.passSettle(t)
+	rt.eventually(t, "the restart's start failed", func() bool {
+		w, ok := rt.waiting("app")
+		return ok && w.Reason == "RunContainerError"
+	})
+	rt.eventually(t, "the worker waits to retry", rt.clock.HasWaiters)
+	rt.rt.SetError("StartContainer", nil)
+
+	rt.rt.DeleteSandbox(rt.sandbox)
+	rt.relist(t)
+	rt.eventually(t, "the pod is gone", func() bool { _, ok := rt.r.Status().Pod("uid-web"); return !ok })
+	rt.eventually(t, "its timer stopped", func() bool { return !rt.clock.HasWaiters() })
+
+	again := rt.rt.AddSandbox("ns", "web", "uid-web")
+	rt.rt.AddContainer(again, "app", exited)
+	rt.relist(t)
+	rt.passSettle(t)
+	rt.eventually(t, "backing off from the first pod's restart", func() bool {
+		w, ok := rt.waiting("app")
+		return ok && w.Reason == WaitingCrashLoop
+	})
+}
+
 // An exit is restarted only if the sandbox is still ready a moment later:
 // stopping a pod kills its containers first.
 func TestExitOfAPodBeingStoppedIsNotRestarted(t *testing.T) {
