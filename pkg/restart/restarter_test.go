@@ -558,10 +558,21 @@ func TestBackoffOutlivesThePod(t *testing.T) {
 	rt.eventually(t, "first restart at once", rt.runs("app#1"))
 	rt.relist(t)
 
+	again := rt.makeAgainBackingOff(t, nil)
+	assert.Len(t, rt.rt.Containers(again), 1, "not restarted at once")
+}
+
+// makeAgainBackingOff removes the pod and makes it again with the same UID,
+// its container app exited, and waits until that exit backs off. gone, if
+// set, is checked once the first pod is gone.
+func (rt *restartTest) makeAgainBackingOff(t *testing.T, gone func()) string {
+	t.Helper()
 	rt.rt.DeleteSandbox(rt.sandbox)
 	rt.relist(t)
 	rt.eventually(t, "the pod is gone", func() bool { _, ok := rt.r.Status().Pod("uid-web"); return !ok })
-
+	if gone != nil {
+		gone()
+	}
 	again := rt.rt.AddSandbox("ns", "web", "uid-web")
 	rt.rt.AddContainer(again, "app", exited)
 	rt.relist(t)
@@ -570,7 +581,7 @@ func TestBackoffOutlivesThePod(t *testing.T) {
 		w, ok := rt.waiting("app")
 		return ok && w.Reason == WaitingCrashLoop
 	})
-	assert.Len(t, rt.rt.Containers(again), 1, "not restarted at once")
+	return again
 }
 
 // A worker whose pod went away leaves no timer behind: a restart whose
@@ -591,18 +602,8 @@ func TestGoneWorkerLeavesNoTimer(t *testing.T) {
 	rt.eventually(t, "the worker waits to retry", rt.clock.HasWaiters)
 	rt.rt.SetError("StartContainer", nil)
 
-	rt.rt.DeleteSandbox(rt.sandbox)
-	rt.relist(t)
-	rt.eventually(t, "the pod is gone", func() bool { _, ok := rt.r.Status().Pod("uid-web"); return !ok })
-	rt.eventually(t, "its timer stopped", func() bool { return !rt.clock.HasWaiters() })
-
-	again := rt.rt.AddSandbox("ns", "web", "uid-web")
-	rt.rt.AddContainer(again, "app", exited)
-	rt.relist(t)
-	rt.passSettle(t)
-	rt.eventually(t, "backing off from the first pod's restart", func() bool {
-		w, ok := rt.waiting("app")
-		return ok && w.Reason == WaitingCrashLoop
+	rt.makeAgainBackingOff(t, func() {
+		rt.eventually(t, "its timer stopped", func() bool { return !rt.clock.HasWaiters() })
 	})
 }
 
