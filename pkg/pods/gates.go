@@ -348,25 +348,22 @@ func (s *GateStore) Unset(podKey string, t corev1.PodConditionType) (GateChange,
 func (s *GateStore) Prune(keep func(podKey string) bool) ([]Gate, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var gone []string
-	for k := range s.gates {
-		if !keep(k) {
-			gone = append(gone, k)
+	// One pass: a pod's list is never empty (commitLocked deletes it), so
+	// nothing dropped is nothing gone.
+	kept := make(map[string][]Gate, len(s.gates))
+	var dropped []Gate
+	for k, v := range s.gates {
+		if keep(k) {
+			kept[k] = v
+		} else {
+			dropped = append(dropped, v...)
 		}
 	}
-	if len(gone) == 0 {
+	if len(dropped) == 0 {
 		return nil, nil
 	}
 	old := s.gates
-	s.gates = make(map[string][]Gate, len(old))
-	var dropped []Gate
-	for k, v := range old {
-		if slices.Contains(gone, k) {
-			dropped = append(dropped, v...)
-			continue
-		}
-		s.gates[k] = v
-	}
+	s.gates = kept
 	if err := s.saveLocked(); err != nil {
 		s.gates = old
 		return nil, err
