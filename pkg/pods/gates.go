@@ -2,6 +2,7 @@ package pods
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,19 +243,10 @@ func (s *GateStore) List() []Gate {
 		out = append(out, list...)
 	}
 	slices.SortFunc(out, func(a, b Gate) int {
-		return cmpJoin(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Pod, b.Pod), strings.Compare(a.PodKey, b.PodKey),
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Pod, b.Pod), strings.Compare(a.PodKey, b.PodKey),
 			strings.Compare(string(a.Type), string(b.Type)))
 	})
 	return out
-}
-
-func cmpJoin(cmps ...int) int {
-	for _, c := range cmps {
-		if c != 0 {
-			return c
-		}
-	}
-	return 0
 }
 
 // GateChange is what a Set or Unset did.
