@@ -1,10 +1,12 @@
 package restart
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -276,19 +278,8 @@ func (b *KillBudget) Status(now time.Time) KillsStatus {
 		s.Deferred = append(s.Deferred, list...)
 	}
 	slices.SortFunc(s.Deferred, func(a, b DeferredKill) int {
-		if c := a.Since.Compare(b.Since); c != 0 {
-			return c
-		}
-		if a.Namespace+"/"+a.Pod != b.Namespace+"/"+b.Pod {
-			if a.Namespace+"/"+a.Pod < b.Namespace+"/"+b.Pod {
-				return -1
-			}
-			return 1
-		}
-		if a.Container < b.Container {
-			return -1
-		}
-		return 1
+		return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Pod, b.Pod),
+			strings.Compare(a.Container, b.Container))
 	})
 	return s
 }
