@@ -228,6 +228,37 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 	}
 }
 
+// The plan says which deferrals to tell: a kill deferred for a reason is
+// told once (podState.deferTold), and again when it waits for another.
+func TestMakePlanTellsADeferralOncePerReason(t *testing.T) {
+	node1 := BudgetConfig{Node: 1, Interval: 20 * time.Second}
+	for _, tt := range []struct {
+		name     string
+		told     string // the reason already told for app-0 ("": none)
+		budget   budgetSnapshot
+		wantTell bool
+	}{
+		{"first deferral: told", "", budgetAt(node1, false, map[string][]int{"other": {5}}), true},
+		{"the same reason again: not told", DeferNode, budgetAt(node1, false, map[string][]int{"other": {5}}), false},
+		{"another reason: told", DeferNode, budgetAt(node1, true, nil), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
+			require.NoError(t, err)
+			c := planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}}, inst("app-0", "sb0", cri.StateRunning, 0, 0))
+			state := newPodState()
+			if tt.told != "" {
+				state.deferTold["app-0"] = tt.told
+			}
+			pl := makePlan(planInput{pod: planPod(true, corev1.RestartPolicyAlways, sandboxes(cri.SandboxReady), c),
+				viewTime: planNow, results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure}, backoff: b,
+				state: state, now: planNow, mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: tt.budget})
+			require.Len(t, pl.deferred, 1)
+			assert.Equal(t, tt.wantTell, pl.deferred[0].tell)
+		})
+	}
+}
+
 // Ten pods fail their liveness at once under a node budget of three per
 // 20 s: three kills are spent, seven wait until the window frees, and
 // those then go (three more). Plans are made and committed as the

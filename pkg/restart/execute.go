@@ -91,8 +91,8 @@ func (r *Restarter) plan(p *pods.Pod, viewTime time.Time, state *podState) plan 
 	}
 }
 
-// tellDeferred publishes the pod's kills that wait, and tells each once
-// (a KillDeferred event) for each reason it waits.
+// tellDeferred publishes the pod's kills that wait, and tells those the
+// plan says to (a KillDeferred event).
 func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
 	if r.mode == Observe {
 		return
@@ -103,7 +103,7 @@ func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
 		probe, _ := probeOf(d.cause)
 		list = append(list, DeferredKill{Namespace: p.Namespace, Pod: p.Name, Container: d.container.Name, ContainerID: d.instance.ID,
 			Probe: probe.String(), Reason: d.reason, Since: now, Until: d.until})
-		if w.state.deferTold[d.instance.ID] == d.reason {
+		if !d.tell {
 			continue
 		}
 		w.state.deferTold[d.instance.ID] = d.reason

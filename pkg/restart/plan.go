@@ -150,6 +150,9 @@ type plan struct {
 type deferredKill struct {
 	containerToKill
 	killDecision
+	// tell: the deferral is told (a KillDeferred event), once per reason
+	// (podState.deferTold).
+	tell bool
 }
 
 // killReason is why a whole pod is killed.
@@ -373,8 +376,9 @@ func deferBudgeted(in planInput, pl *plan) {
 		if d == nil {
 			continue
 		}
-		ids[pl.kill[i].instance.ID] = true
-		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d})
+		id := pl.kill[i].instance.ID
+		ids[id] = true
+		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d, tell: in.state.deferTold[id] != d.reason})
 		if !d.until.IsZero() {
 			pl.retry = sooner(pl.retry, max(d.until.Sub(in.now), time.Millisecond))
 		}
