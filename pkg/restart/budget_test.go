@@ -387,14 +387,7 @@ func TestSyncKillDeferredThenReleased(t *testing.T) {
 	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	first := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	st.store.Set(results.Key{ContainerID: first, Type: results.Liveness}, results.Failure, "uid")
-	sync := func() plan {
-		p := st.view(t, m, true)
-		st.w.state.prune(p)
-		pl := st.r.plan(p, st.clock.Now(), st.w.state)
-		st.r.tellDeferred(st.w, p, pl)
-		st.r.execute(context.Background(), st.w, p, pl)
-		return pl
-	}
+	sync := func() plan { return st.sync(t, st.view(t, m, true)) }
 	sync()
 	require.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
 	second := st.rt.Containers(sb)[1].ID

@@ -79,6 +79,7 @@ func newSyncTest(t *testing.T) *syncTest {
 	var err error
 	st.r, err = New(st.rt.Direct(), st.hooks, st.store, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
 	require.NoError(t, err)
+	st.r.jitter = func() float64 { return 0 } // a back-off's retry at its expiry
 	st.w = &podWorker{key: "uid", state: newPodState(), gone: make(chan struct{})}
 	return st
 }
@@ -123,13 +124,13 @@ func nanoTime(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
-// sync plans from the pod and carries the plan out, as one pass of the
-// pod's worker.
+// sync plans from the pod (spending the restart budget, as syncPod does)
+// and carries the plan out, as one pass of the pod's worker.
 func (st *syncTest) sync(t *testing.T, p *pods.Pod) plan {
 	t.Helper()
 	st.w.state.prune(p)
-	pl := makePlan(planInput{pod: p, viewTime: st.clock.Now(), results: st.store, backoff: st.r.backoff, state: st.w.state,
-		now: st.clock.Now(), mode: Recreate, syncFrequency: st.r.syncFrequency})
+	pl := st.r.plan(p, st.clock.Now(), st.w.state)
+	st.r.tellDeferred(st.w, p, pl)
 	st.r.execute(context.Background(), st.w, p, pl)
 	st.r.updateWaiting(st.w, p, pl)
 	return pl
