@@ -414,6 +414,43 @@ func TestSyncKillDeferredThenReleased(t *testing.T) {
 	assert.Empty(t, st.r.Kills().Deferred)
 }
 
+// The executor under a pause: a liveness kill waits (told once, shown
+// paused, its probe to go on); resume signals the run loop with the pods
+// whose kills wait, and their next sync kills.
+func TestSyncKillPausedThenResumed(t *testing.T) {
+	st := newSyncTest(t)
+	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{}})
+	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
+	id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	_, err := st.r.PauseKills(context.Background(), "uid 0", "maintenance")
+	require.NoError(t, err)
+	st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
+
+	pl := st.sync(t, st.view(t, m, true))
+	st.sync(t, st.view(t, m, true))
+	assert.Zero(t, pl.retry, "no timer: a pause ends by resume")
+	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, st.states(sb), "not killed")
+	deferred := st.events.messagesOf(ReasonKillDeferred)
+	require.Len(t, deferred, 1, "told once")
+	assert.Contains(t, deferred[0], "kills are paused on this node (cri-prober pause)")
+	assert.True(t, st.r.KillWaits(id))
+	require.Len(t, st.r.Kills().Deferred, 1)
+	assert.Equal(t, DeferPaused, st.r.Kills().Deferred[0].Reason)
+
+	_, err = st.r.ResumeKills(context.Background(), "uid 0")
+	require.NoError(t, err)
+	select {
+	case <-st.r.budget.changed:
+	default:
+		t.Fatal("resume did not signal the run loop")
+	}
+	assert.Equal(t, []string{"uid"}, st.r.budget.deferredPods(), "the pods the run loop syncs again")
+	st.sync(t, st.view(t, m, true))
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb), "killed once resumed")
+	assert.False(t, st.r.KillWaits(id))
+	assert.Empty(t, st.r.Kills().Deferred)
+}
+
 // messagesOf returns the messages of the events with reason.
 func (r *recorded) messagesOf(reason string) []string {
 	r.mu.Lock()
