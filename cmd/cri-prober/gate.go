@@ -158,17 +158,10 @@ not exist."), so the pod is not Ready.`,
 // change sends one change and prints what it did, kubectl's way: a line
 // on stdout, a warning on stderr.
 func (o *gateOptions) change(ctx context.Context, stdout, stderr io.Writer, method, ns, name, t string, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	path := "/api/v1/pods/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/gates/" + url.PathEscape(t)
-	resp, err := apiDo(ctx, o.server, method, path, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var a api.GateAnswer
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return fmt.Errorf("the agent's answer: %w", err)
+	if err := apiCall(ctx, o.server, method, path, body, &a); err != nil {
+		return err
 	}
 	if a.Warning != "" {
 		safef(stderr, "Warning: %s\n", a.Warning)
