@@ -74,7 +74,8 @@ shown, and does not change its readiness (a warning says so), as under
 kubelet. kubelet's own conditions (Ready, ContainersReady, …) cannot be
 set.`,
 		Example: `  cri-prober gate set shop/web example.com/lb-ready=True
-  cri-prober gate set -n shop web example.com/lb-ready=True example.com/warm=False`,
+  cri-prober gate set -n shop web example.com/lb-ready=True example.com/warm=False
+  cri-prober gate set shop/web example.com/lb-ready=True -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageErrorf(cmd, "want POD CONDITION=True|False..., got %d argument(s)", len(args))
@@ -82,6 +83,9 @@ set.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, o.output, changeFormats...); err != nil {
+				return err
+			}
 			ns, name, err := o.parse(cmd, args[0])
 			if err != nil {
 				return err
@@ -115,6 +119,7 @@ set.`,
 		},
 	}
 	o.register(cmd)
+	addOutputFlag(cmd, &o.output, changeFormats...)
 	return cmd
 }
 
@@ -134,6 +139,9 @@ not exist."), so the pod is not Ready.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, o.output, changeFormats...); err != nil {
+				return err
+			}
 			ns, name, err := o.parse(cmd, args[0])
 			if err != nil {
 				return err
@@ -152,26 +160,27 @@ not exist."), so the pod is not Ready.`,
 		},
 	}
 	o.register(cmd)
+	addOutputFlag(cmd, &o.output, changeFormats...)
 	return cmd
 }
 
 // change sends one change and prints what it did, kubectl's way: a line
-// on stdout, a warning on stderr.
+// on stdout (-o json|yaml: the agent's answer, one document per
+// condition), a warning on stderr.
 func (o *gateOptions) change(ctx context.Context, stdout, stderr io.Writer, method, ns, name, t string, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	path := "/api/v1/pods/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/gates/" + url.PathEscape(t)
-	resp, err := apiDo(ctx, o.server, method, path, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var a api.GateAnswer
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return fmt.Errorf("the agent's answer: %w", err)
+	if err := apiCall(ctx, o.server, method, path, body, &a); err != nil {
+		return err
 	}
 	if a.Warning != "" {
 		safef(stderr, "Warning: %s\n", a.Warning)
+	}
+	if !a.Persistent && a.Changed {
+		safef(stderr, "Warning: the agent runs without --state-dir: it forgets this condition when it restarts\n")
+	}
+	if structured(o.output) {
+		return printStreamed(stdout, o.output, a)
 	}
 	ready := "not ready"
 	if a.Ready {
@@ -188,9 +197,6 @@ func (o *gateOptions) change(ctx context.Context, stdout, stderr io.Writer, meth
 		safef(stdout, "pod %s/%s: %s=%s; the pod is %s\n", a.Namespace, a.Name, a.ConditionType, a.Status, ready)
 	default:
 		safef(stdout, "pod %s/%s: %s=%s (unchanged); the pod is %s\n", a.Namespace, a.Name, a.ConditionType, a.Status, ready)
-	}
-	if !a.Persistent && a.Changed {
-		safef(stderr, "Warning: the agent runs without --state-dir: it forgets this condition when it restarts\n")
 	}
 	return nil
 }

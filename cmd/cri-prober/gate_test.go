@@ -131,6 +131,23 @@ func TestGateCommands(t *testing.T) {
 	assert.Equal(t, "pod shop/web: example.com/other=False; the pod is ready\n", out)
 	assert.Contains(t, errOut, `Warning: pod shop/web has no readiness gate "example.com/other": the condition is kept and shown, and does not change the pod's readiness`)
 
+	// -o json: the agent's answer, a document per condition (jq reads
+	// them), as pause and resume print theirs.
+	out, errOut, code = cli(t, "gate", "set", "shop/web", "example.com/lb=True", "example.com/other=False", "-o", "json", "--server", server)
+	require.Equal(t, 0, code, errOut)
+	dec := json.NewDecoder(strings.NewReader(out))
+	for _, want := range []api.GateAnswer{
+		{Namespace: "shop", Name: "web", ConditionType: "example.com/lb", Status: "True", Previous: "True", Declared: true, Ready: true, Persistent: true},
+		{Namespace: "shop", Name: "web", ConditionType: "example.com/other", Status: "False", Previous: "False", Ready: true, Persistent: true},
+	} {
+		var got api.GateAnswer
+		require.NoError(t, dec.Decode(&got), out)
+		got.Warning = ""
+		assert.Equal(t, want, got)
+	}
+	assert.False(t, dec.More(), out)
+	assert.Contains(t, errOut, `Warning: pod shop/web has no readiness gate "example.com/other"`, "warnings on stderr still")
+
 	out, _, code = cli(t, "gate", "list", "--server", server)
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `NAMESPACE\s+POD\s+CONDITION\s+STATUS\s+SINCE\nshop\s+web\s+example.com/lb\s+True\s+\S+\nshop\s+web\s+example.com/other\s+False\s+\S+\n`, out)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"text/tabwriter"
 	"time"
 
@@ -87,16 +88,9 @@ func (o *pauseOptions) register(cmd *cobra.Command) {
 }
 
 func (o *pauseOptions) change(ctx context.Context, stdout io.Writer, path string, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := apiDo(ctx, o.server, "POST", path, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var st restart.KillsStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return fmt.Errorf("read the agent's answer: %w", err)
+	if err := apiCall(ctx, o.server, http.MethodPost, path, body, &st); err != nil {
+		return err
 	}
 	if structured(o.output) {
 		return printObject(stdout, o.output, st)

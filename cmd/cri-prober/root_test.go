@@ -92,25 +92,7 @@ func TestPodRef(t *testing.T) {
 // manifests, on a manifest with a duplicate key, and on crictl's own
 // configs, offline; explain with the app's start time.
 func TestValidateWhatUsersHave(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-		return p
-	}
-	write("README.md", "# my pods\n")
-	write("web.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: web, namespace: shop}
-spec:
-  containers:
-  - name: app
-    image: app
-    readinessProbe:
-      httpGet: {port: 8080}
-      periodSeconds: 5
-      periodSeconds: 10
-`)
+	dir := usersManifestDir(t)
 	out, _, err := runCLI(t, "validate", dir)
 	assert.ErrorIs(t, err, errProblemsFound, out)
 	assert.Contains(t, out, "skipped "+filepath.Join(dir, "README.md")+": not a manifest (.md)")
@@ -124,7 +106,7 @@ spec:
 	assert.ErrorIs(t, err, errProblemsFound)
 	assert.Contains(t, out, "bad-container.json:5: ", "the line of the annotation's value")
 
-	pod := write("slow.yaml", `apiVersion: v1
+	pod := writeFile(t, dir, "slow.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: slow, namespace: shop}
 spec:
@@ -141,6 +123,36 @@ spec:
 	assert.Contains(t, out, "start budget:")
 	assert.Contains(t, out, "warning: ", out)
 	assert.Contains(t, out, "45s")
+}
+
+// usersManifestDir is a directory as users have them: a README beside a
+// manifest whose web.yaml:11 repeats a key (periodSeconds, first at line
+// 10).
+func usersManifestDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "README.md", "# my pods\n")
+	writeFile(t, dir, "web.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: app
+    readinessProbe:
+      httpGet: {port: 8080}
+      periodSeconds: 5
+      periodSeconds: 10
+`)
+	return dir
+}
+
+// writeFile writes body to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
 }
 
 // probe --address needs no runtime: a URL is an HTTP GET of it, HOST:PORT

@@ -123,14 +123,23 @@ func redactURL(server string) string {
 }
 
 func apiGet(ctx context.Context, server, path string, v any) error {
+	return apiCall(ctx, server, http.MethodGet, path, nil, v)
+}
+
+// apiCall sends a request of method to path (apiDo), within 10 s, and
+// decodes the agent's JSON answer into v.
+func apiCall(ctx context.Context, server, method, path string, body []byte, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := apiRequest(ctx, server, path)
+	resp, err := apiDo(ctx, server, method, path, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(v)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("read the agent's answer: %w", err)
+	}
+	return nil
 }
 
 func newStatusCommand() *cobra.Command {

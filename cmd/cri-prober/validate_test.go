@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -15,24 +14,8 @@ import (
 // file, line, pod, container, field, message and severity, what was
 // skipped; the exit code as without -o.
 func TestValidateOutputData(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
-	}
-	write("README.md", "# my pods\n")
-	write("web.yaml", `apiVersion: v1
-kind: Pod
-metadata: {name: web, namespace: shop}
-spec:
-  containers:
-  - name: app
-    image: app
-    readinessProbe:
-      httpGet: {port: 8080}
-      periodSeconds: 5
-      periodSeconds: 10
-`)
-	write("api.yaml", `apiVersion: v1
+	dir := usersManifestDir(t)
+	writeFile(t, dir, "api.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: api, namespace: shop}
 spec:

@@ -111,12 +111,14 @@ type Config struct {
 	// NodeName is the node's name, on every pod of /api/v1/pods.
 	NodeName string
 	// Profiling serves Go's profiles under /debug/pprof/ (net/http/pprof),
-	// as Kubernetes components do with --profiling, but only where every
-	// client is vetted: on a unix socket (0600) or behind a web
-	// configuration (TLS, authentication). A loopback port is any local
-	// user's, and a web page's (a profile or a 25 s trace is a GET an
-	// <img> can send). The command line is never served: it may hold a
-	// --webhook token that the unit hides from other users.
+	// as Kubernetes components do with --profiling, but only to a client
+	// the agent can name, the same rule as for changes (mutating): a unix
+	// socket's peer (0600), or a basic auth user or verified client
+	// certificate checked by the web configuration; TLS alone names no
+	// one. A loopback port is any local user's, and a web page's (a
+	// profile or a 25 s trace is a GET an <img> can send). The command
+	// line is never served: it may hold a --webhook token that the unit
+	// hides from other users.
 	Profiling bool
 
 	// Registerer gets the API's own metrics (cri_prober_api_…); nil: they
@@ -152,13 +154,13 @@ func New(cfg Config) *Server {
 }
 
 // Handler routes the API.
-func (s *Server) Handler() http.Handler { return s.routes(false, "") }
+func (s *Server) Handler() http.Handler { return s.routes("") }
 
-// routes is the API, with Go's profiles if profiles (and Config.Profiling);
-// webConfigFile is the web configuration it is served with ("": none),
-// which with the listener says who may change the agent's state (gates,
-// pause, resume: mutating).
-func (s *Server) routes(profiles bool, webConfigFile string) http.Handler {
+// routes is the API; webConfigFile is the web configuration it is served
+// with ("": none), which with the connection says who may change the
+// agent's state (gates, pause, resume: mutating) and read its profiles
+// (Config.Profiling).
+func (s *Server) routes(webConfigFile string) http.Handler {
 	mux := http.NewServeMux()
 	// What builds or writes much (megabytes for hundreds of pods) is
 	// bounded: a flood of it from any local client must not take the CPU
@@ -196,11 +198,11 @@ func (s *Server) routes(profiles bool, webConfigFile string) http.Handler {
 	if s.kubeState != nil {
 		mux.HandleFunc("GET /metrics/kube-state", s.bounded(s.kubeState.ServeHTTP))
 	}
-	if s.profiling && profiles {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if s.profiling {
+		mux.HandleFunc("GET /debug/pprof/", named(webConfigFile, pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/profile", named(webConfigFile, pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", named(webConfigFile, pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", named(webConfigFile, pprof.Trace))
 	}
 	return mux
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -354,8 +357,9 @@ func TestRestartsEndpoint(t *testing.T) {
 }
 
 // Go's profiles are served only when asked for (--profiling), only to
-// GET, only where every client is vetted (a unix socket, or a web
-// configuration: a loopback port is any local user's and any web page's),
+// GET, only to a client the agent can name, as changes are (a unix
+// socket's peer, or a user the web configuration checked: a loopback port
+// is any local user's and any web page's, and TLS alone names no one),
 // and never the command line (it may hold a --webhook token).
 func TestProfilingIsOptIn(t *testing.T) {
 	off, _ := newServer(healthy)
@@ -365,13 +369,27 @@ func TestProfilingIsOptIn(t *testing.T) {
 	on := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Profiling: true})
 	code, _ = get(t, on.Handler(), "/debug/pprof/")
 	assert.Equal(t, http.StatusNotFound, code, "not where clients are not vetted")
-	vetted := on.routes(true, "")
-	code, body := get(t, vetted, "/debug/pprof/")
-	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, "goroutine")
-	code, _ = get(t, vetted, "/debug/pprof/cmdline")
-	assert.Equal(t, http.StatusNotFound, code, "never the command line")
-	rec := httptest.NewRecorder()
-	vetted.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/debug/pprof/symbol", nil))
+	tlsOnly := filepath.Join(t.TempDir(), "tls.yml")
+	require.NoError(t, os.WriteFile(tlsOnly, []byte("tls_server_config:\n  cert_file: agent.crt\n  key_file: agent.key\n"), 0o600))
+	code, _ = get(t, on.routes(tlsOnly), "/debug/pprof/")
+	assert.Equal(t, http.StatusNotFound, code, "TLS alone names no client")
+	webConfig := filepath.Join(t.TempDir(), "web.yml")
+	require.NoError(t, os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  alice: %s\n", daveHash), 0o600))
+	vetted := on.routes(webConfig)
+	code, _ = get(t, vetted, "/debug/pprof/")
+	assert.Equal(t, http.StatusNotFound, code, "a web configuration, but no user named")
+	asAlice := func(method, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, nil)
+		req.SetBasicAuth("alice", "secret")
+		rec := httptest.NewRecorder()
+		vetted.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := asAlice(http.MethodGet, "/debug/pprof/")
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Contains(t, rec.Body.String(), "goroutine")
+	rec = asAlice(http.MethodGet, "/debug/pprof/cmdline")
+	assert.Equal(t, http.StatusNotFound, rec.Code, "never the command line")
+	rec = asAlice(http.MethodPost, "/debug/pprof/symbol")
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 }

@@ -71,7 +71,7 @@ func FuzzAPIPaths(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := s.servingHandler(hosts, logr.Discard(), true, "")
+	h := s.servingHandler(hosts, logr.Discard(), "")
 	ended, cancel := context.WithCancel(context.Background())
 	cancel() // an event stream sends what it has, then ends
 

@@ -139,6 +139,18 @@ func basicAuthChecked(webConfigFile string) bool {
 	return yaml.Unmarshal(raw, &c) == nil && len(c.Users) > 0
 }
 
+// named serves h only to a client requester can name (Go's profiles);
+// to any other it is not found, as where profiling is off.
+func named(webConfigFile string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if requester(r, webConfigFile) == "" {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r)
+	}
+}
+
 // mutating serves h only to a client requester can name, with its name.
 func mutating(webConfigFile string, h func(w http.ResponseWriter, r *http.Request, by string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -71,7 +71,7 @@ func TestPauseAndResumeKills(t *testing.T) {
 	// named clients (mutating).
 	webConfig := filepath.Join(t.TempDir(), "web.yml")
 	require.NoError(t, os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  alice: %s\n", daveHash), 0o600))
-	vetted := s.routes(true, webConfig)
+	vetted := s.routes(webConfig)
 	rec = post(vetted, "/api/v1/kills/pause", "application/json", `{}`, "")
 	assert.Equal(t, http.StatusForbidden, rec.Code, "no user named")
 	rec = post(vetted, "/api/v1/kills/pause", "", `{}`, "alice")

@@ -249,7 +249,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, c ServeConfig) error
 	}
 	limited := newConnLimiter(l, c.MaxConnections, s.m)
 	server := &http.Server{
-		Handler:           s.servingHandler(hosts, logger, l.Addr().Network() == "unix" || c.WebConfigFile != "", c.WebConfigFile),
+		Handler:           s.servingHandler(hosts, logger, c.WebConfigFile),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
@@ -306,11 +306,9 @@ const hostRefused = "cri-prober: this request's Host header names none of this a
 	"add it to the agent's --web.allowed-hosts.\n"
 
 // servingHandler is the API as served: the routes behind the Host check;
-// vetted says every client is (a unix socket, or a web configuration), so
-// that Go's profiles may be served; webConfigFile is the web
-// configuration ("": none).
-func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger, vetted bool, webConfigFile string) http.Handler {
-	routes := s.routes(vetted, webConfigFile)
+// webConfigFile is the web configuration ("": none).
+func (s *Server) servingHandler(hosts hostPolicy, logger klog.Logger, webConfigFile string) http.Handler {
+	routes := s.routes(webConfigFile)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reach(r)
 		if hosts.any || hosts.allows(r.Host) {
