@@ -63,25 +63,31 @@ func refusedDestination(addr netip.Addr) string {
 	return ""
 }
 
-// netDialer is a dialer for one connection. SO_LINGER is 1 s so that
-// thousands of probes do not leave thousands of sockets in TIME_WAIT
-// (kubernetes#89898).
+// netDialer is a dialer for one connection: the destination checked,
+// then kubelet's socket options (Linger).
 func (d *Dialer) netDialer() *net.Dialer {
 	return &net.Dialer{
 		Control: func(_, address string, c syscall.RawConn) error {
 			if err := d.check(address); err != nil {
 				return err
 			}
-			var sockErr error
-			err := c.Control(func(fd uintptr) {
-				sockErr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 1})
-			})
-			if err != nil {
-				return err
-			}
-			return sockErr
+			return Linger(c)
 		},
 	}
+}
+
+// Linger sets kubelet's probe socket option on a socket being dialled
+// (from a net.Dialer's Control): SO_LINGER of 1 s, so that thousands of
+// probes do not leave thousands of sockets in TIME_WAIT
+// (kubernetes#89898). The load harness's plain-Go baseline sets it too.
+func Linger(c syscall.RawConn) error {
+	var sockErr error
+	if err := c.Control(func(fd uintptr) {
+		sockErr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 1})
+	}); err != nil {
+		return err
+	}
+	return sockErr
 }
 
 // check refuses address (IP:port, as the dialer is about to connect) if

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -63,8 +62,11 @@ func doGRPC(ctx context.Context, d *Dialer, addr, service, userAgent string, tim
 			}
 			conn, err := dial(rec.netTrace(dialCtx), d.netDialer(), "tcp", addr)
 			lastDialErr.Store(&err)
-			if errors.Is(err, ErrDestinationRefused) {
-				cancel() // a refusal is final: no waiting out the timeout for gRPC's retries
+			if cannotProbe(err) {
+				// Final, as for HTTP and TCP (the dispatcher retries a
+				// probe that could not run): no waiting out the timeout
+				// for gRPC's own retries.
+				cancel()
 			}
 			rec.connected(conn)
 			return conn, err

@@ -402,3 +402,16 @@ func decodeName(b []byte) string {
 	}
 	return strings.ToLower(name.String())
 }
+
+// A connection the agent cannot make on its side (here from a namespace
+// that cannot be entered) ends a gRPC probe at once, as it ends an HTTP or
+// TCP probe: gRPC does not retry it until the probe's timeout (the
+// dispatcher retries a probe that could not run).
+func TestGRPCCouldNotProbeEndsAtOnce(t *testing.T) {
+	gone := WithNetNS(context.Background(), "/nonexistent/ns")
+	start := time.Now()
+	v, err := GRPCHealth(gone, NewDialer(), "127.0.0.1:1", "", testUA, 20*time.Second, nil)
+	require.ErrorIs(t, err, ErrNetNS)
+	assert.Empty(t, v.Output)
+	assert.Less(t, time.Since(start), 10*time.Second, "not the probe's timeout")
+}

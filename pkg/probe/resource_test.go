@@ -67,8 +67,8 @@ func TestAgentOutOfFileDescriptors(t *testing.T) {
 	rpc := startGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
 	host, port := target(t, web.URL)
 	// The successes around the EMFILE part get a long timeout, so as not to
-	// time out on a loaded machine; the EMFILE part a short one (gRPC
-	// retries its dial until the deadline).
+	// time out on a loaded machine; the EMFILE part a short one (were an
+	// error not final, gRPC would retry its dial until the deadline).
 	probes := map[string]func(timeout time.Duration) (Verdict, error){
 		"http": func(timeout time.Duration) (Verdict, error) {
 			req, err := NewRequest("http", host, port, "/", nil, testUA)

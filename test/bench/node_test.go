@@ -1044,16 +1044,7 @@ func runsInWindow(a *nodeAgent, start, end time.Time) []float64 {
 // kubelet's SO_LINGER of 1 s, or one HTTP/1.1 GET on a new connection;
 // Workers goroutines, as fast as they can or paced at Rate.
 func bareLoop(cfg childConfig) BareRun {
-	d := &net.Dialer{Timeout: time.Second, Control: func(_, _ string, c syscall.RawConn) error {
-		var sockErr error
-		err := c.Control(func(fd uintptr) {
-			sockErr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 1})
-		})
-		if err != nil {
-			return err
-		}
-		return sockErr
-	}}
+	d := &net.Dialer{Timeout: time.Second, Control: func(_, _ string, c syscall.RawConn) error { return probe.Linger(c) }}
 	requests := make([][]byte, len(cfg.Targets))
 	for i, tg := range cfg.Targets {
 		if tg.Kind == "http" {
