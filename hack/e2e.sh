@@ -20,9 +20,12 @@ export CRI_PROBER_E2E_CONTAINERD_PIDFILE="$CONTAINERD_PID"
 export CRI_PROBER_E2E_CONTAINERD_UP="$REPO_ROOT/hack/containerd-up.sh"
 export CRI_PROBER_E2E_BINARY="${CRI_PROBER_E2E_BINARY:-$REPO_ROOT/bin/cri-prober}"
 # Prometheus's server (Debian's package, unpacked once, cached) scrapes the
-# agents with the shipped config and rules (TestPrometheus*).
-export CRI_PROBER_E2E_PROMETHEUS="${CRI_PROBER_E2E_PROMETHEUS:-$("$REPO_ROOT/hack/install-prometheus.sh")}"
+# agents with the shipped config and rules (TestPrometheus*). Assigned
+# before it is exported: `export X=$(cmd)` would hide cmd's failure.
+CRI_PROBER_E2E_PROMETHEUS="${CRI_PROBER_E2E_PROMETHEUS:-$("$REPO_ROOT/hack/install-prometheus.sh")}"
+export CRI_PROBER_E2E_PROMETHEUS
 # crictl drives the CI-harness tests (built once, cached).
-export CRI_PROBER_E2E_CRICTL="${CRI_PROBER_E2E_CRICTL:-$("$REPO_ROOT/hack/crictl.sh")}"
+CRI_PROBER_E2E_CRICTL="${CRI_PROBER_E2E_CRICTL:-$("$REPO_ROOT/hack/crictl.sh")}"
+export CRI_PROBER_E2E_CRICTL
 cd "$REPO_ROOT"
 go test -tags e2e -count=1 -p 1 -v -timeout 15m ./test/e2e/... "$@"

@@ -9,9 +9,6 @@ source "$(dirname "$0")/lib.sh"
 if [[ -x /usr/bin/chromedriver && -x /usr/bin/chromium ]]; then
   exit 0
 fi
-[[ $(id -u) -eq 0 ]] || die "run as root to install chromium and chromium-driver (apt-get)"
 log "installing chromium chromium-driver"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+apt_install chromium chromium-driver
 [[ -x /usr/bin/chromedriver ]] || die "chromium-driver installed, but /usr/bin/chromedriver is missing"

@@ -15,7 +15,5 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install "${missing[@]}"
 fi

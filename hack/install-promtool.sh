@@ -12,19 +12,9 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-export DEBIAN_FRONTEND=noninteractive
-apt_updated=false
-apt_update() {
-  $apt_updated && return
-  [[ $(id -u) -eq 0 ]] || die "run as root to install from Debian packages"
-  apt-get update -qq >&2
-  apt_updated=true
-}
-
 if ! command -v systemd-analyze >/dev/null; then
   log "installing systemd (for systemd-analyze)"
-  apt_update
-  apt-get install -y -qq --no-install-recommends systemd >/dev/null
+  apt_install systemd
 fi
 
 prometheus_deb_binary promtool prometheus

@@ -56,13 +56,29 @@ build_host_binary() {
   echo "$TOOLS_DIR/cri-prober-host"
 }
 
+# apt_update updates the package lists, once per script (root only).
+apt_updated=false
+apt_update() {
+  $apt_updated && return
+  [[ $(id -u) -eq 0 ]] || die "run as root to install from Debian packages (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+  apt_updated=true
+}
+
+# apt_install installs Debian packages, noninteractively (root only).
+apt_install() {
+  apt_update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # prometheus_deb_binary prints the path of usr/bin/NAME taken out of
 # Debian's prometheus package into $CACHE_DIR/DIR-<version>, once (NAME on
 # PATH is used as it is). The package is never installed: its postinst
 # would start a Prometheus server now and enable it at every boot, and only
 # the binary is wanted (promtool to check the deploy files, the server for
-# the e2e test that runs the shipped config and rules).
-prometheus_deb_binary() {
+# the e2e test that runs the shipped config and rules). A subshell, so that
+# its EXIT trap removes the work directory however it ends.
+prometheus_deb_binary() (
   local name=$1 dir=$2 bin work deb version dest
   if command -v "$name" >/dev/null; then
     command -v "$name"
@@ -74,21 +90,20 @@ prometheus_deb_binary() {
   fi
   mkdir -p "$CACHE_DIR"
   work=$(mktemp -d "$CACHE_DIR/.$dir.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
   log "downloading Debian's prometheus package for $name (about 20 MB, once)"
-  if ! (cd "$work" && DEBIAN_FRONTEND=noninteractive apt-get download -qq prometheus) >&2 2>/dev/null; then
-    [[ $(id -u) -eq 0 ]] || { rm -rf "$work"; die "run as root to download Debian's prometheus package"; }
-    apt-get update -qq >&2
-    (cd "$work" && DEBIAN_FRONTEND=noninteractive apt-get download -qq prometheus) >&2
+  if ! (cd "$work" && apt-get download -qq prometheus) >&2 2>/dev/null; then
+    apt_update
+    (cd "$work" && apt-get download -qq prometheus) >&2
   fi
-  deb=$(compgen -G "$work/prometheus_*.deb" | head -1) || { rm -rf "$work"; die "apt-get download prometheus gave no package"; }
+  deb=$(compgen -G "$work/prometheus_*.deb" | head -1) || die "apt-get download prometheus gave no package"
   version=$(dpkg-deb -f "$deb" Version)
   dpkg-deb -x "$deb" "$work/root"
-  [[ -x $work/root/usr/bin/$name ]] || { rm -rf "$work"; die "$deb has no usr/bin/$name"; }
+  [[ -x $work/root/usr/bin/$name ]] || die "$deb has no usr/bin/$name"
   dest="$CACHE_DIR/$dir-$version"
   # Only the binary is kept; a concurrent run may have placed it already.
   mkdir -p "$work/keep/usr/bin"
   mv "$work/root/usr/bin/$name" "$work/keep/usr/bin/"
-  mv -T "$work/keep" "$dest" 2>/dev/null || [[ -x $dest/usr/bin/$name ]] || { rm -rf "$work"; die "could not place $name in $dest"; }
-  rm -rf "$work"
+  mv -T "$work/keep" "$dest" 2>/dev/null || [[ -x $dest/usr/bin/$name ]] || die "could not place $name in $dest"
   echo "$dest/usr/bin/$name"
-}
+)

@@ -71,27 +71,12 @@ func TestAPIUnderConnectionFlood(t *testing.T) {
 		runAgent(t, endpoint)
 		return
 	}
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
-	defer target.Close()
-	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
-	rt := fakeruntime.NewForTest(t)
-	for i := range containers {
-		sb := rt.AddSandbox("load", fmt.Sprintf("pod-%02d", i), fmt.Sprintf("uid-%02d", i), fakeruntime.WithIP("127.0.0.1"))
-		rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
-			spec.LivenessAnnotation: fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"failureThreshold":1}`, port)}))
-	}
-	var stops atomic.Int64
-	rt.OnStop(func(string) { stops.Add(1) })
-
-	agent := startChild(t, rt.Endpoint())
-	client := &http.Client{Timeout: clientTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := "http://" + agent.addr
+	s := startProbed(t, "load", containers, 30*time.Second, func(port string) map[string]string {
+		return map[string]string{
+			spec.LivenessAnnotation: fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"failureThreshold":1}`, port)}
+	})
+	agent, client, url, before := s.agent, s.client, s.url, s.before
 	var m metrics
-	require.Eventually(t, func() bool {
-		m = scrape(t, client, url)
-		return m.sum("prober_probe_total", "") >= 2*containers
-	}, 30*time.Second, 100*time.Millisecond, "the probes run before the flood")
-	before := m
 
 	// The flood. Idle connections first, then streams that never read.
 	var flood []net.Conn
@@ -129,7 +114,7 @@ func TestAPIUnderConnectionFlood(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
 
-	assert.Zero(t, stops.Load(), "no container stopped")
+	assert.Zero(t, s.stops.Load(), "no container stopped")
 	assert.Equal(t, before.sum("prober_probe_total", `result="unknown"`), m.sum("prober_probe_total", `result="unknown"`), "no probe could not run")
 	assert.Zero(t, m.sum("cri_prober_agent_resource_errors_total", ""), "the agent never ran out of descriptors")
 	assert.Equal(t, before.sum("prober_probe_total", `result="failed"`), m.sum("prober_probe_total", `result="failed"`), "no probe failed")
@@ -168,28 +153,12 @@ func TestAPIUnderBusyFlood(t *testing.T) {
 		runAgent(t, endpoint)
 		return
 	}
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
-	defer target.Close()
-	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
-	rt := fakeruntime.NewForTest(t)
-	for i := range busyPods {
-		sb := rt.AddSandbox("busy", fmt.Sprintf("pod-%03d", i), fmt.Sprintf("uid-%03d", i), fakeruntime.WithIP("127.0.0.1"))
-		rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(map[string]string{
+	s := startProbed(t, "busy", busyPods, 60*time.Second, func(port string) map[string]string {
+		return map[string]string{
 			spec.LivenessAnnotation:  fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"timeoutSeconds":1,"failureThreshold":1}`, port),
-			spec.ReadinessAnnotation: fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"timeoutSeconds":1}`, port)}))
-	}
-	var stops atomic.Int64
-	rt.OnStop(func(string) { stops.Add(1) })
-
-	agent := startChild(t, rt.Endpoint())
-	client := &http.Client{Timeout: clientTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := "http://" + agent.addr
-	var m metrics
-	require.Eventually(t, func() bool {
-		m = scrape(t, client, url)
-		return m.sum("prober_probe_total", "") >= 4*busyPods
-	}, 60*time.Second, 100*time.Millisecond, "the probes run before the flood")
-	before := m
+			spec.ReadinessAnnotation: fmt.Sprintf(`{"httpGet":{"port":%s,"path":"/"},"periodSeconds":1,"timeoutSeconds":1}`, port)}
+	})
+	agent, client, url, before := s.agent, s.client, s.url, s.before
 
 	ctx, cancel := context.WithTimeout(context.Background(), busyFlood)
 	defer cancel()
@@ -221,10 +190,10 @@ func TestAPIUnderBusyFlood(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("flood: %d requests served, %d answered 503 (busy), %d other", served.Load(), busy.Load(), other.Load())
-	m = scrape(t, client, url)
+	m := scrape(t, client, url)
 	require.NotNil(t, m)
 
-	assert.Zero(t, stops.Load(), "no container stopped")
+	assert.Zero(t, s.stops.Load(), "no container stopped")
 	failed := m.sum("prober_probe_total", `result="failed"`) - before.sum("prober_probe_total", `result="failed"`)
 	assert.Zero(t, failed, "no probe failed\nagent:\n%s", agent.output())
 	assert.Positive(t, busy.Load()+served.Load(), "the flood reached the agent")
@@ -256,6 +225,44 @@ func pinToOneCPU(t *testing.T) {
 		tid, _ := strconv.Atoi(task.Name())
 		unix.SchedSetaffinity(tid, &one) //nolint:errcheck // a thread gone meanwhile
 	}
+}
+
+// probed is an agent (a child process) probing pods of the fake runtime
+// against a healthy target, its probes seen running.
+type probed struct {
+	agent  *child
+	client *http.Client // a new connection per request, as a prober's
+	url    string
+	before metrics       // once every container's probes ran twice
+	stops  *atomic.Int64 // StopContainer calls
+}
+
+// startProbed serves a healthy HTTP target, makes n pods in namespace ns
+// whose container "app" carries the probe annotations of probes(target's
+// port), runs the agent on them, and waits up to wait until each probe
+// ran twice.
+func startProbed(t *testing.T, ns string, n int, wait time.Duration, probes func(port string) map[string]string) probed {
+	t.Helper()
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	t.Cleanup(target.Close)
+	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
+	annotations := probes(port)
+	rt := fakeruntime.NewForTest(t)
+	for i := range n {
+		sb := rt.AddSandbox(ns, fmt.Sprintf("pod-%03d", i), fmt.Sprintf("uid-%03d", i), fakeruntime.WithIP("127.0.0.1"))
+		rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(annotations))
+	}
+	s := probed{stops: &atomic.Int64{}}
+	rt.OnStop(func(string) { s.stops.Add(1) })
+
+	s.agent = startChild(t, rt.Endpoint())
+	s.client = &http.Client{Timeout: clientTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	s.url = "http://" + s.agent.addr
+	require.Eventually(t, func() bool {
+		s.before = scrape(t, s.client, s.url)
+		return s.before.sum("prober_probe_total", "") >= float64(2*n*len(annotations))
+	}, wait, 100*time.Millisecond, "the probes run before the flood")
+	return s
 }
 
 // child is the agent's process.

@@ -26,6 +26,39 @@ type runningAgent struct {
 	server string
 }
 
+// startProcess starts name args (`cri-prober run …`, or it under setpriv)
+// as an agent serving on server. It is killed by its PID when the test
+// ends, its log printed if the test failed, and with the test binary if
+// that dies first.
+func startProcess(t *testing.T, server, name string, args ...string) *runningAgent {
+	t.Helper()
+	require.FileExists(t, binaryPath, "build it first (make build)")
+	a := &runningAgent{logs: &lockedBuffer{}, server: server}
+	a.cmd = diesWithTheTest(exec.Command(name, args...))
+	a.cmd.Stderr = a.logs
+	require.NoError(t, a.cmd.Start())
+	t.Cleanup(func() {
+		a.kill()
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", a.server, a.logs)
+		}
+	})
+	return a
+}
+
+// waitHealthy waits until the agent's /healthz (over HTTP) answers 200.
+func (a *runningAgent) waitHealthy(t *testing.T) {
+	t.Helper()
+	eventually(t, 10*time.Second, "agent serving", func() bool {
+		resp, err := http.Get(a.server + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,30 +80,12 @@ func startBinary(t *testing.T, manifests, listen string) *runningAgent {
 // setpriv --bounding-set value) and extra flags.
 func startBinaryWith(t *testing.T, manifests, listen, bounding string, flags ...string) *runningAgent {
 	t.Helper()
-	require.FileExists(t, binaryPath, "build it first (make build)")
-	a := &runningAgent{logs: &lockedBuffer{}, server: "http://" + listen}
 	setpriv, err := exec.LookPath("setpriv")
 	require.NoError(t, err, "setpriv (util-linux) drops the agent's capabilities")
 	args := []string{"--bounding-set=" + bounding, "--inh-caps=-all", "--no-new-privs", "--",
 		binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", listen, "--pod-manifests-interval", "200ms"}
-	a.cmd = exec.Command(setpriv, append(args, flags...)...)
-	a.cmd.Stderr = a.logs
-	diesWithTheTest(a.cmd)
-	require.NoError(t, a.cmd.Start())
-	t.Cleanup(func() {
-		a.kill()
-		if t.Failed() {
-			t.Logf("agent %s log:\n%s", a.server, a.logs)
-		}
-	})
-	eventually(t, 10*time.Second, "agent serving", func() bool {
-		resp, err := http.Get(a.server + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	a := startProcess(t, "http://"+listen, setpriv, append(args, flags...)...)
+	a.waitHealthy(t)
 	return a
 }
 

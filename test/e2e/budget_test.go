@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -150,8 +148,6 @@ func TestPauseStopsEveryKill(t *testing.T) {
 	const n = 3
 	c := dial(t)
 	dir := t.TempDir()
-	socket := filepath.Join(dir, "api.sock")
-	server := "unix://" + socket
 	manifests := t.TempDir()
 	var names []string
 	for i := range n {
@@ -166,22 +162,7 @@ func TestPauseStopsEveryKill(t *testing.T) {
       terminationGracePeriodSeconds: 2
 `)), 0o644))
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests,
-		"--listen", server, "--state-dir", filepath.Join(dir, "state"))
-	var logs lockedBuffer
-	cmd.Stderr = &logs
-	diesWithTheTest(cmd)
-	require.NoError(t, cmd.Start())
-	defer func() {
-		cancel()
-		cmd.Wait() //nolint:errcheck // killed
-		if t.Failed() {
-			t.Logf("agent:\n%s", logs.String())
-		}
-	}()
-	eventually(t, 10*time.Second, "agent probing", func() bool { return strings.Contains(logs.String(), `"Probing"`) })
+	server := startUnixAgent(t, manifests, filepath.Join(dir, "api.sock"), "--state-dir", filepath.Join(dir, "state")).server
 
 	out, err := runBinary(t, "pause", "--server", server, "--reason", "e2e maintenance")
 	require.NoError(t, err, out)

@@ -85,6 +85,7 @@ func TestPodsWatchPrintsExit(t *testing.T) {
 	require.NoError(t, err)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
+	diesWithTheTest(cmd)
 	require.NoError(t, cmd.Start())
 	defer func() {
 		cancel()

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,23 +31,13 @@ type unixAgent struct {
 
 func startUnixAgent(t *testing.T, manifests, socket string, flags ...string) *unixAgent {
 	t.Helper()
-	require.FileExists(t, binaryPath, "build it first (make build)")
-	a := &unixAgent{runningAgent: &runningAgent{logs: &lockedBuffer{}, server: "unix://" + socket}, socket: socket}
+	server := "unix://" + socket
+	a := &unixAgent{socket: socket, runningAgent: startProcess(t, server, binaryPath, append([]string{"run", "--runtime-endpoint", endpoint,
+		"--pod-manifests", manifests, "--listen", server, "--pod-manifests-interval", "200ms"}, flags...)...)}
 	a.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 	}}}
-	a.cmd = exec.Command(binaryPath, append([]string{"run", "--runtime-endpoint", endpoint, "--pod-manifests", manifests, "--listen", a.server,
-		"--pod-manifests-interval", "200ms"}, flags...)...)
-	a.cmd.Stderr = a.logs
-	diesWithTheTest(a.cmd)
-	require.NoError(t, a.cmd.Start())
-	t.Cleanup(func() {
-		a.kill()
-		a.client.CloseIdleConnections()
-		if t.Failed() {
-			t.Logf("agent %s log:\n%s", a.server, a.logs)
-		}
-	})
+	t.Cleanup(a.client.CloseIdleConnections)
 	eventually(t, 10*time.Second, "agent serving", func() bool {
 		code, _, err := a.request("/healthz")
 		return err == nil && code == http.StatusOK

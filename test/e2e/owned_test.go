@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -385,28 +384,10 @@ spec:
 // root and log directories given.
 func startOwnerBinary(t *testing.T, dir, rootDir, logsDir string) *runningAgent {
 	t.Helper()
-	require.FileExists(t, binaryPath, "build it first (make build)")
 	listen := freePort(t)
-	a := &runningAgent{logs: &lockedBuffer{}, server: "http://" + listen}
-	a.cmd = exec.Command(binaryPath, "run", "--runtime-endpoint", endpoint, "--static-pod-path", dir, "--pod-manifests-interval", "200ms",
+	a := startProcess(t, "http://"+listen, binaryPath, "run", "--runtime-endpoint", endpoint, "--static-pod-path", dir, "--pod-manifests-interval", "200ms",
 		"--listen", listen, "--hostname-override", e2eNode, "--root-dir", rootDir, "--pod-logs-dir", logsDir, "--cgroup-root", "/cri-prober-e2e")
-	a.cmd.Stderr = a.logs
-	diesWithTheTest(a.cmd)
-	require.NoError(t, a.cmd.Start())
-	t.Cleanup(func() {
-		a.kill()
-		if t.Failed() {
-			t.Logf("agent %s log:\n%s", a.server, a.logs)
-		}
-	})
-	eventually(t, 10*time.Second, "agent serving", func() bool {
-		resp, err := http.Get(a.server + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	a.waitHealthy(t)
 	return a
 }
 

@@ -250,14 +250,14 @@ func (n *promNode) start(t *testing.T, auth promAuth) {
 	n.dir, n.rootDir = t.TempDir(), t.TempDir()
 	logsDir := t.TempDir()
 	n.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: auth.pool}}}
-	a := &runningAgent{logs: &lockedBuffer{}, server: "https://" + n.target()}
-	a.cmd = exec.Command(binaryPath, "run", "--runtime-endpoint", endpoint, "--static-pod-path", n.dir, "--pod-manifests-interval", "200ms",
+	// Cleanups run last first: the pods removed while the agent runs, then
+	// the agent killed (startProcess), then the root directory unmounted.
+	t.Cleanup(func() {
+		exec.Command("umount", "-R", "--lazy", n.rootDir).Run() //nolint:errcheck // nothing mounted is fine
+	})
+	n.agent = startProcess(t, "https://"+n.target(), binaryPath, "run", "--runtime-endpoint", endpoint, "--static-pod-path", n.dir, "--pod-manifests-interval", "200ms",
 		"--listen", n.listen, "--node-name", n.name, "--root-dir", n.rootDir, "--pod-logs-dir", logsDir, "--cgroup-root", "/cri-prober-e2e",
 		"--spec-sources", "manifests", "--kube-state-namespaces", n.namespace, "--web.config.file", auth.webConfig)
-	a.cmd.Stderr = a.logs
-	diesWithTheTest(a.cmd)
-	require.NoError(t, a.cmd.Start())
-	n.agent = a
 	t.Cleanup(func() {
 		entries, _ := os.ReadDir(n.dir)
 		for _, e := range entries {
@@ -270,13 +270,8 @@ func (n *promNode) start(t *testing.T, auth promAuth) {
 			}
 			return !slices.ContainsFunc(pods.Pods, func(p struct{ Namespace string }) bool { return p.Namespace == n.namespace })
 		})
-		a.kill()
-		exec.Command("umount", "-R", "--lazy", n.rootDir).Run() //nolint:errcheck // nothing mounted is fine
 		if !gone {
 			t.Errorf("cleanup: the pods of node %s were not removed", n.name)
-		}
-		if t.Failed() {
-			t.Logf("agent %s log:\n%s", n.name, a.logs)
 		}
 	})
 	eventually(t, 10*time.Second, "agent "+n.name+" serving", func() bool {

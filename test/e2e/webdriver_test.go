@@ -60,7 +60,7 @@ func startBrowser(t *testing.T) *browser {
 	_, port, err := net.SplitHostPort(freePort(t))
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
-	cmd := exec.Command(chromedriverPath, "--port="+port)
+	cmd := diesWithTheTest(exec.Command(chromedriverPath, "--port="+port))
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	b := &browser{t: t, driver: "http://127.0.0.1:" + port, client: &http.Client{Timeout: time.Minute}}
