@@ -3,10 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
@@ -112,10 +110,6 @@ func (a *Agent) newHooks() *hooks.Hooks {
 // (systemd's, or --listen's address bound now, so that the API is served
 // before the agent says it probes).
 func (a *Agent) serveAPI(c APIConfig) error {
-	// A scrape writes megabytes at thousands of probes: a flood of them
-	// from any local client is answered 503 beyond 2 at once, not with
-	// the CPU the probes need (as api.MaxBusyRequests bounds the rest).
-	metricsOpts := promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second, ErrorHandling: promhttp.ContinueOnError}
 	var all, probes prometheus.Gatherers
 	for _, r := range []*prometheus.Registry{a.cfg.AgentRegistry, a.cfg.ProbeRegistry} {
 		if r != nil {
@@ -135,8 +129,8 @@ func (a *Agent) serveAPI(c APIConfig) error {
 	}
 	server := api.New(api.Config{
 		Pods: a, History: a.Histories, Ledger: a.Ledger, Gates: a, Events: a.ring, Health: a.Health, Live: a.live.err,
-		Metrics:          promhttp.HandlerFor(all, metricsOpts),
-		ProbeMetrics:     promhttp.HandlerFor(probes, metricsOpts),
+		Metrics:          api.MetricsHandler(all),
+		ProbeMetrics:     api.MetricsHandler(probes),
 		KubeStateMetrics: api.NewKubeState(a, api.KubeStateOptions{NodeName: a.cfg.NodeName, HostIP: a.cfg.HostIP, Namespaces: c.KubeStateNamespaces}),
 		NodeName:         a.cfg.NodeName,
 		Profiling:        c.Profiling,

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
@@ -17,6 +20,14 @@ import (
 // take the CPU the probes need. Beyond it a client gets 503 with
 // Retry-After, as promhttp's in-flight limit answers /metrics.
 const MaxBusyRequests = 4
+
+// MetricsHandler serves a scrape of g, at most 2 at once: a scrape writes
+// megabytes at thousands of probes, and a flood of them from any local
+// client is answered 503 beyond that, not with the CPU the probes need
+// (as MaxBusyRequests bounds the rest).
+func MetricsHandler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second, ErrorHandling: promhttp.ContinueOnError})
+}
 
 // busyRetryAfter is the Retry-After of a busy answer, in seconds.
 const busyRetryAfter = 1
