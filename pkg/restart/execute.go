@@ -10,6 +10,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -84,8 +85,8 @@ func (r *Restarter) plan(p *pods.Pod, viewTime time.Time, state *podState) plan 
 	for {
 		now := r.clock.Now()
 		pl := makePlan(planInput{pod: p, viewTime: viewTime, results: r.results, backoff: r.backoff, state: state,
-			now: now, mode: r.mode, syncFrequency: r.syncFrequency, jitter: jitter, budget: r.budget.snapshot()})
-		if r.mode == Observe || r.budget.commit(pl.budgetVersion, p.Key, probeKills(&pl), now) {
+			now: now, mode: r.mode, syncFrequency: r.syncFrequency, jitter: jitter, budget: r.budget.Snapshot()})
+		if r.mode == Observe || r.budget.Commit(pl.budgetVersion, p.Key, probeKills(&pl), now) {
 			return pl
 		}
 	}
@@ -97,11 +98,11 @@ func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
 	if r.mode == Observe {
 		return
 	}
-	var list []DeferredKill
+	var list []killbudget.DeferredKill
 	now := r.clock.Now()
 	for _, d := range pl.deferred {
 		probe, _ := probeOf(d.cause)
-		list = append(list, DeferredKill{Namespace: p.Namespace, Pod: p.Name, Container: d.container.Name, ContainerID: d.instance.ID,
+		list = append(list, killbudget.DeferredKill{Namespace: p.Namespace, Pod: p.Name, Container: d.container.Name, ContainerID: d.instance.ID,
 			Probe: probe.String(), Reason: d.reason, Since: now, Until: d.until})
 		if !d.tell {
 			continue
@@ -110,17 +111,16 @@ func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
 		r.metrics.deferredTotal.WithLabelValues(d.reason).Inc()
 		r.eventf(p, d.container.Name, events.Warning, ReasonKillDeferred, "%s, kill deferred: %s", d.message, r.deferredWhy(d.killDecision, now))
 	}
-	r.budget.setDeferred(p.Key, list)
-	r.updateDeferredGauge()
+	r.budget.SetDeferred(p.Key, list)
 }
 
 // deferredWhy says why a kill waits and until when, naming the setting.
 func (r *Restarter) deferredWhy(d killDecision, now time.Time) string {
 	cfg := r.budget.Config()
 	switch d.reason {
-	case DeferPaused:
+	case killbudget.DeferPaused:
 		return "kills are paused on this node (cri-prober pause); it goes ahead after cri-prober resume if the probe still fails"
-	case DeferNode:
+	case killbudget.DeferNode:
 		return fmt.Sprintf("the node's restart budget of %s per %s (--kill-budget) is spent; it frees at %s (in %s), and the kill goes ahead then if the probe still fails",
 			plural(cfg.Node, "kill"), cfg.Interval, d.until.UTC().Format(time.RFC3339), d.until.Sub(now).Round(time.Second))
 	default:
@@ -134,13 +134,6 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// updateDeferredGauge sets how many kills wait, by reason.
-func (r *Restarter) updateDeferredGauge() {
-	for reason, n := range r.budget.deferredCounts() {
-		r.metrics.deferred.WithLabelValues(reason).Set(float64(n))
-	}
 }
 
 // updateWaiting shows why the pod's containers that are to start do not,

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -99,7 +100,7 @@ type planInput struct {
 	jitter        float64
 	// budget is the node's restart budget and pause, as the sync found
 	// them: probe-triggered kills past it wait (deferred).
-	budget budgetSnapshot
+	budget killbudget.Snapshot
 }
 
 // plan is what one sync of a pod does: kubelet's podActions, and every
@@ -243,7 +244,7 @@ func makePlan(in planInput) plan {
 		return pl
 	}
 	pl.podActions = computePodActions(p, in.results)
-	pl.budgetVersion = in.budget.version
+	pl.budgetVersion = in.budget.Version
 	if in.mode != Observe {
 		deferBudgeted(in, &pl)
 	}
