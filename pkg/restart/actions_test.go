@@ -12,13 +12,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// fakeResults is a resultReader the test fills.
-type fakeResults map[results.Key]results.Result
-
-func (f fakeResults) Get(k results.Key) (results.Result, bool) {
-	r, ok := f[k]
-	return r, ok
-}
+// fakeResults are the probes' results a test gives a plan.
+type fakeResults = podResults
 
 // testPod builds a pod of the given containers (in spec order), all
 // managed, its sandbox ready.

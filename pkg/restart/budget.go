@@ -72,20 +72,18 @@ func probeKills(pl *plan) int {
 	return n
 }
 
-// withheld is a result reader that hides the probe failures of the
-// instances whose kill waits: to the pod's actions they run as if their
-// probes had not failed.
-type withheld struct {
-	resultReader
-	ids map[string]bool
-}
-
-func (w withheld) Get(k results.Key) (results.Result, bool) {
-	r, ok := w.resultReader.Get(k)
-	if ok && r == results.Failure && w.ids[k.ContainerID] && (k.Type == results.Liveness || k.Type == results.Startup) {
-		return 0, false
+// withheld returns res without the liveness and startup failures of the
+// instances ids, whose kill waits: to the pod's actions they run as if
+// their probes had not failed.
+func withheld(res podResults, ids map[string]bool) podResults {
+	out := podResults{}
+	for k, r := range res {
+		if r == results.Failure && ids[k.ContainerID] && (k.Type == results.Liveness || k.Type == results.Startup) {
+			continue
+		}
+		out[k] = r
 	}
-	return r, ok
+	return out
 }
 
 // WithKillBudget sets the node's restart budget and pause (default: no

@@ -190,8 +190,6 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-			require.NoError(t, err)
 			mode := tt.mode
 			if mode == "" {
 				mode = Recreate
@@ -200,7 +198,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 			if res == nil {
 				res = fakeResults{}
 			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: newPodState(), now: planNow, mode: mode,
+			in := planInput{pod: tt.pod, viewTime: planNow, results: res, memory: newPlanMemory(), now: planNow, mode: mode,
 				syncFrequency: DefaultSyncFrequency, budget: tt.budget}
 			summary := func(pl plan) planSummary {
 				got := summarizePlan(pl)
@@ -226,7 +224,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 }
 
 // The plan says which deferrals to tell: a kill deferred for a reason is
-// told once (podState.deferTold), and again when it waits for another.
+// told once (planMemory.deferTold), and again when it waits for another.
 func TestMakePlanTellsADeferralOncePerReason(t *testing.T) {
 	node1 := killbudget.Config{Node: 1, Interval: 20 * time.Second}
 	for _, tt := range []struct {
@@ -240,16 +238,14 @@ func TestMakePlanTellsADeferralOncePerReason(t *testing.T) {
 		{"another reason: told", killbudget.DeferNode, budgetAt(node1, true, nil), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-			require.NoError(t, err)
 			c := planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}}, inst("app-0", "sb0", cri.StateRunning, 0, 0))
-			state := newPodState()
+			memory := newPlanMemory()
 			if tt.told != "" {
-				state.deferTold["app-0"] = tt.told
+				memory.deferTold["app-0"] = tt.told
 			}
 			pl := makePlan(planInput{pod: planPod(true, corev1.RestartPolicyAlways, sandboxes(cri.SandboxReady), c),
-				viewTime: planNow, results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure}, backoff: b,
-				state: state, now: planNow, mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: tt.budget})
+				viewTime: planNow, results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+				memory: memory, now: planNow, mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: tt.budget})
 			require.Len(t, pl.deferred, 1)
 			assert.Equal(t, tt.wantTell, pl.deferred[0].tell)
 		})
@@ -264,8 +260,6 @@ func TestKillBudgetWindow(t *testing.T) {
 	clk := clocktesting.NewFakeClock(planNow)
 	budget, err := killbudget.New(killbudget.Config{Node: 3, Interval: 20 * time.Second}, "")
 	require.NoError(t, err)
-	b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-	require.NoError(t, err)
 	round := func() (killed, deferred int, retry time.Duration) {
 		for i := range 10 {
 			c := planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}},
@@ -274,7 +268,7 @@ func TestKillBudgetWindow(t *testing.T) {
 			p.Key = "pod" + itoa(int64(i))
 			res := fakeResults{{ContainerID: c.Current.ID, Type: results.Liveness}: results.Failure}
 			for {
-				pl := makePlan(planInput{pod: p, viewTime: clk.Now(), results: res, backoff: b, state: newPodState(), now: clk.Now(),
+				pl := makePlan(planInput{pod: p, viewTime: clk.Now(), results: res, memory: newPlanMemory(), now: clk.Now(),
 					mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: budget.Snapshot()})
 				if !budget.Commit(pl.budgetVersion, p.Key, probeKills(&pl), clk.Now()) {
 					continue

@@ -48,7 +48,7 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 	w.needView = pl.needView
 	r.tellDeferred(w, p, pl)
 	for _, c := range pl.backoffEvents {
-		w.state.reported[lastExit(c).ID] = true
+		w.state.memory.reported[lastExit(c).ID] = true
 		r.eventf(p, c.Name, events.Warning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.Name, p.Namespace, p.UID)
 	}
 	if r.mode == Observe {
@@ -77,14 +77,19 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 	return retry
 }
 
-// plan makes the pod's plan and spends its probe-triggered kills in the
-// restart budget; a plan made from a budget that changed meanwhile (kills
-// of another pod, a pause) is made again from the new one.
+// plan makes the pod's plan from what it reads once — the probes' results
+// of its instances, its back-off (expired entries collected first, as
+// kubelet's housekeeping does) and the plan's memory — and spends its
+// probe-triggered kills in the restart budget; a plan made from a budget
+// that changed meanwhile (kills of another pod, a pause) is made again
+// from the new one.
 func (r *Restarter) plan(p *pods.Pod, viewTime time.Time, state *podState) plan {
 	jitter := r.jitter()
+	r.backoff.GC(r.clock.Now())
+	res, backoff := readResults(r.results, p), readBackoff(r.backoff, p)
 	for {
 		now := r.clock.Now()
-		pl := makePlan(planInput{pod: p, viewTime: viewTime, results: r.results, backoff: r.backoff, state: state,
+		pl := makePlan(planInput{pod: p, viewTime: viewTime, results: res, backoff: backoff, memory: state.memory,
 			now: now, mode: r.mode, syncFrequency: r.syncFrequency, jitter: jitter, budget: r.budget.Snapshot()})
 		if r.mode == Observe || r.budget.Commit(pl.budgetVersion, p.Key, probeKills(&pl), now) {
 			return pl
@@ -107,7 +112,7 @@ func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
 		if !d.tell {
 			continue
 		}
-		w.state.deferTold[d.instance.ID] = d.reason
+		w.state.memory.deferTold[d.instance.ID] = d.reason
 		r.metrics.deferredTotal.WithLabelValues(d.reason).Inc()
 		r.eventf(p, d.container.Name, events.Warning, ReasonKillDeferred, "%s, kill deferred: %s", d.message, r.deferredWhy(d.killDecision, now))
 	}

@@ -361,7 +361,8 @@ func TestSyncRuntimeError(t *testing.T) {
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
 	st.rt.SetError("RunPodSandbox", errors.New("no network"))
 	retry := st.r.execute(context.Background(), st.w, st.view(t, m, true), makePlan(planInput{pod: st.view(t, m, true), viewTime: planNow,
-		results: st.store, backoff: st.r.backoff, state: st.w.state, now: planNow, mode: Recreate}))
+		results: readResults(st.store, st.view(t, m, true)), backoff: readBackoff(st.r.backoff, st.view(t, m, true)), memory: st.w.state.memory,
+		now: planNow, mode: Recreate}))
 	assert.Equal(t, failedActionBackoff, retry)
 	assert.Contains(t, st.events.messages(), "FailedCreatePodSandBox: Failed to create pod sandbox: no network")
 	assert.Equal(t, []string{"sandbox 0"}, st.maker.calls, "no container without a sandbox")

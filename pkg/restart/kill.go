@@ -26,7 +26,7 @@ func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod,
 	if err != nil {
 		return err
 	}
-	w.state.killed[k.instance.ID] = true
+	w.state.memory.killed[k.instance.ID] = true
 	if t, ok := probeOf(k.cause); ok {
 		r.metrics.killed(p, k.container.Name, t.String())
 	}

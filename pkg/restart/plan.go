@@ -9,23 +9,31 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// podState is what a pod's worker remembers between its syncs. The plan
-// reads it; the executor writes it. Owned by the worker's goroutine.
-type podState struct {
+// planMemory is what a pod's plans remember of the syncs before: the
+// plan reads it, the executor writes it as the plan's outputs say.
+type planMemory struct {
 	// killed are the instances the agent killed, by ID: their exit is not
 	// one of their own (no settle time before the restart).
 	killed map[string]bool
 	// reported are the exits whose back-off was reported (one BackOff
 	// event per exit, not one per sync).
 	reported map[string]bool
-	// told are the actions --restart=none told (once each).
-	told map[string]bool
 	// deferTold are the kills whose deferral was told, with the reason
 	// told (once per reason).
 	deferTold map[string]string
+}
+
+// podState is what a pod's worker remembers between its syncs: the plan's
+// memory, and the executor's bookkeeping, which no plan reads. Owned by
+// the worker's goroutine.
+type podState struct {
+	memory planMemory
+	// told are the actions --restart=none told (once each).
+	told map[string]bool
 	// pending are the ledger entries of kills whose restart waits, by the
 	// killed instance's ID: recorded when the replacement starts.
 	pending map[string]Entry
@@ -41,8 +49,11 @@ type podState struct {
 }
 
 func newPodState() *podState {
-	return &podState{killed: map[string]bool{}, reported: map[string]bool{}, told: map[string]bool{},
-		deferTold: map[string]string{}, pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+	return &podState{memory: newPlanMemory(), told: map[string]bool{}, pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+}
+
+func newPlanMemory() planMemory {
+	return planMemory{killed: map[string]bool{}, reported: map[string]bool{}, deferTold: map[string]string{}}
 }
 
 // prune drops what the state keeps about instances the pod no longer has
@@ -59,7 +70,7 @@ func (s *podState) prune(p *pods.Pod) {
 			live[i.ID] = true
 		}
 	}
-	for _, m := range []map[string]bool{s.killed, s.reported, s.told} {
+	for _, m := range []map[string]bool{s.memory.killed, s.memory.reported, s.told} {
 		for id := range m {
 			if !live[id] {
 				delete(m, id)
@@ -71,9 +82,9 @@ func (s *podState) prune(p *pods.Pod) {
 			delete(s.pending, id)
 		}
 	}
-	for id := range s.deferTold {
+	for id := range s.memory.deferTold {
 		if !live[id] {
-			delete(s.deferTold, id)
+			delete(s.memory.deferTold, id)
 		}
 	}
 	for name := range s.failed {
@@ -83,16 +94,19 @@ func (s *podState) prune(p *pods.Pod) {
 	}
 }
 
-// planInput is everything one sync of a pod decides from.
+// planInput is everything one sync of a pod decides from: values, read
+// once, so that the same input always gives the same plan.
 type planInput struct {
 	pod *pods.Pod
 	// viewTime is when the relist the pod comes from started.
 	viewTime time.Time
-	results  resultReader
-	backoff  *Backoff[containerKey]
-	state    *podState
-	now      time.Time
-	mode     Mode
+	// results are the probes' results of the pod's current instances.
+	results podResults
+	// backoff is the restart back-off of the pod's containers.
+	backoff backoffSnapshot
+	memory  planMemory
+	now     time.Time
+	mode    Mode
 	// syncFrequency caps the wait before the retry after a back-off, and
 	// jitter, in [0, 1), places that retry in kubelet's window (its pod
 	// worker's requeue, jittered by up to half).
@@ -343,18 +357,17 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 	if finished.IsZero() {
 		finished = in.viewTime // the runtime did not say: from when it was seen
 	}
-	if last == cur && !in.state.killed[last.ID] && !pl.createSandbox {
+	if last == cur && !in.memory.killed[last.ID] && !pl.createSandbox {
 		if settled := finished.Add(exitSettle); in.viewTime.Before(settled) {
 			pl.needView = later(pl.needView, settled)
 			pl.retry = sooner(pl.retry, max(settled.Sub(in.now), time.Millisecond))
 			return s, false
 		}
 	}
-	key := containerKey{p.Key, c.Name}
-	if wait := in.backoff.Wait(key, finished, in.now); wait > 0 {
-		pl.waiting[c.Name] = pods.Waiting{Reason: WaitingCrashLoop, Until: finished.Add(in.backoff.Delay(key)),
-			Message: "back-off " + in.backoff.Delay(key).String() + " restarting failed container=" + c.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + p.UID + ")"}
-		if !in.state.reported[last.ID] {
+	if wait, delay := in.backoff.wait(c.Name, finished, in.now); wait > 0 {
+		pl.waiting[c.Name] = pods.Waiting{Reason: WaitingCrashLoop, Until: finished.Add(delay),
+			Message: "back-off " + delay.String() + " restarting failed container=" + c.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + p.UID + ")"}
+		if !in.memory.reported[last.ID] {
 			pl.backoffEvents = append(pl.backoffEvents, c)
 		}
 		pl.retry = sooner(pl.retry, time.Duration(float64(min(wait, in.syncFrequency))*(1+backoffRetryJitter*in.jitter)))
@@ -379,7 +392,7 @@ func deferBudgeted(in planInput, pl *plan) {
 		}
 		id := pl.kill[i].instance.ID
 		ids[id] = true
-		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d, tell: in.state.deferTold[id] != d.reason})
+		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d, tell: in.memory.deferTold[id] != d.reason})
 		if !d.until.IsZero() {
 			pl.retry = sooner(pl.retry, max(d.until.Sub(in.now), time.Millisecond))
 		}
@@ -387,8 +400,43 @@ func deferBudgeted(in planInput, pl *plan) {
 	if len(deferred) == 0 {
 		return
 	}
-	pl.podActions = computePodActions(in.pod, withheld{resultReader: in.results, ids: ids})
+	pl.podActions = computePodActions(in.pod, withheld(in.results, ids))
 	pl.deferred = deferred
+}
+
+// podResults are the probes' results of a pod's current instances, read
+// once for a plan: a result landing meanwhile waits for the next plan.
+type podResults map[results.Key]results.Result
+
+func (r podResults) Get(k results.Key) (results.Result, bool) {
+	v, ok := r[k]
+	return v, ok
+}
+
+// readResults reads the results of p's current instances from store.
+func readResults(store resultReader, p *pods.Pod) podResults {
+	out := podResults{}
+	for _, c := range p.Containers {
+		if c.Current == nil {
+			continue
+		}
+		for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
+			k := results.Key{ContainerID: c.Current.ID, Type: t}
+			if r, ok := store.Get(k); ok {
+				out[k] = r
+			}
+		}
+	}
+	return out
+}
+
+// readBackoff reads the restart back-off of p's containers.
+func readBackoff(b *Backoff[containerKey], p *pods.Pod) backoffSnapshot {
+	keys := map[string]containerKey{}
+	for _, c := range p.Containers {
+		keys[c.Name] = containerKey{p.Key, c.Name}
+	}
+	return b.snapshot(keys)
 }
 
 // killCause is the cause of the kill of instance id in kills.

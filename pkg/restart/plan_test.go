@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -147,8 +146,10 @@ func TestMakePlan(t *testing.T) {
 		name    string
 		pod     *pods.Pod
 		results fakeResults
-		backoff func(*Backoff[containerKey])
-		state   func(*podState)
+		// backoff is the restart back-off of the pod's containers, by
+		// name (expiring as kubelet's, 600 s after the last update).
+		backoff map[string]backoffEntry
+		memory  func(*planMemory)
 		mode    Mode
 		// jitter and syncFrequency place the retry after a back-off
 		// (default: none, and kubelet's minute).
@@ -321,8 +322,8 @@ func TestMakePlan(t *testing.T) {
 		{
 			name: "an exit the agent caused (its kill): no settle time",
 			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 0))),
-			state: func(s *podState) {
-				s.killed["app-0"] = true
+			memory: func(m *planMemory) {
+				m.killed["app-0"] = true
 			},
 			want: planSummary{starts: []string{"app (from app-0, attempt 1, cause exit)"}},
 		},
@@ -335,15 +336,10 @@ func TestMakePlan(t *testing.T) {
 				remove: []string{"app-1", "app-0"}},
 		},
 		{
-			name: "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 10))),
-			backoff: func(b *Backoff[containerKey]) {
-				b.Next(containerKey{"uid", "app"}, planNow.Add(-200*time.Second), planNow.Add(-200*time.Second)) // 10 s
-				for range 4 {
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second)) // … 160 s
-				}
-			},
-			want: planSummary{waiting: []string{"app: CrashLoopBackOff"}, backoffEvents: []string{"app"}, retry: time.Minute},
+			name:    "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 10))),
+			backoff: map[string]backoffEntry{"app": {delay: 160 * time.Second, lastUpdate: planNow.Add(-10 * time.Second)}},
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, backoffEvents: []string{"app"}, retry: time.Minute},
 		},
 		{
 			// kubelet's completeWork: min(expiry, resync interval), jittered
@@ -351,50 +347,36 @@ func TestMakePlan(t *testing.T) {
 			// within 90 s, not up to 435 s later; the back-off's last minute
 			// is looked at once more at its expiry, jittered by half of
 			// what is left.
-			name: "in a 300 s back-off with the worst jitter: looked at again within 1.5 minutes, not 1.5× the wait",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 10))),
-			backoff: func(b *Backoff[containerKey]) {
-				for range 7 { // 10, 20, … 300 s
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second))
-				}
-			},
-			state:  func(s *podState) { s.reported["app-7"] = true },
-			jitter: 1,
-			want:   planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 90 * time.Second},
+			name:    "in a 300 s back-off with the worst jitter: looked at again within 1.5 minutes, not 1.5× the wait",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 10))),
+			backoff: map[string]backoffEntry{"app": {delay: 300 * time.Second, lastUpdate: planNow.Add(-10 * time.Second)}},
+			memory:  func(m *planMemory) { m.reported["app-7"] = true },
+			jitter:  1,
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 90 * time.Second},
 		},
 		{
-			name: "the back-off's last 20 s with the worst jitter: looked at again 30 s later, within 10 s of its expiry",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 280))),
-			backoff: func(b *Backoff[containerKey]) {
-				for range 7 {
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-280*time.Second), planNow.Add(-280*time.Second))
-				}
-			},
-			state:  func(s *podState) { s.reported["app-7"] = true },
-			jitter: 1,
-			want:   planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 30 * time.Second},
+			name:    "the back-off's last 20 s with the worst jitter: looked at again 30 s later, within 10 s of its expiry",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 280))),
+			backoff: map[string]backoffEntry{"app": {delay: 300 * time.Second, lastUpdate: planNow.Add(-280 * time.Second)}},
+			memory:  func(m *planMemory) { m.reported["app-7"] = true },
+			jitter:  1,
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 30 * time.Second},
 		},
 		{
-			name: "kubelet's syncFrequency set shorter (4 s): a 20 s back-off is looked at again within 6 s",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-5", "sb0", cri.StateExited, 1, 1))),
-			backoff: func(b *Backoff[containerKey]) {
-				for range 2 { // 10, 20 s
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-time.Second), planNow.Add(-time.Second))
-				}
-			},
-			state:         func(s *podState) { s.reported["app-5"] = true },
+			name:          "kubelet's syncFrequency set shorter (4 s): a 20 s back-off is looked at again within 6 s",
+			pod:           planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-5", "sb0", cri.StateExited, 1, 1))),
+			backoff:       map[string]backoffEntry{"app": {delay: 20 * time.Second, lastUpdate: planNow.Add(-time.Second)}},
+			memory:        func(m *planMemory) { m.reported["app-5"] = true },
 			jitter:        1,
 			syncFrequency: 4 * time.Second,
 			want:          planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 6 * time.Second},
 		},
 		{
-			name: "in CrashLoopBackOff, already reported: no second event",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
-			backoff: func(b *Backoff[containerKey]) {
-				b.Next(containerKey{"uid", "app"}, planNow.Add(-20*time.Second), planNow.Add(-20*time.Second))
-			},
-			state: func(s *podState) { s.reported["app-3"] = true },
-			want:  planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 8 * time.Second},
+			name:    "in CrashLoopBackOff, already reported: no second event",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
+			backoff: map[string]backoffEntry{"app": {delay: 10 * time.Second, lastUpdate: planNow.Add(-20 * time.Second)}},
+			memory:  func(m *planMemory) { m.reported["app-3"] = true },
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 8 * time.Second},
 		},
 		{
 			name: "--restart=stop: kills, starts nothing",
@@ -408,14 +390,9 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-			require.NoError(t, err)
-			if tt.backoff != nil {
-				tt.backoff(b)
-			}
-			state := newPodState()
-			if tt.state != nil {
-				tt.state(state)
+			memory := newPlanMemory()
+			if tt.memory != nil {
+				tt.memory(&memory)
 			}
 			mode := tt.mode
 			if mode == "" {
@@ -429,7 +406,8 @@ func TestMakePlan(t *testing.T) {
 			if syncFrequency == 0 {
 				syncFrequency = DefaultSyncFrequency
 			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: state, now: planNow, mode: mode,
+			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: backoffSnapshot{expiry: crashLoopExpiry, entries: tt.backoff},
+				memory: memory, now: planNow, mode: mode,
 				syncFrequency: syncFrequency, jitter: tt.jitter}
 			pl := makePlan(in)
 			got := summarizePlan(pl)
