@@ -190,16 +190,9 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mode := tt.mode
-			if mode == "" {
-				mode = Recreate
-			}
-			res := tt.results
-			if res == nil {
-				res = fakeResults{}
-			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, memory: newPlanMemory(), now: planNow, mode: mode,
-				syncFrequency: DefaultSyncFrequency, budget: tt.budget}
+			in := rowInput(tt.pod, tt.results, tt.mode)
+			in.budget = tt.budget
+			mode := in.mode
 			summary := func(pl plan) planSummary {
 				got := summarizePlan(pl)
 				if mode == Observe {

@@ -41,10 +41,10 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		return 0
 	}
 	w.state.prune(p)
-	if regularMade(p) {
+	pl := r.plan(p, v.Time, w.state)
+	if pl.initialized {
 		r.setInitialized(w.key)
 	}
-	pl := r.plan(p, v.Time, w.state)
 	w.needView = pl.needView
 	r.tellDeferred(w, p, pl)
 	for _, c := range pl.backoffEvents {
@@ -160,17 +160,6 @@ func (r *Restarter) updateWaiting(w *podWorker, p *pods.Pod, pl plan) {
 	r.setWaiting(w.key, waiting)
 }
 
-// regularMade reports whether a regular container of p has an instance:
-// the pod initialized (its init containers done) before it was made.
-func regularMade(p *pods.Pod) bool {
-	for _, c := range p.Containers {
-		if c.Kind == spec.Regular && len(c.Instances) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // isRunning reports whether container name of p runs.
 func isRunning(p *pods.Pod, name string) bool {
 	c, ok := p.Container(name)
@@ -178,9 +167,10 @@ func isRunning(p *pods.Pod, name string) bool {
 }
 
 // execute carries a plan out through CRI in kubelet's SyncPod order: the
-// pod killed (or the containers to kill), the sandbox made, the init
-// containers then the containers started, dead instances removed. It
-// returns when to look again after a failed call (0: at the next change).
+// pod killed (or the containers to kill), the instances no longer needed
+// removed, the sandbox made, the init containers then the containers
+// started. It returns when to look again after a failed call (0: at the
+// next change).
 func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl plan) time.Duration {
 	for _, c := range pl.abandon {
 		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
@@ -208,6 +198,11 @@ func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl p
 			}
 		}
 	}
+	for _, c := range pl.remove {
+		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
+			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", c.ID, "err", err)
+		}
+	}
 	sandbox := p.Sandbox
 	if pl.createSandbox {
 		var err error
@@ -222,11 +217,6 @@ func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl p
 			if s.container.Kind.IsInit() && s.container.Kind != spec.Sidecar {
 				break // the pod cannot go on until this one runs
 			}
-		}
-	}
-	for _, c := range pl.remove {
-		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
-			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", c.ID, "err", err)
 		}
 	}
 	return retry

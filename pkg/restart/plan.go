@@ -132,9 +132,16 @@ type plan struct {
 	// then regular ones. A regular init container that cannot start ends
 	// the list (the next ones wait for it).
 	starts []startAction
-	// remove are dead instances no longer needed: kubelet keeps the newest
-	// dead one of each container, for its logs and exit.
+	// remove are instances no longer needed, removed before the sandbox is
+	// made and anything started: the dead ones of a container that starts
+	// again but the newest (kubelet keeps it, for its logs and exit:
+	// pruneInitContainersBeforeStart), or with a new sandbox every init
+	// container's (purgeInitContainers: the new sandbox runs them again).
 	remove []*cri.Container
+	// initialized: a regular container of the pod has an instance, so the
+	// pod initialized (its init containers done) before it was made; its
+	// status then keeps kubelet's Initialized condition.
+	initialized bool
 	// abandon are replacements created by an interrupted restart of a
 	// container that runs again: removed, never started beside it.
 	abandon []*cri.Container
@@ -234,7 +241,7 @@ const DefaultSyncFrequency = time.Minute
 // gives the same plan.
 func makePlan(in planInput) plan {
 	p := in.pod
-	var pl plan
+	pl := plan{initialized: regularMade(p)}
 	switch {
 	case !p.Managed() && !p.Owned, p.ManifestInvalid:
 		return pl
@@ -277,6 +284,9 @@ func makePlan(in planInput) plan {
 	}
 	if in.mode == StopOnly {
 		pl.startInit, pl.start, pl.createSandbox = nil, nil, false
+		for i := range pl.kill {
+			pl.kill[i].restarts = false
+		}
 		return pl
 	}
 	if len(pl.reset) > 0 {
@@ -297,12 +307,37 @@ func makePlan(in planInput) plan {
 			break // the next init containers wait for this one
 		}
 	}
-	if !pl.createSandbox {
+	if pl.createSandbox {
+		pl.remove = initInstances(p)
+	} else {
 		for _, s := range pl.starts {
 			pl.remove = append(pl.remove, deadInstances(s.container, killedNow)...)
 		}
 	}
 	return pl
+}
+
+// initInstances are every instance of the pod's init containers: a new
+// sandbox runs them again (kubelet's purgeInitContainers).
+func initInstances(p *pods.Pod) []*cri.Container {
+	var out []*cri.Container
+	for _, c := range p.Containers {
+		if c.Kind.IsInit() {
+			out = append(out, c.Instances...)
+		}
+	}
+	return out
+}
+
+// regularMade reports whether a regular container of p has an instance:
+// the pod initialized (its init containers done) before it was made.
+func regularMade(p *pods.Pod) bool {
+	for _, c := range p.Containers {
+		if c.Kind == spec.Regular && len(c.Instances) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // decideStart decides how container c starts now, or why it does not (in

@@ -133,6 +133,20 @@ func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Sandbox, contai
 	return p
 }
 
+// rowInput is the plan input of a table row at planNow: mode Recreate
+// unless given, no results unless given, an empty memory and back-off,
+// kubelet's syncFrequency.
+func rowInput(pod *pods.Pod, res fakeResults, mode Mode) planInput {
+	if mode == "" {
+		mode = Recreate
+	}
+	if res == nil {
+		res = fakeResults{}
+	}
+	return planInput{pod: pod, viewTime: planNow, results: res, memory: newPlanMemory(), now: planNow, mode: mode,
+		syncFrequency: DefaultSyncFrequency}
+}
+
 // Every decision of a sync, from the pod's view, the probes' results, the
 // back-off state and the time: kubelet's computePodActions and what its
 // SyncPod decides while carrying them out (new sandbox, RestartAll,
@@ -394,26 +408,107 @@ func TestMakePlan(t *testing.T) {
 			if tt.memory != nil {
 				tt.memory(&memory)
 			}
-			mode := tt.mode
-			if mode == "" {
-				mode = Recreate
+			in := rowInput(tt.pod, tt.results, tt.mode)
+			in.backoff, in.memory, in.jitter = backoffSnapshot{expiry: crashLoopExpiry, entries: tt.backoff}, memory, tt.jitter
+			if tt.syncFrequency != 0 {
+				in.syncFrequency = tt.syncFrequency
 			}
-			res := tt.results
-			if res == nil {
-				res = fakeResults{}
-			}
-			syncFrequency := tt.syncFrequency
-			if syncFrequency == 0 {
-				syncFrequency = DefaultSyncFrequency
-			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: backoffSnapshot{expiry: crashLoopExpiry, entries: tt.backoff},
-				memory: memory, now: planNow, mode: mode,
-				syncFrequency: syncFrequency, jitter: tt.jitter}
 			pl := makePlan(in)
 			got := summarizePlan(pl)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.keepsWaiting, pl.waiting == nil, "a plan that decides no starts leaves the waiting reasons as they were")
 			assert.Equal(t, got, summarizePlan(makePlan(in)), "pure: the same input, the same plan")
+		})
+	}
+}
+
+// What the plan decides for the executor beyond kubelet's podActions,
+// which the executor only carries out: whether each kill's container
+// starts again (its ledger entry waits for the replacement, or is a stop
+// at once), the instances removed (with a new sandbox, every init
+// container's: kubelet's purgeInitContainers), and whether the pod
+// initialized (its status keeps the Initialized condition).
+func TestMakePlanDecidesForTheExecutor(t *testing.T) {
+	ready, notReady := cri.SandboxReady, cri.SandboxNotReady
+	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
+	live := &spec.Container{Liveness: &corev1.Probe{}}
+	type decided struct {
+		restarts    []string // killed instances whose container starts again
+		remove      []string
+		initialized bool
+	}
+	tests := []struct {
+		name    string
+		pod     *pods.Pod
+		results fakeResults
+		mode    Mode
+		want    decided
+	}{
+		{
+			name:    "a liveness kill under Always: the container starts again",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, live, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			want:    decided{restarts: []string{"app-0"}, initialized: true},
+		},
+		{
+			name: "a liveness kill under Never while another container runs: stopped for good",
+			pod: planPod(true, never, sandboxes(ready), planContainer("app", spec.Regular, live, inst("app-0", "sb0", cri.StateRunning, 0, 0)),
+				planContainer("log", spec.Regular, nil, inst("log-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			want:    decided{initialized: true},
+		},
+		{
+			name:    "--restart=stop: a kill never restarts",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, live, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			mode:    StopOnly,
+			want:    decided{initialized: true},
+		},
+		{
+			name: "a new sandbox: every init container's instances removed, to run again",
+			pod: planPod(true, always, sandboxes(notReady), planContainer("setup", spec.Init, nil, inst("setup-1", "sb0", cri.StateExited, 0, 100),
+				inst("setup-0", "sb0", cri.StateExited, 1, 200)), planContainer("proxy", spec.Sidecar, nil, inst("proxy-0", "sb0", cri.StateExited, 0, 100)),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 100))),
+			want: decided{remove: []string{"setup-1", "setup-0", "proxy-0"}, initialized: true},
+		},
+		{
+			name: "--restart=stop and a dead sandbox: no new sandbox, nothing purged",
+			pod: planPod(true, always, sandboxes(notReady), planContainer("setup", spec.Init, nil, inst("setup-0", "sb0", cri.StateExited, 0, 100)),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 100))),
+			mode: StopOnly,
+			want: decided{initialized: true},
+		},
+		{
+			name: "its init containers still run, no regular container made: not initialized",
+			pod: planPod(true, always, sandboxes(ready), planContainer("setup", spec.Init, nil, inst("setup-0", "sb0", cri.StateRunning, 0, 0)),
+				planContainer("app", spec.Regular, nil)),
+			want: decided{},
+		},
+		{
+			name: "someone else's stopped pod, a regular container made: initialized though nothing is planned",
+			pod: planPod(false, always, sandboxes(notReady), planContainer("setup", spec.Init, nil),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 0, 100))),
+			want: decided{initialized: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := rowInput(tt.pod, tt.results, tt.mode)
+			summary := func(pl plan) decided {
+				d := decided{initialized: pl.initialized}
+				for _, k := range pl.kill {
+					if k.restarts {
+						d.restarts = append(d.restarts, k.instance.ID)
+					}
+				}
+				for _, i := range pl.remove {
+					d.remove = append(d.remove, i.ID)
+				}
+				return d
+			}
+			got := summary(makePlan(in))
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got, summary(makePlan(in)), "pure: the same input, the same plan")
 		})
 	}
 }
