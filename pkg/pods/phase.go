@@ -33,7 +33,7 @@ var noResults = results.NewStore()
 // store nil: no results yet). The view (Resolve) and the report
 // (ReportPod) both take it from here.
 func podPhase(p *Pod, store *results.Store) corev1.PodPhase {
-	return phase(p, func(c *Container) bool { return containerStarted(c, store) })
+	return phase(p, PodStatus{}, func(c *Container) bool { return containerStarted(c, store) })
 }
 
 // containerStarted is a container's Started flag, kubelet's
@@ -54,14 +54,15 @@ func containerStarted(c *Container, store *results.Store) bool {
 }
 
 // phase is kubelet 1.36's getPhase (ContainerRestartRules on) over the
-// pod's containers' statuses (statusOf). started says whether a running
+// pod's containers' statuses (statusOf, with what the pod's syncs add:
+// added). started says whether a running
 // sidecar has started (passed its startup probe). A pod someone else made
 // is terminal once it has no ready sandbox (the agent does not make
 // sandboxes for it); an owned pod's sandbox is made again, so only its
 // removal ends it.
-func phase(p *Pod, started func(*Container) bool) corev1.PodPhase {
+func phase(p *Pod, added PodStatus, started func(*Container) bool) corev1.PodPhase {
 	in := initFactsOf(p)
-	return phaseOf(p, in, func(c *Container) apiStatus { return statusOf(p, c, in) }, started)
+	return phaseOf(p, in, func(c *Container) apiStatus { return statusOf(p, c, in, added) }, started)
 }
 
 // phaseOf is phase with the containers' statuses given.

@@ -149,6 +149,15 @@ func (r *Resolver) View() *View {
 	return Resolve(nil, Inputs{})
 }
 
+// Status returns the pods' status as the latest view alone shows it,
+// with nothing added: theirs when no pod sync runs.
+func (r *Resolver) Status() *Status {
+	if s := r.publisher.LatestStatus(); s != nil {
+		return s
+	}
+	return NewStatus(r.View(), nil, nil)
+}
+
 // Run resolves every change of the runtime (changes, a Poller.Watch
 // subscription) and of the manifests until ctx is done. What changed for
 // the readers is the one diff of the views (ChangedPods).

@@ -196,5 +196,5 @@ func TestResolverResolvesAgainOnAStartupResult(t *testing.T) {
 	store.Set(results.Key{ContainerID: proxy, Type: results.Startup}, results.Success, "uid-web")
 	require.Eventually(t, func() bool { return phase() == corev1.PodRunning }, 5*time.Second, time.Millisecond, "started, with no relist: Running")
 	p, _ := r.View().Pod("uid-web")
-	assert.Equal(t, corev1.PodRunning, ReportPod(p, store, GateSet{}).Phase, "the report agrees")
+	assert.Equal(t, corev1.PodRunning, ReportPod(p, PodStatus{}, store, GateSet{}).Phase, "the report agrees")
 }

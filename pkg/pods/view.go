@@ -86,11 +86,10 @@ func (v *View) at(t time.Time, seq uint64) *View {
 	return &out
 }
 
-// With returns a view like v in which the pods of the given keys are
-// replaced by the given ones (a key v does not have is ignored). The pod
-// sync publishes the pods' status this way: a pod it is acting on stays
-// as its action began until the runtime shows the outcome.
-func (v *View) With(replaced map[string]*Pod) *View {
+// with returns a view like v in which the pods of the given keys are
+// replaced by the given ones (a key v does not have is ignored): the pods'
+// status shows a pod held by a sync this way (NewStatus).
+func (v *View) with(replaced map[string]*Pod) *View {
 	if len(replaced) == 0 {
 		return v
 	}
@@ -153,11 +152,6 @@ type Pod struct {
 	// created from the spec (Manifest.Object). Otherwise someone else
 	// made the pod and the agent only acts on what the runtime has.
 	Owned bool
-	// WasInitialized says the pod sync saw the pod initialized (a regular
-	// container made) since the agent started: kubelet never turns a
-	// pod's Initialized condition back to False (a pod restarting in
-	// place, a new sandbox). Set only in the pods' status.
-	WasInitialized bool
 	// Orphaned is an owned pod whose manifest is gone (or changed, which
 	// makes it another pod): it is to be stopped and removed.
 	Orphaned bool
@@ -273,32 +267,6 @@ type Container struct {
 	Current *cri.Container
 	// Instances are all of its instances, newest first.
 	Instances []*cri.Container
-	// Waiting says why the pod sync does not start it now (kubelet's
-	// waiting reason: CrashLoopBackOff, ErrImagePull…); nil when nothing
-	// holds it back. Set only in the pods' status (the pod sync's view).
-	Waiting *Waiting
-	// Reset says the pod sync removed the container's instances to
-	// restart every container of the pod in place (RestartAllContainers);
-	// nil if it did not. Set only in the pods' status.
-	Reset *Reset
-}
-
-// Reset is what kubelet's status keeps of a container a
-// RestartAllContainers reset removed: its restart count, one more than
-// before (and the removal as its last termination state, until a newer
-// instance exits).
-type Reset struct {
-	RestartCount int32
-}
-
-// Waiting is why a container that is to start does not, and until when.
-type Waiting struct {
-	// Reason is kubelet's: CrashLoopBackOff, ImagePullBackOff,
-	// ErrImagePull, CreateContainerConfigError, …
-	Reason  string
-	Message string
-	// Until is when it is tried again (zero: at the next change).
-	Until time.Time
 }
 
 // Probed reports whether the container is probed.
