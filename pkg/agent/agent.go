@@ -239,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
 	}
-	a.Resolver = pods.NewResolver(append(ropts, pods.WithResults(a.Store))...)
+	a.Resolver = pods.NewResolver(ropts...)
 
 	var eopts []exec.Option
 	if cfg.MaxExecPerPod > 0 {

@@ -369,6 +369,8 @@ func TestPhase(t *testing.T) {
 			sb := sandbox("sb1", "web", "u", tt.sandboxReady, 0)
 			p := &Pod{Key: "u", Sandbox: sb, Sandboxes: []*cri.Sandbox{sb}, Policy: spec.PodPolicy{RestartPolicy: tt.policy}, Containers: tt.containers}
 			assert.Equal(t, tt.want, phase(p, PodStatus{}, func(c *Container) bool { return c.Running() }))
+			assert.Equal(t, terminal(tt.want), terminal(phase(p, PodStatus{}, func(*Container) bool { return false })),
+				"no sidecar started: terminal in both or in neither")
 		})
 	}
 }
@@ -448,13 +450,15 @@ func TestPodIPPrefersTheNodesFamily(t *testing.T) {
 	}
 }
 
-// The phase is one computation (podPhase) read by the view, on which the
-// prober's workers stop, and by the report that status shows: in a pod
+// The phase is one computation (phase): the report that status shows
+// computes it with the startup probes' results, the view from the runtime
+// and the specs alone, every running sidecar taken as started. In a pod
 // made again (a new sandbox) whose regular container is not in it yet, a
-// running sidecar whose startup probe has not succeeded keeps the pod
-// Pending in both (kubelet's getPhase: not initialized), and it is
-// Running in both once the probe succeeds. Only a phase that is not
-// terminal depends on it, so the workers stop when they did.
+// running sidecar whose startup probe has not succeeded keeps the report
+// Pending (kubelet's getPhase: not initialized), and it is Running once
+// the probe succeeds, with no new view. Only a phase that is not terminal
+// depends on it, so the view's, on which the prober's workers stop and
+// pod sync ends a pod, is terminal exactly when the report's is.
 func TestViewAndReportShareOnePhase(t *testing.T) {
 	startup := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"up"}}}}
 	spec.DefaultProbe(startup)
@@ -465,7 +469,8 @@ func TestViewAndReportShareOnePhase(t *testing.T) {
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", false, 0), sandbox("sb2", "web", "uid-web", true, 5)},
 		[]*cri.Container{app, ctr("p", "sb2", "proxy", 0, cri.StateRunning, 6)})
 	store := results.NewStore()
-	in := Inputs{Manifests: []*spec.Pod{manifest}, Results: store}
+	p := mustPod(t, Resolve(snap, Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web")
+	assert.Equal(t, corev1.PodRunning, p.Phase, "the view's phase: the runtime's and the specs'")
 	key := results.Key{ContainerID: "p", Type: results.Startup}
 
 	for _, step := range []struct {
@@ -478,8 +483,12 @@ func TestViewAndReportShareOnePhase(t *testing.T) {
 		{"sidecar started", results.Success, corev1.PodRunning},
 	} {
 		store.Set(key, step.result, "uid-web")
-		p := mustPod(t, Resolve(snap, in), "uid-web")
-		assert.Equal(t, step.want, p.Phase, "%s: the view's phase", step.name)
-		assert.Equal(t, step.want, ReportPod(p, PodStatus{}, store, GateSet{}).Phase, "%s: the report's phase", step.name)
+		r := ReportPod(p, PodStatus{}, store, GateSet{})
+		assert.Equal(t, step.want, r.Phase, "%s: the report's phase", step.name)
+		assert.Equal(t, terminal(r.Phase), terminal(p.Phase), "%s: terminal in both or in neither", step.name)
 	}
+}
+
+func terminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }

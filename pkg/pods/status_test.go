@@ -659,6 +659,8 @@ func TestPhaseInitialization(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, phase(tt.pod, tt.added, notStarted))
+			assert.Equal(t, terminal(tt.want), terminal(phase(tt.pod, tt.added, (*Container).Running)),
+				"every sidecar started: terminal in both or in neither")
 		})
 	}
 }

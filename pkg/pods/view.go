@@ -182,8 +182,12 @@ type Pod struct {
 	// its regular containers, then containers the runtime has that no
 	// spec lists, by name.
 	Containers []*Container
-	// Phase is kubelet's pod phase, computed as if every running sidecar
-	// had started (Report refines it with the startup results).
+	// Phase is kubelet's pod phase from the runtime and the specs alone,
+	// every running sidecar taken as started: the report (ReportPod)
+	// computes the phase with the startup probes' results, which move it
+	// only between Pending and Running, never in or out of Succeeded and
+	// Failed (phase). What reads it here, the prober's workers and pod
+	// sync, reads only whether it is terminal.
 	Phase corev1.PodPhase
 	// Reason and Message say why a pod failed as a whole, as kubelet's
 	// status does: DeadlineExceeded ("Pod was active on the node longer

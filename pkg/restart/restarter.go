@@ -395,6 +395,8 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 				// that started lets the next container start) and on
 				// liveness failures; a pod whose kill waits, on any
 				// liveness result (a kill no longer due stops waiting).
+				// The one wake-up a result causes: the views do not
+				// change with results (the plan reads them itself).
 				if u.Type == results.Startup || u.Type == results.Liveness && (u.Result == results.Failure || r.budget.hasDeferred(u.PodKey)) {
 					r.trigger(ctx, u.PodKey)
 				}
