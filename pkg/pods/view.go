@@ -2,10 +2,16 @@
 // manifests and CRI annotations) and publishes one immutable View per
 // relist: every pod with its current sandbox, each container's current
 // instance and older ones, its spec, its role and its policies, resolved
-// under one set of rules. Every reader — the prober's workers, the
-// restarter, the state API, the CLI and the hooks — reads the same View,
-// so that no two of them can disagree about which instance is current or
-// what a pod's policy is.
+// under one set of rules from the runtime and the specs alone. Pod sync
+// (pkg/restart) reads the View and publishes the pods' Status, kubelet's
+// status manager's: the View, with a pod a sync acts on held as the sync
+// found it, and what the syncs know that the runtime does not say
+// (PodStatus: waiting reasons, resets, initialized). The prober's workers,
+// the state API, the CLI and the hooks read that Status; what kubelet's
+// status says of a pod is made from it and the probes' results in one
+// place (ReportPod), where the results meet the view. So no two readers
+// can disagree about which instance is current, what a pod's policy is or
+// whether it is ready.
 package pods
 
 import (

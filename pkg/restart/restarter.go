@@ -23,8 +23,10 @@
 // through CRI. A sync acts only on a view of the runtime listed after the
 // previous sync acted, so nothing is ever done twice.
 //
-// While a sync acts, the pod's status (Status, what the prober, the API
-// and the hooks read) stays as the sync found it, and it changes only
+// The pods' status (Status, a pods.Status: what the prober, the API and
+// the hooks read) is kept apart from the syncs, in status.go, as kubelet's
+// status manager is. While a sync acts, a pod's status stays as the sync
+// found it, and it changes only
 // once the runtime has been listed again: kubelet's status manager, which
 // shows a replacement only after its start and postStart are over, and
 // the instance it replaces running and ready until then (SyncPod kills,
