@@ -26,13 +26,13 @@
 // The pods' status (Status, a pods.Status: what the prober, the API and
 // the hooks read) is kept apart from the syncs, in status.go, as kubelet's
 // status manager is. While a sync acts, a pod's status stays as the sync
-// found it, and it changes only
-// once the runtime has been listed again: kubelet's status manager, which
-// shows a replacement only after its start and postStart are over, and
-// the instance it replaces running and ready until then (SyncPod kills,
-// starts and runs postStart in one sync, with the status of the sync
-// before). WithNotReadyOnExit shows, beyond kubelet, an instance that
-// exited meanwhile as exited, so not ready from its exit (heldStatus).
+// found it, and it changes only once the runtime has been listed again:
+// kubelet's status manager, which shows a replacement only after its
+// start and postStart are over, and the instance it replaces running and
+// ready until then (SyncPod kills, starts and runs postStart in one sync,
+// with the status of the sync before). WithNotReadyOnExit shows, beyond
+// kubelet, an instance that exited meanwhile as exited, so not ready from
+// its exit (heldStatus).
 //
 // An interruption (the agent killed) between create and start leaves a
 // created instance: an owned pod's is started by the next agent; a
