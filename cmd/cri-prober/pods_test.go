@@ -485,7 +485,7 @@ func TestPodsAndStatusAgreeOnADualStackPodIP(t *testing.T) {
 
 			view := pods.Resolve(snap, pods.Inputs{HostIP: tt.nodeIP})
 			require.Len(t, view.Pods(), 1)
-			status := pods.ReportPod(view.Pods()[0], results.NewStore(), pods.GateSet{}).IP
+			status := pods.ReportPod(view.Pods()[0], pods.PodStatus{}, results.NewStore(), pods.GateSet{}).IP
 
 			assert.Equal(t, tt.want, table, "pods")
 			assert.Equal(t, tt.want, status, "status")

@@ -243,7 +243,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
 	}
-	a.Resolver = pods.NewResolver(append(ropts, pods.WithResults(a.Store))...)
+	a.Resolver = pods.NewResolver(ropts...)
 
 	var eopts []exec.Option
 	if cfg.MaxExecPerPod > 0 {
@@ -421,34 +421,42 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
-// View returns the pods as the agent shows them: their status, as the pod
-// sync publishes it (the resolver's latest view without a restarter).
-func (a *Agent) View() *pods.View {
+// Status returns the pods' status as the agent shows it: as the pod sync
+// publishes it (the resolver's latest view, with nothing added, without a
+// restarter).
+func (a *Agent) Status() *pods.Status {
 	if a.Restarter != nil {
 		return a.Restarter.Status()
 	}
-	return a.Resolver.View()
+	return a.Resolver.Status()
 }
 
-// Report describes every pod with its probes' results.
-func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store, a.Gates.Gates()) }
+// View returns the pods as the agent shows them: the view of their status.
+func (a *Agent) View() *pods.View { return a.Status().View }
 
-// ReportVersion says what Report would show: the view, and the store's
-// versions (results.Store.Versions), the gates' version added to the
-// results' (both only grow: the sum changes whenever either does).
-func (a *Agent) ReportVersion() (view *pods.View, results, observations uint64) {
+// Report describes every pod with its probes' results.
+func (a *Agent) Report() []pods.PodReport { return pods.Report(a.Status(), a.Store, a.Gates.Gates()) }
+
+// The state API makes its pod list once per state the agent reports.
+var _ api.Versioned = (*Agent)(nil)
+
+// ReportVersion says what Report would show: the pods' status, and the
+// store's versions (results.Store.Versions), the gates' version added to
+// the results' (both only grow: the sum changes whenever either does).
+func (a *Agent) ReportVersion() (status *pods.Status, results, observations uint64) {
 	results, observations = a.Store.Versions()
-	return a.View(), results + a.Gates.Version(), observations
+	return a.Status(), results + a.Gates.Version(), observations
 }
 
 // ReportPod describes the pod a namespace and name stand for
 // (pods.View.ByName).
 func (a *Agent) ReportPod(namespace, name string) (pods.PodReport, bool) {
-	p, ok := a.View().ByName(namespace, name)
+	st := a.Status()
+	p, ok := st.ByName(namespace, name)
 	if !ok {
 		return pods.PodReport{}, false
 	}
-	return pods.ReportPod(p, a.Store, a.Gates.Gates()), true
+	return pods.ReportPod(p, st.For(p.Key), a.Store, a.Gates.Gates()), true
 }
 
 // Health returns nil while the runtime answers, else why not.

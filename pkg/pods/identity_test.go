@@ -202,7 +202,7 @@ func TestPodIdentity(t *testing.T) {
 					assert.Contains(t, p.Conflicts[i].Error(), c, key)
 				}
 				assert.Equal(t, len(w.conflicts) > 0 && key != p.UID, p.KeptApart(), "%s: kept apart", key)
-				report := ReportPod(p, results.NewStore(), GateSet{})
+				report := ReportPod(p, PodStatus{}, results.NewStore(), GateSet{})
 				for _, c := range p.Conflicts {
 					assert.Contains(t, report.Problems, c.Error(), "%s: shown with the pod's problems", key)
 				}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
-	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -60,10 +59,6 @@ type Inputs struct {
 	// operator's choice, --spec-sources: beside kubelet, whoever creates a
 	// Pod sets its sandbox's annotations).
 	IgnoreAnnotations bool
-	// Results are the probes' results, which say whether a container
-	// started (its startup probe): the pods' phase depends on it (a
-	// sidecar not started keeps a pod Pending). Nil: none yet.
-	Results *results.Store
 	// HostIP is probed for host-network pods, which have no IP of their
 	// own (kubelet probes the node's address).
 	HostIP string
@@ -159,7 +154,7 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 			setInstances(c, instances[p.Key][c.Name])
 		}
 		p.StartTime = startTime(p, in.Made)
-		p.Phase = podPhase(p, in.Results)
+		p.Phase = phase(p, PodStatus{}, (*Container).Running)
 		if pastActiveDeadline(p, snap.Time) {
 			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 		}

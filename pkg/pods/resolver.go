@@ -10,7 +10,6 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -46,7 +45,6 @@ type Resolver struct {
 	readContainer AnnotationReader
 	recorder      Recorder
 	clock         clock.PassiveClock
-	results       *results.Store
 
 	owned  OwnedSource
 	owners OwnerRecords
@@ -116,12 +114,6 @@ func WithAnnotationProbeHosts(hosts string) Option {
 // WithRecorder receives configuration problems as events (default: logged).
 func WithRecorder(rec Recorder) Option { return func(r *Resolver) { r.recorder = rec } }
 
-// WithResults gives the probes' results, on which the pods' phase depends
-// (a container's Started flag): a startup result that changes resolves
-// the view again. Without it no container with a startup probe has
-// started.
-func WithResults(store *results.Store) Option { return func(r *Resolver) { r.results = store } }
-
 // WithClock replaces the real clock (event times).
 func WithClock(c clock.PassiveClock) Option { return func(r *Resolver) { r.clock = c } }
 
@@ -149,6 +141,15 @@ func (r *Resolver) View() *View {
 	return Resolve(nil, Inputs{})
 }
 
+// Status returns the pods' status as the latest view alone shows it,
+// with nothing added: theirs when no pod sync runs.
+func (r *Resolver) Status() *Status {
+	if s := r.publisher.LatestStatus(); s != nil {
+		return s
+	}
+	return NewStatus(r.View(), nil, nil)
+}
+
 // Run resolves every change of the runtime (changes, a Poller.Watch
 // subscription) and of the manifests until ctx is done. What changed for
 // the readers is the one diff of the views (ChangedPods).
@@ -165,13 +166,6 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	}
 	if r.owners != nil {
 		recordsChanged = r.owners.Changed()
-	}
-	var updates *results.Subscription
-	var resultsChanged <-chan struct{}
-	if r.results != nil {
-		updates = r.results.Subscribe()
-		defer updates.Close()
-		resultsChanged = updates.Ready()
 	}
 	for {
 		select {
@@ -196,10 +190,6 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-manifestsChanged:
 		case <-ownedChanged:
 		case <-recordsChanged:
-		case <-resultsChanged:
-			if !slices.ContainsFunc(updates.Next(), func(u results.Update) bool { return u.Type == results.Startup }) {
-				continue // only a startup result moves a phase
-			}
 		}
 		if r.snapshot != nil {
 			r.publish(ctx, r.resolve())
@@ -209,7 +199,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 
 // resolve builds the view of the last snapshot under the current specs.
 func (r *Resolver) resolve() *View {
-	in := Inputs{Results: r.results, HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
+	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
 	if r.manifests != nil {
 		in.Manifests, in.ManifestErrors = r.manifests.Pods()
 	}

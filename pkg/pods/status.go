@@ -201,15 +201,17 @@ func initFactsOf(p *Pod) initFacts {
 	return in
 }
 
-// statusOf is convertToAPIContainerStatuses for one container of pod p.
-func statusOf(p *Pod, c *Container, in initFacts) apiStatus {
-	s := runtimeStatus(p, c, in)
-	if c.Reset != nil && s.last == nil {
+// statusOf is convertToAPIContainerStatuses for one container of pod p,
+// with what the pod's syncs add (added).
+func statusOf(p *Pod, c *Container, in initFacts, added PodStatus) apiStatus {
+	waiting := added.waiting(c.Name)
+	s := runtimeStatus(p, c, in, waiting)
+	if added.reset(c.Name) != nil && s.last == nil {
 		// Reset and no newer exit since: kubelet carries the removal over
 		// from its previous status as the last termination state, and a
 		// container not made again yet waits with it (not missing).
 		s.lastReset, s.missing = true, false
-		if s.kind == stateWaiting && s.of == nil && c.Waiting == nil && restartAllExit(p) != nil {
+		if s.kind == stateWaiting && s.of == nil && waiting == nil && restartAllExit(p) != nil {
 			s.reason, s.message = ReasonRestartingAllContainers, messageRestartingAll
 		}
 	}
@@ -217,8 +219,8 @@ func statusOf(p *Pod, c *Container, in initFacts) apiStatus {
 }
 
 // runtimeStatus is statusOf from the runtime's instances and the pod
-// sync's waiting reason.
-func runtimeStatus(p *Pod, c *Container, in initFacts) apiStatus {
+// sync's waiting reason (nil: none).
+func runtimeStatus(p *Pod, c *Container, in initFacts, waiting *Waiting) apiStatus {
 	s := apiStatus{kind: stateWaiting, missing: true, reason: ReasonContainerCreating}
 	if in.hasInit {
 		s.reason = ReasonPodInitializing
@@ -248,12 +250,12 @@ func runtimeStatus(p *Pod, c *Container, in initFacts) apiStatus {
 	// The pod sync's reason (kubelet's reasonCache) for a container it is
 	// to start and does not: the exit it waits after becomes the last
 	// state.
-	if c.Waiting != nil && shouldStart(p, c) {
+	if waiting != nil && shouldStart(p, c) {
 		last := s.last
 		if s.terminated() {
 			last = s.of
 		}
-		s = apiStatus{kind: stateWaiting, reason: c.Waiting.Reason, message: c.Waiting.Message, last: last, missing: s.missing}
+		s = apiStatus{kind: stateWaiting, reason: waiting.Reason, message: waiting.Message, last: last, missing: s.missing}
 	}
 	return s
 }
@@ -305,11 +307,12 @@ func shouldStart(p *Pod, c *Container) bool {
 
 // restartCount is kubelet's: the count its annotation on the newest
 // instance carries (toKubeContainerStatus); an instance without it (not
-// made with kubelet's annotations) counts by its attempt.
-func restartCount(c *Container) int32 {
+// made with kubelet's annotations) counts by its attempt; after a reset
+// (nil: none), never below the count it kept.
+func restartCount(c *Container, reset *Reset) int32 {
 	n := c.RestartCount()
-	if c.Reset != nil {
-		n = max(n, c.Reset.RestartCount) // kubelet's: never below its previous status's
+	if reset != nil {
+		n = max(n, reset.RestartCount) // kubelet's: never below its previous status's
 	}
 	return n
 }

@@ -218,9 +218,7 @@ func TestSyncStartFailures(t *testing.T) {
 	sb := st.view(t, m, true).Sandbox.ID
 	assert.Empty(t, st.states(sb))
 	st.r.updateWaiting(st.w, st.view(t, m, true), pl)
-	st.r.statusMu.Lock()
-	defer st.r.statusMu.Unlock()
-	assert.Equal(t, "CreateContainerConfigError", st.r.shown[st.w.key].waiting["a"].Reason, "shown as the container's waiting reason")
+	assert.Equal(t, "CreateContainerConfigError", st.r.addedTo(st.w.key).Waiting["a"].Reason, "shown as the container's waiting reason")
 }
 
 // A liveness kill and its restart, in one sync: preStop, the stop with the
@@ -260,14 +258,7 @@ func TestSyncBackoffAfterALongHealthyRun(t *testing.T) {
 		require.NoError(t, st.rt.SetContainerState(c.Current.ID, runtimeapi.ContainerState_CONTAINER_EXITED, 1))
 		st.clock.Step(time.Second) // past the exit's settle
 	}
-	waiting := func() string {
-		st.r.statusMu.Lock()
-		defer st.r.statusMu.Unlock()
-		if s, ok := st.r.shown[st.w.key]; ok {
-			return s.waiting["app"].Message
-		}
-		return ""
-	}
+	waiting := func() string { return st.r.addedTo(st.w.key).Waiting["app"].Message }
 	st.sync(t, st.view(t, m, true)) // the first start
 	exit()
 	st.sync(t, st.view(t, m, true)) // restarted at once

@@ -271,15 +271,16 @@ func (rt *restartTest) passSettle(t *testing.T) {
 
 // waiting says why the pod's status shows container name waiting.
 func (rt *restartTest) waiting(name string) (pods.Waiting, bool) {
-	p, ok := rt.r.Status().Pod("uid-web")
+	st := rt.r.Status()
+	p, ok := st.Pod("uid-web")
 	if !ok {
 		return pods.Waiting{}, false
 	}
-	c, ok := p.Container(name)
-	if !ok || c.Waiting == nil {
+	if _, ok := p.Container(name); !ok {
 		return pods.Waiting{}, false
 	}
-	return *c.Waiting, true
+	w, ok := st.For(p.Key).Waiting[name]
+	return w, ok
 }
 
 // relistAndSettle relists after a change and waits until the restarter has
@@ -487,9 +488,10 @@ func TestCrashLoopBacksOff(t *testing.T) {
 		w, ok := rt.waiting("app")
 		return ok && w.Until.Equal(crashed.Add(20*time.Second))
 	})
-	p, ok := rt.r.Status().Pod("uid-web")
+	st := rt.r.Status()
+	_, ok := st.Pod("uid-web")
 	require.True(t, ok)
-	assert.True(t, p.WasInitialized, "its syncs saw it initialized: kubelet's Initialized stays True")
+	assert.True(t, st.For("uid-web").Initialized, "its syncs saw it initialized: kubelet's Initialized stays True")
 }
 
 // A pod removed and made again with the same UID (a static pod's manifest
