@@ -31,6 +31,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/podmaker"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -229,7 +230,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.recorder != nil {
 		ropts = append(ropts, pods.WithRecorder(a.recorder))
 	}
-	var maker *restart.PodMaker
+	var maker *podmaker.Maker
 	if cfg.Owned != nil {
 		if cfg.Restart != restart.Recreate {
 			return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
@@ -375,7 +376,7 @@ func proberPolicy(cfg Config) []prober.Option {
 
 // newMaker makes the pods of cfg.Owned on the node's directories, with
 // the runtime's image service.
-func newMaker(cfg Config, recorder restart.Recorder) (*restart.PodMaker, error) {
+func newMaker(cfg Config, recorder restart.Recorder) (*podmaker.Maker, error) {
 	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
 	if err != nil {
 		return nil, fmt.Errorf("the pods' root directory: %w", err)
@@ -387,7 +388,7 @@ func newMaker(cfg Config, recorder restart.Recorder) (*restart.PodMaker, error) 
 	if recorder == nil {
 		recorder = events.Log(klog.Background())
 	}
-	return restart.NewMaker(fs, cfg.Client, recorder, nil, source, cfg.Owns), nil
+	return podmaker.New(fs, cfg.Client, recorder, nil, source, cfg.Owns), nil
 }
 
 // manifestFile is the file a pod's manifest came from.

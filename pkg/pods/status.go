@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -327,6 +328,16 @@ func (c *Container) RestartCount() int32 {
 		return int32(podconfig.RestartCount(cur.Annotations))
 	}
 	return int32(cur.Attempt)
+}
+
+// SetRestartCount sets kubelet's restart count annotation to n in the
+// annotations of an instance copied from another's config, when they
+// carry it (an instance made with kubelet's annotations): the copy's
+// restart count is its attempt, as RestartCount reads it back.
+func SetRestartCount(annotations map[string]string, n uint32) {
+	if _, ok := annotations[podconfig.AnnotationRestartCount]; ok {
+		annotations[podconfig.AnnotationRestartCount] = strconv.FormatUint(uint64(n), 10)
+	}
 }
 
 // write turns s into the report's ContainerStatus.

@@ -330,7 +330,7 @@ func TestKillPauseSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	budget, err := NewKillBudget(BudgetConfig{}, dir)
 	require.NoError(t, err)
-	r, err := New(nil, nil, results.NewStore(), WithKillBudget(budget), WithClock(clocktesting.NewFakeClock(planNow)), WithRecorder(newEventLog()))
+	r, err := New(nil, nil, results.NewStore(), WithKillBudget(budget), WithClock(clocktesting.NewFakeClock(planNow)), WithRecorder(&recorded{}))
 	require.NoError(t, err)
 	st, err := r.PauseKills(context.Background(), "uid 0", "maintenance")
 	require.NoError(t, err)
@@ -344,7 +344,7 @@ func TestKillPauseSurvivesRestart(t *testing.T) {
 	assert.Equal(t, "maintenance", restored.Reason)
 	assert.True(t, restored.Since.Equal(planNow), "since %s", restored.Since)
 
-	r2, err := New(nil, nil, results.NewStore(), WithKillBudget(again), WithClock(clocktesting.NewFakeClock(planNow)), WithRecorder(newEventLog()))
+	r2, err := New(nil, nil, results.NewStore(), WithKillBudget(again), WithClock(clocktesting.NewFakeClock(planNow)), WithRecorder(&recorded{}))
 	require.NoError(t, err)
 	st, err = r2.ResumeKills(context.Background(), "uid 0")
 	require.NoError(t, err)

@@ -12,13 +12,14 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
 // Maker makes what an owned pod needs from its spec: its host side and
-// the CRI configs of its sandbox and containers (the agent wires
-// pkg/podconfig, pkg/podfs and the image service into one).
+// the CRI configs of its sandbox and containers. It is what pod sync asks
+// of pkg/podmaker (which joins pkg/podconfig, pkg/podfs and the image
+// service), declared here so that pod sync imports none of them; pkg/agent
+// wires one in (WithMaker).
 type Maker interface {
 	// Sandbox prepares the pod's host side (its directory, volumes and
 	// log directory) and returns the config of its sandbox of attempt.
@@ -173,10 +174,7 @@ func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *c
 	}
 	annotations[cri.AnnotationRestartOf] = s.from.ID
 	annotations[cri.AnnotationRestartCause] = string(s.cause)
-	if _, ok := annotations[podconfig.AnnotationRestartCount]; ok {
-		// Made with kubelet's annotations: its restart count is this one.
-		annotations[podconfig.AnnotationRestartCount] = strconv.FormatUint(uint64(attempt), 10)
-	}
+	pods.SetRestartCount(annotations, attempt)
 	cfg.Annotations = annotations
 	return cfg, sandboxCfg, nil
 }
