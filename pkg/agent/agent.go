@@ -28,6 +28,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
@@ -172,7 +173,7 @@ type Agent struct {
 	Store     *results.Store
 	Histories *results.Histories
 	Gates     *pods.GateStore
-	Ledger    *restart.Ledger // nil without Config.StateDir or Config.API
+	Ledger    *ledger.Ledger // nil without Config.StateDir or Config.API
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -27,7 +28,7 @@ type podState struct {
 	deferTold map[string]string
 	// pending are the ledger entries of kills whose restart waits, by the
 	// killed instance's ID: recorded when the replacement starts.
-	pending map[string]Entry
+	pending map[string]ledger.Entry
 	// failed says why the last attempt to start a container failed, by
 	// name (kubelet's reasonCache: ErrImagePull, CreateContainerConfigError
 	// …), until it starts.
@@ -41,7 +42,7 @@ type podState struct {
 
 func newPodState() *podState {
 	return &podState{killed: map[string]bool{}, reported: map[string]bool{}, told: map[string]bool{},
-		deferTold: map[string]string{}, pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+		deferTold: map[string]string{}, pending: map[string]ledger.Entry{}, failed: map[string]pods.Waiting{}}
 }
 
 // prune drops what the state keeps about instances the pod no longer has

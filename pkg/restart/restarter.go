@@ -56,6 +56,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -157,8 +158,8 @@ type Restarter struct {
 	syncFrequency time.Duration
 	jitter        func() float64
 	metrics       *metrics
-	ledger        *Ledger // nil: none kept
-	maker         Maker   // nil: owned pods are not made
+	ledger        *ledger.Ledger // nil: none kept
+	maker         Maker          // nil: owned pods are not made
 	budget        *KillBudget
 
 	// notReadyOnExit: a pod held by a sync shows its instances' exits
@@ -313,7 +314,9 @@ func WithSyncFrequency(d time.Duration) Option {
 }
 
 // WithLedger records every restart and why in l.
-func WithLedger(l *Ledger) Option { return func(r *Restarter) error { r.ledger = l; return nil } }
+func WithLedger(l *ledger.Ledger) Option {
+	return func(r *Restarter) error { r.ledger = l; return nil }
+}
 
 // WithHistories reads the failures behind a restart from hs (the prober's).
 func WithHistories(hs *results.Histories) Option {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
@@ -60,7 +61,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	c := s.container
 	key := containerKey{p.Key, c.Name}
 	now := r.clock.Now()
-	entry, pending := Entry{}, false
+	entry, pending := ledger.Entry{}, false
 	if s.replaces != nil {
 		entry, pending = w.state.pending[s.replaces.ID]
 		if !pending {
@@ -104,7 +105,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	}
 	if s.replaces != nil {
 		delete(w.state.pending, s.replaces.ID)
-		entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, inst.ID, inst.Attempt, r.clock.Now()
+		entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ledger.ActionRestarted, inst.ID, inst.Attempt, r.clock.Now()
 		if !s.backoffFrom.IsZero() {
 			entry.BackOffSeconds = now.Sub(s.backoffFrom).Seconds()
 		}
@@ -114,7 +115,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 		// saw with it; the cause and the old instance's exit are on record.
 		if old := replacedBy(c, s.resume); old != nil {
 			e := r.entry(ctx, p, old, s.cause)
-			e.Action, e.ReplacementID, e.Attempt = ActionRestarted, s.resume.ID, s.resume.Attempt
+			e.Action, e.ReplacementID, e.Attempt = ledger.ActionRestarted, s.resume.ID, s.resume.Attempt
 			r.record(ctx, e)
 		}
 	}
@@ -201,7 +202,7 @@ func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c 
 	// Not the hook's output: it may hold secrets (kubelet's rule).
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
 	w.state.killed[inst.ID] = true
-	w.state.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: CausePostStart}
+	w.state.pending[inst.ID] = ledger.Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
 	if _, err := r.killContainer(ctx, p, c, inst, "FailedPostStartHook", CausePostStart, nil); err != nil {
 		logger.Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
 	}
@@ -268,8 +269,8 @@ func nextLogPath(path string, attempt uint32) string {
 
 // entry starts a ledger entry about an instance that is to be, or was,
 // replaced, with its exit as the runtime records it.
-func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, cause Cause) Entry {
-	e := Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: cause}
+func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, cause Cause) ledger.Entry {
+	e := ledger.Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: string(cause)}
 	if r.ledger == nil {
 		return e
 	}
@@ -283,7 +284,7 @@ func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, 
 	return e
 }
 
-func (r *Restarter) record(ctx context.Context, e Entry) {
+func (r *Restarter) record(ctx context.Context, e ledger.Entry) {
 	if r.ledger == nil {
 		return
 	}
