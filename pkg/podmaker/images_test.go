@@ -110,7 +110,7 @@ type imageInfoResult struct {
 }
 
 func podOf(uid string) *pods.Pod {
-	return &pods.Pod{Key: uid, UID: uid, Namespace: "default", Name: "web-" + uid, Owned: true}
+	return &pods.Pod{Key: uid, UID: uid, Namespace: "default", Name: "web-" + uid, Static: true}
 }
 
 func sandboxOf(uid string) *runtimeapi.PodSandboxConfig {

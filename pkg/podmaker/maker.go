@@ -38,10 +38,10 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
-// HostFS is the host side of the agent's own pods (podfs.Manager).
+// HostFS is the host side of the agent's static pods (podfs.Manager).
 type HostFS interface {
 	Node() podconfig.Node
-	RecordOwner(o podfs.Owner) error
+	WriteRecord(r podfs.Record) error
 	SetUp(ctx context.Context, pod *corev1.Pod) (map[string]podconfig.Volume, error)
 	MakeLogsDir(namespace, name, uid string) (string, error)
 	PrepareContainer(ctx context.Context, in podconfig.ContainerInput) (podconfig.ContainerInput, error)
@@ -53,7 +53,7 @@ type HostFS interface {
 
 var _ HostFS = (*podfs.Manager)(nil)
 
-// Maker makes the agent's own pods as kubelet makes static pods: their
+// Maker makes the agent's static pods as kubelet makes them: their
 // host side (podfs: the pod directory, volumes, files), their images (the
 // image service, as kubelet's image manager), and the CRI configs of
 // their sandboxes and containers (podconfig, as kubelet generates them).
@@ -63,26 +63,27 @@ type Maker struct {
 	images   *imagePuller
 	recorder restart.Recorder
 	clock    clock.PassiveClock
-	source   func(*pods.Pod) string
-	owns     func(podfs.Owner) bool
+	sourceOf func(*pods.Pod) string
+	match    func(podfs.Record) bool
 
 	mu      sync.Mutex
 	volumes map[string]map[string]podconfig.Volume // by pod UID: SetUp's
-	owners  map[string]pods.Record                 // by pod UID: the agent's records, read once, then kept in step
+	records map[string]pods.Record                 // by pod UID: the pod records, read once, then kept in step
 	changed chan struct{}                          // capacity 1: a record was made or removed
 }
 
 var _ restart.Maker = (*Maker)(nil)
 
 // New returns a maker of pods on fs, pulling images from images and
-// telling what it does to rec. source names what a pod was made from in
-// its record (the manifest file), and owns says which records are this
-// maker's: the agent and `play` tell their own pods apart by them.
-func New(fs HostFS, images ImageService, rec restart.Recorder, clk clock.PassiveClock, source func(*pods.Pod) string, owns func(podfs.Owner) bool) *Maker {
+// telling what it does to rec. sourceOf names what a pod was made from in
+// its record (the manifest file), and match says which pod records are
+// this maker's (nil: all): the agent and `play` tell their own static
+// pods apart by them.
+func New(fs HostFS, images ImageService, rec restart.Recorder, clk clock.PassiveClock, sourceOf func(*pods.Pod) string, match func(podfs.Record) bool) *Maker {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Maker{fs: fs, node: fs.Node(), images: newImagePuller(images, clk, rec), recorder: rec, clock: clk, source: source, owns: owns,
+	return &Maker{fs: fs, node: fs.Node(), images: newImagePuller(images, clk, rec), recorder: rec, clock: clk, sourceOf: sourceOf, match: match,
 		volumes: map[string]map[string]podconfig.Volume{}, changed: make(chan struct{}, 1)}
 }
 
@@ -96,28 +97,28 @@ func (m *Maker) signal() {
 	}
 }
 
-// Made returns the pods this maker made and has not removed, by UID
-// (pods.OwnerRecords): read from the records on disk once, then kept in
-// step as it makes and removes pods.
-func (m *Maker) Made() map[string]pods.Record {
+// Records returns the records of the static pods this maker made and has
+// not removed, by UID (pods.RecordSource): read from the pod records on
+// disk once, then kept in step as it makes and removes pods.
+func (m *Maker) Records() map[string]pods.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.owners == nil {
-		m.owners = map[string]pods.Record{}
+	if m.records == nil {
+		m.records = map[string]pods.Record{}
 		dirs, err := m.fs.Pods()
 		if err != nil {
 			m.eventf(&pods.Pod{}, "", events.Warning, restart.ReasonFailed, "Cannot read the records of the pods the agent made: %v", err)
 		}
 		for _, d := range dirs {
-			if d.Owner != nil && (m.owns == nil || m.owns(*d.Owner)) {
-				m.owners[d.UID] = pods.Record{Namespace: d.Owner.Namespace, Name: d.Owner.Name, Created: d.Owner.Created}
+			if d.Record != nil && (m.match == nil || m.match(*d.Record)) {
+				m.records[d.UID] = pods.Record{Namespace: d.Record.Namespace, Name: d.Record.Name, Created: d.Record.Created}
 			}
 		}
 	}
-	return maps.Clone(m.owners)
+	return maps.Clone(m.records)
 }
 
-// object is the Pod an owned pod is made from.
+// object is the Pod a static pod is made from.
 func object(p *pods.Pod) (*corev1.Pod, error) {
 	if p.Manifest == nil || p.Manifest.Object == nil {
 		return nil, fmt.Errorf("pod %s/%s: no manifest to make it from", p.Namespace, p.Name)
@@ -138,13 +139,13 @@ func (m *Maker) Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*runt
 	if !p.StartTime.IsZero() {
 		created = p.StartTime
 	}
-	if err := m.fs.RecordOwner(podfs.Owner{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Source: m.source(p), Created: created}); err != nil {
+	if err := m.fs.WriteRecord(podfs.Record{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Source: m.sourceOf(p), Created: created}); err != nil {
 		return nil, fmt.Errorf("record the pod as the agent's: %w", err)
 	}
 	m.mu.Lock()
-	if m.owners != nil {
-		if _, ok := m.owners[p.UID]; !ok {
-			m.owners[p.UID] = pods.Record{Namespace: p.Namespace, Name: p.Name, Created: created}
+	if m.records != nil {
+		if _, ok := m.records[p.UID]; !ok {
+			m.records[p.UID] = pods.Record{Namespace: p.Namespace, Name: p.Name, Created: created}
 			defer m.signal()
 		}
 	}
@@ -284,7 +285,7 @@ func (m *Maker) TearDown(ctx context.Context, p *pods.Pod) error {
 	}
 	m.mu.Lock()
 	delete(m.volumes, p.UID)
-	delete(m.owners, p.UID)
+	delete(m.records, p.UID)
 	m.mu.Unlock()
 	m.signal()
 	return nil

@@ -33,7 +33,7 @@
 // exited meanwhile as exited, so not ready from its exit (heldStatus).
 //
 // An interruption (the agent killed) between create and start leaves a
-// created instance: an owned pod's is started by the next agent; a
+// created instance: a static pod's is started by the next agent; a
 // replacement in a pod someone else made is marked
 // cri-prober.io/restart-of, and the next agent starts it, or removes it if
 // the instance it replaces still runs.
@@ -159,7 +159,7 @@ type Restarter struct {
 	jitter        func() float64
 	metrics       *metrics
 	ledger        *ledger.Ledger // nil: none kept
-	maker         Maker          // nil: owned pods are not made
+	maker         Maker          // nil: static pods are not made
 	budget        *KillBudget
 
 	// notReadyOnExit: a pod held by a sync shows its instances' exits

@@ -16,7 +16,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
-// Maker makes what an owned pod needs from its spec: its host side and
+// Maker makes what a static pod needs from its spec: its host side and
 // the CRI configs of its sandbox and containers. It is what pod sync asks
 // of pkg/podmaker (which joins pkg/podconfig, pkg/podfs and the image
 // service), declared here so that pod sync imports none of them; pkg/agent
@@ -45,14 +45,14 @@ type StartError struct {
 
 func (e *StartError) Error() string { return e.Reason + ": " + e.Message }
 
-// ErrNoMaker is returned for an owned pod when the restarter makes none.
+// ErrNoMaker is returned for a static pod when the restarter makes none.
 var ErrNoMaker = errors.New("this agent does not make pods (no static pod path)")
 
-// WithMaker makes owned pods with m.
+// WithMaker makes static pods with m.
 func WithMaker(m Maker) Option { return func(r *Restarter) error { r.maker = m; return nil } }
 
 // startContainer starts one container as kubelet's startContainer does:
-// a new instance created (an owned pod's from its spec, another's from its
+// a new instance created (a static pod's from its spec, another's from its
 // last instance's CRI config) unless an interrupted one is resumed, then
 // started, then its postStart hook run before it is probed or reported.
 // A failed hook kills it (with the pod's grace period); its exit is then
@@ -148,11 +148,11 @@ func (r *Restarter) startFailed(ctx context.Context, w *podWorker, p *pods.Pod, 
 }
 
 // containerConfig returns the CRI configs a new instance is created with:
-// an owned pod's from its spec (the maker), another's from its last
+// a static pod's from its spec (the maker), another's from its last
 // instance's own config, with the next attempt and its own log file, and
 // marked as the agent's replacement of that instance.
 func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, s startAction) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
-	if p.Owned {
+	if p.Static {
 		if r.maker == nil {
 			return nil, nil, ErrNoMaker
 		}
@@ -209,7 +209,7 @@ func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c 
 	return false
 }
 
-// createSandbox makes an owned pod's sandbox of attempt: its host side,
+// createSandbox makes a static pod's sandbox of attempt: its host side,
 // then RunPodSandbox (kubelet's createPodSandbox).
 func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*cri.Sandbox, error) {
 	if r.maker == nil {
