@@ -12,11 +12,14 @@
 # pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
-# pkg/podmaker (the agent's own pods made: their host side, kubelet's
+# pkg/podmaker (the agent's static pods made: their host side, kubelet's
 # image manager, their CRI configs) uses both, and pkg/restart for the
 # interface pod sync declares (restart.Maker) and its back-off; pkg/restart,
 # the pod sync, imports neither podfs, podconfig nor podmaker, and only
 # pkg/agent wires the maker in.
+# pkg/killbudget (the node's restart budget and pause, with its state
+# file) sits below pod sync, the prober and the API, which hold it: it
+# imports pkg/events and the leaves only.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials),
@@ -42,6 +45,7 @@ allowed() {
     pkg/bounded*|pkg/credential*|pkg/statefile*|pkg/pubsub*|pkg/cri*|pkg/events*) echo "" ;;
     pkg/results*) echo "" ;;
     pkg/ledger*) echo "" ;;
+    pkg/killbudget*) echo "pkg/events" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
@@ -51,12 +55,12 @@ allowed() {
     pkg/probe) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
     pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
-    pkg/restart*) echo "pkg/restart pkg/ledger pkg/lifecycle pkg/pods pkg/spec pkg/results pkg/cri pkg/events" ;;
+    pkg/restart*) echo "pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/podmaker*) echo "pkg/restart pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/cri pkg/events" ;;
-    pkg/api*) echo "pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
+    pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/podfs pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 type pauseOptions struct {
@@ -88,7 +88,7 @@ func (o *pauseOptions) register(cmd *cobra.Command) {
 }
 
 func (o *pauseOptions) change(ctx context.Context, stdout io.Writer, path string, body []byte) error {
-	var st restart.KillsStatus
+	var st killbudget.Status
 	if err := apiCall(ctx, o.server, http.MethodPost, path, body, &st); err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (o *pauseOptions) change(ctx context.Context, stdout io.Writer, path string
 // printKills says whether kills are paused, the budget, and which kills
 // wait and why (pause, resume, and under status). always: say so when
 // kills are not paused either.
-func printKills(w io.Writer, st restart.KillsStatus, now time.Time, always bool) {
+func printKills(w io.Writer, st killbudget.Status, now time.Time, always bool) {
 	switch p := st.Paused; {
 	case p != nil:
 		reason := ""

@@ -20,7 +20,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // defaultServer is --server's default: "" is where the agent is found
@@ -234,7 +234,7 @@ func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 // wait (nothing from an agent that does not say: one without a
 // restarter, or older).
 func (o *statusOptions) printKills(ctx context.Context, stdout io.Writer) {
-	var st restart.KillsStatus
+	var st killbudget.Status
 	if err := apiGet(ctx, o.server, "/api/v1/kills", &st); err != nil {
 		return
 	}

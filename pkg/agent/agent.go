@@ -28,6 +28,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
@@ -121,7 +122,7 @@ type Config struct {
 	// of pod sync (0: kubelet's defaults).
 	MaxContainerRestartPeriod, SyncFrequency time.Duration
 	// KillBudget bounds probe-triggered kills (zero: no budget).
-	KillBudget restart.BudgetConfig
+	KillBudget killbudget.Config
 	// OnTransition is a shell command and Webhook a URL told of every
 	// transition (--on-transition, --webhook; "": none).
 	OnTransition, Webhook string
@@ -170,10 +171,13 @@ type Agent struct {
 	Resolver  *pods.Resolver
 	Manager   *prober.Manager
 	Restarter *restart.Restarter // nil without Config.Restart
-	Store     *results.Store
-	Histories *results.Histories
-	Gates     *pods.GateStore
-	Ledger    *ledger.Ledger // nil without Config.StateDir or Config.API
+	// KillBudget is the restart budget and pause that pod sync spends,
+	// the prober asks and the API changes (nil without Config.Restart).
+	KillBudget *killbudget.Budget
+	Store      *results.Store
+	Histories  *results.Histories
+	Gates      *pods.GateStore
+	Ledger     *ledger.Ledger // nil without Config.StateDir or Config.API
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -264,9 +268,18 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.ProbeRegistry != nil && cfg.AgentRegistry != nil {
 		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegistry, cfg.AgentRegistry))
 	}
-	// A failed container whose kill waits (restart budget, pause) is
-	// probed on: the restarter is made below, before anything runs.
-	mopts = append(mopts, prober.WithKillWaits(func(id string) bool { return a.Restarter != nil && a.Restarter.KillWaits(id) }))
+	if cfg.Restart != "" {
+		bopts := []killbudget.Option{killbudget.WithRecorder(a.recorder)}
+		if cfg.AgentRegistry != nil {
+			bopts = append(bopts, killbudget.WithRegisterer(cfg.AgentRegistry))
+		}
+		if a.KillBudget, err = killbudget.New(cfg.KillBudget, cfg.StateDir, bopts...); err != nil {
+			return nil, fmt.Errorf("--state-dir: %w", err)
+		}
+		// A failed container whose kill waits (restart budget, pause) is
+		// probed on.
+		mopts = append(mopts, prober.WithKillWaits(a.KillBudget.Waits))
+	}
 	mopts = append(mopts, proberPolicy(cfg)...)
 	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.TestProberOptions...)...); err != nil {
 		return nil, err
@@ -292,11 +305,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		if cfg.SyncFrequency > 0 {
 			ropts = append(ropts, restart.WithSyncFrequency(cfg.SyncFrequency))
 		}
-		budget, err := restart.NewKillBudget(cfg.KillBudget, cfg.StateDir)
-		if err != nil {
-			return nil, fmt.Errorf("--state-dir: %w", err)
-		}
-		ropts = append(ropts, restart.WithKillBudget(budget))
+		ropts = append(ropts, restart.WithKillBudget(a.KillBudget))
 		if a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, append(ropts, cfg.TestRestartOptions...)...); err != nil {
 			return nil, err
 		}

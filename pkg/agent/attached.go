@@ -124,8 +124,8 @@ func (a *Agent) serveAPI(c APIConfig) error {
 		reg = a.cfg.AgentRegistry
 	}
 	var kills api.KillController
-	if a.Restarter != nil {
-		kills = a.Restarter
+	if a.KillBudget != nil {
+		kills = a.KillBudget
 	}
 	server := api.New(api.Config{
 		Pods: a, History: a.Histories, Ledger: a.Ledger, Gates: a, Events: a.ring, Health: a.Health, Live: a.live.err,

@@ -96,8 +96,8 @@ type workerHandle struct {
 type Option func(*Manager) error
 
 // WithKillWaits keeps probing a container whose liveness or startup
-// failure is not acted on yet (waits reports so: the restarter's restart
-// budget or pause), where kubelet holds the probe until the container is
+// failure is not acted on yet (waits reports so: killbudget.Budget.Waits,
+// the restart budget or pause), where kubelet holds the probe until the container is
 // replaced: its probes go on reporting, and a kill that goes ahead later
 // acts on a result still current.
 func WithKillWaits(waits func(containerID string) bool) Option {

@@ -19,15 +19,15 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// killForCause kills one container that computePodActions marked, and
-// notes it in the ledger: at once if it will not be restarted, else when
-// its replacement starts.
+// killForCause kills one container that the plan lists, and notes it in
+// the ledger: at once if the plan does not restart it, else when its
+// replacement starts.
 func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod, k containerToKill) error {
 	grace, err := r.killContainer(ctx, p, k.container, k.instance, k.message, k.cause, nil)
 	if err != nil {
 		return err
 	}
-	w.state.killed[k.instance.ID] = true
+	w.state.memory.killed[k.instance.ID] = true
 	if t, ok := probeOf(k.cause); ok {
 		r.metrics.killed(p, k.container.Name, t.String())
 	}
@@ -36,22 +36,13 @@ func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod,
 	if t, ok := probeOf(k.cause); ok {
 		e.Failures = failures(r.histories.FailuresBehind(results.HistoryKey{Pod: p.Key, Container: k.container.Name, Type: t}, k.instance.ID))
 	}
-	if r.mode == StopOnly || !restartsAfter(p, k.container, k.cause) {
+	if !k.restarts {
 		e.Action = ledger.ActionStopped
 		r.record(ctx, e)
 		return nil
 	}
 	w.state.pending[k.instance.ID] = e // recorded when the replacement starts
 	return nil
-}
-
-// restartsAfter reports whether a container killed for cause is started
-// again (decided with the kill, as kubelet does).
-func restartsAfter(p *pods.Pod, c *pods.Container, cause Cause) bool {
-	if c.Kind == spec.Sidecar {
-		return true
-	}
-	return c.Spec.RestartsAfterKill(p.Policy.RestartPolicy)
 }
 
 // probeOf returns the probe behind a kill's cause.
@@ -213,19 +204,6 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 		if err := r.runtime.StopPodSandbox(ctx, sb.ID); err != nil {
 			ok = false
 			r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod sandbox %s failed: %v", sb.ID, err)
-		}
-	}
-	if ok && pl.createSandbox {
-		// kubelet's purgeInitContainers: the new sandbox runs them again.
-		for _, c := range p.Containers {
-			if !c.Kind.IsInit() {
-				continue
-			}
-			for _, i := range c.Instances {
-				if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
-					klog.FromContext(ctx).V(2).Info("Cannot remove an init container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", i.ID, "err", err)
-				}
-			}
 		}
 	}
 	return ok

@@ -56,6 +56,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
@@ -160,7 +161,7 @@ type Restarter struct {
 	metrics       *metrics
 	ledger        *ledger.Ledger // nil: none kept
 	maker         Maker          // nil: static pods are not made
-	budget        *KillBudget
+	budget        *killbudget.Budget
 
 	// notReadyOnExit: a pod held by a sync shows its instances' exits
 	// (heldStatus).
@@ -373,9 +374,8 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		r.histories = results.NewHistories()
 	}
 	if r.budget == nil {
-		r.budget, _ = NewKillBudget(BudgetConfig{}, "")
+		r.budget, _ = killbudget.New(killbudget.Config{}, "", killbudget.WithClock(r.clock))
 	}
-	r.syncPausedGauge()
 	r.status.Store(pods.Resolve(nil, pods.Inputs{}))
 	return r, nil
 }
@@ -454,9 +454,9 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 			if v := changes.Latest(); v != nil {
 				r.handled.Store(v.Seq)
 			}
-		case <-r.budget.changed:
+		case <-r.budget.Resumed():
 			// Resumed: the kills that waited go ahead if still due.
-			for _, key := range r.budget.deferredPods() {
+			for _, key := range r.budget.DeferredPods() {
 				r.trigger(ctx, key)
 			}
 		case <-updates.Ready():
@@ -465,7 +465,7 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 				// that started lets the next container start) and on
 				// liveness failures; a pod whose kill waits, on any
 				// liveness result (a kill no longer due stops waiting).
-				if u.Type == results.Startup || u.Type == results.Liveness && (u.Result == results.Failure || r.budget.hasDeferred(u.PodKey)) {
+				if u.Type == results.Startup || u.Type == results.Liveness && (u.Result == results.Failure || r.budget.HasDeferred(u.PodKey)) {
 					r.trigger(ctx, u.PodKey)
 				}
 			}
@@ -496,8 +496,7 @@ func (r *Restarter) forget(key string) {
 	}
 	r.backoff.GC(r.clock.Now())
 	r.metrics.forget(key)
-	r.budget.setDeferred(key, nil)
-	r.updateDeferredGauge()
+	r.budget.SetDeferred(key, nil)
 	r.statusMu.Lock()
 	delete(r.shown, key)
 	delete(r.held, key)

@@ -201,7 +201,7 @@ func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c 
 	logger.V(1).Info("PostStartHook output", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "message", msg)
 	// Not the hook's output: it may hold secrets (kubelet's rule).
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
-	w.state.killed[inst.ID] = true
+	w.state.memory.killed[inst.ID] = true
 	w.state.pending[inst.ID] = ledger.Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
 	if _, err := r.killContainer(ctx, p, c, inst, "FailedPostStartHook", CausePostStart, nil); err != nil {
 		logger.Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
