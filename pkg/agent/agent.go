@@ -29,9 +29,11 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/podmaker"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -56,12 +58,12 @@ type Config struct {
 	// Manifests is a Pod manifest source (nil: annotations only).
 	Manifests *spec.ManifestDir
 	// ManifestInterval is how often Manifests (and a static pod directory
-	// in Owned) is re-read (0: it is not).
+	// in StaticPods) is re-read (0: it is not).
 	ManifestInterval time.Duration
-	// Owned are the pods the agent makes, as kubelet makes static pods
-	// (nil: none): a static pod directory (a *spec.ManifestDir read as
-	// static pods, re-read every ManifestInterval) or play's files.
-	Owned pods.OwnedSource
+	// StaticPods are the pods the agent makes, as kubelet makes static
+	// pods (nil: none): a static pod directory (a *spec.ManifestDir read
+	// as static pods, re-read every ManifestInterval) or play's files.
+	StaticPods pods.StaticSource
 	// Node is the node as the pods the agent makes see it (podfs.
 	// DiscoverNode): their names, directories, DNS and resources.
 	Node podconfig.Node
@@ -69,12 +71,12 @@ type Config struct {
 	// (events.k8s.io/v1's reportingInstance), and the node of each restart
 	// and of the API's series ("": events are not marked).
 	NodeName string
-	// OwnedSource names what an owned pod was made from in its record on
-	// disk, and Owns says which records are this agent's (the agent and
-	// play keep theirs apart under one root directory); nil: the pod's
-	// manifest file, and every record.
-	OwnedSource func(*pods.Pod) string
-	Owns        func(podfs.Owner) bool
+	// SourceOf names what a static pod was made from in its pod record
+	// (podfs.Record.Source), and MatchRecord says which pod records are
+	// this agent's (the agent and play keep theirs apart under one root
+	// directory); nil: the pod's manifest file, and every record.
+	SourceOf    func(*pods.Pod) string
+	MatchRecord func(podfs.Record) bool
 	// HostIP is probed for host-network pods; ProbeNetwork is where
 	// network probes are dialled from for pods that do not say.
 	HostIP       string
@@ -175,7 +177,7 @@ type Agent struct {
 	Store      *results.Store
 	Histories  *results.Histories
 	Gates      *pods.GateStore
-	Ledger     *restart.Ledger // nil without Config.StateDir or Config.API
+	Ledger     *ledger.Ledger // nil without Config.StateDir or Config.API
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -233,15 +235,15 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.recorder != nil {
 		ropts = append(ropts, pods.WithRecorder(a.recorder))
 	}
-	var maker *restart.PodMaker
-	if cfg.Owned != nil {
+	var maker *podmaker.Maker
+	if cfg.StaticPods != nil {
 		if cfg.Restart != restart.Recreate {
 			return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
 		}
 		if maker, err = newMaker(cfg, a.recorder); err != nil {
 			return nil, err
 		}
-		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
+		ropts = append(ropts, pods.WithStaticPods(cfg.StaticPods, maker))
 	}
 	a.Resolver = pods.NewResolver(ropts...)
 
@@ -328,7 +330,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
 	}
-	if dir, ok := cfg.Owned.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
+	if dir, ok := cfg.StaticPods.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { dir.Run(ctx, cfg.ManifestInterval) })
 	}
 	if a.hooks != nil {
@@ -382,21 +384,21 @@ func proberPolicy(cfg Config) []prober.Option {
 	return opts
 }
 
-// newMaker makes the pods of cfg.Owned on the node's directories, with
+// newMaker makes the pods of cfg.StaticPods on the node's directories, with
 // the runtime's image service.
-func newMaker(cfg Config, recorder restart.Recorder) (*restart.PodMaker, error) {
+func newMaker(cfg Config, recorder restart.Recorder) (*podmaker.Maker, error) {
 	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
 	if err != nil {
 		return nil, fmt.Errorf("the pods' root directory: %w", err)
 	}
-	source := cfg.OwnedSource
-	if source == nil {
-		source = manifestFile
+	sourceOf := cfg.SourceOf
+	if sourceOf == nil {
+		sourceOf = manifestFile
 	}
 	if recorder == nil {
 		recorder = events.Log(klog.Background())
 	}
-	return restart.NewMaker(fs, cfg.Client, recorder, nil, source, cfg.Owns), nil
+	return podmaker.New(fs, cfg.Client, recorder, nil, sourceOf, cfg.MatchRecord), nil
 }
 
 // manifestFile is the file a pod's manifest came from.
@@ -470,8 +472,8 @@ func (a *Agent) Health() error {
 	return nil
 }
 
-// PodSet is a set of pods the agent makes that its owner changes (play's
-// files): a pods.OwnedSource.
+// PodSet is a set of static pods that its holder changes (play's files):
+// a pods.StaticSource.
 type PodSet struct {
 	mu      sync.Mutex
 	pods    []*spec.Pod
@@ -493,7 +495,7 @@ func (s *PodSet) Set(list []*spec.Pod) {
 	}
 }
 
-// Pods returns the pods (pods.OwnedSource).
+// Pods returns the pods (pods.StaticSource).
 func (s *PodSet) Pods() ([]*spec.Pod, []*spec.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -614,7 +615,7 @@ func why(e Restart) string {
 }
 
 func action(e Restart) string {
-	if e.Action == restart.ActionStopped {
+	if e.Action == ledger.ActionStopped {
 		return "stopped, not restarted"
 	}
 	wait := time.Duration(e.BackOffSeconds * float64(time.Second)).Round(100 * time.Millisecond)

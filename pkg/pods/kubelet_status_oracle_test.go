@@ -73,7 +73,7 @@ func readJSON(t *testing.T, path string, v any) {
 	require.NoError(t, json.Unmarshal(data, v))
 }
 
-// oraclePod is the case's pod as the View has it: an owned pod (a static
+// oraclePod is the case's pod as the View has it: a static pod (a static
 // pod, as kubelet's: never terminal by losing its sandbox) of the case's
 // manifest, resolved from the runtime's sandboxes and containers, and
 // what the pod sync adds: its waiting reasons (kubelet's reason cache).
@@ -122,7 +122,7 @@ func oraclePod(t *testing.T, c oracleCase) (*Pod, PodStatus) {
 		i.State = map[string]cri.ContainerState{"running": cri.StateRunning, "exited": cri.StateExited, "created": cri.StateCreated}[ct.State]
 		containers = append(containers, i)
 	}
-	v := Resolve(cri.NewSnapshot(time.Unix(1000, 0), sandboxes, containers), Inputs{Owned: []*spec.Pod{m}})
+	v := Resolve(cri.NewSnapshot(time.Unix(1000, 0), sandboxes, containers), Inputs{StaticPods: []*spec.Pod{m}})
 	p, ok := v.Pod(string(obj.UID))
 	require.True(t, ok)
 	p.Terminating = c.Deleting

@@ -49,7 +49,7 @@ func containerStarted(c *Container, store *results.Store) bool {
 // the view's phase, which takes every running sidecar as started, is
 // terminal exactly when the report's is. A pod someone else made
 // is terminal once it has no ready sandbox (the agent does not make
-// sandboxes for it); an owned pod's sandbox is made again, so only its
+// sandboxes for it); a static pod's sandbox is made again, so only its
 // removal ends it.
 func phase(p *Pod, added PodStatus, started func(*Container) bool) corev1.PodPhase {
 	in := initFactsOf(p)
@@ -68,7 +68,7 @@ func phaseOf(p *Pod, in initFacts, status func(*Container) apiStatus, started fu
 		// handler's ShouldEvict overrides the phase).
 		return corev1.PodFailed
 	}
-	terminal := !p.Owned && !p.SandboxReady() || p.Orphaned
+	terminal := !p.Static && !p.SandboxReady() || p.Orphaned
 	var pendingInit, pendingSidecars, failedInitNotRestartable int
 	var unknown, running, waiting, stopped, stoppedNotRestartable, succeeded int
 	for _, c := range p.Containers {

@@ -127,17 +127,17 @@ func TestSameNameTwice(t *testing.T) {
 	assert.Equal(t, "old", p.UID, "a ready sandbox wins over a newer stopped one")
 }
 
-// An owned pod is in the view from its manifest alone, before any sandbox
+// A static pod is in the view from its manifest alone, before any sandbox
 // exists, under its UID; sandboxes join it by UID, and an attach-mode
 // manifest of the same name does not apply to it.
-func TestOwnedPods(t *testing.T) {
+func TestStaticPods(t *testing.T) {
 	owned := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", RestartPolicy: corev1.RestartPolicyAlways,
 		TerminationGracePeriodSeconds: 30, Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
 	attach := &spec.Pod{Source: "attach.yaml:1", Namespace: "ns", Name: "web-node", RestartPolicy: corev1.RestartPolicyNever}
 
-	v := Resolve(cri.NewSnapshot(t0, nil, nil), Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}})
+	v := Resolve(cri.NewSnapshot(t0, nil, nil), Inputs{StaticPods: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}})
 	p := mustPod(t, v, "hash1")
-	assert.True(t, p.Owned)
+	assert.True(t, p.Static)
 	assert.Nil(t, p.Sandbox, "no sandbox yet")
 	assert.False(t, p.SandboxReady())
 	assert.Equal(t, corev1.PodPending, p.Phase)
@@ -151,7 +151,7 @@ func TestOwnedPods(t *testing.T) {
 
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
 		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1), ctr("x0", "sb1", "extra", 0, cri.StateRunning, 1)})
-	p = mustPod(t, Resolve(snap, Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{StaticPods: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
 	assert.Equal(t, "sb1", p.Sandbox.ID)
 	assert.Equal(t, corev1.RestartPolicyAlways, p.Policy.RestartPolicy, "the owned manifest, not the attach one")
 	assert.Equal(t, "a0", mustContainer(t, p, "app").Current.ID)
@@ -170,10 +170,10 @@ func TestOrphans(t *testing.T) {
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sb}, []*cri.Container{app})
 
 	p := mustPod(t, Resolve(snap, Inputs{}), "hash1")
-	assert.False(t, p.Owned, "without the agent's records it is someone else's pod")
+	assert.False(t, p.Static, "without the agent's records it is someone else's pod")
 
-	p = mustPod(t, Resolve(snap, Inputs{Made: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}}), "hash1")
-	assert.True(t, p.Owned)
+	p = mustPod(t, Resolve(snap, Inputs{Records: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}}), "hash1")
+	assert.True(t, p.Static)
 	assert.True(t, p.Orphaned)
 	assert.True(t, p.Terminating)
 	assert.Equal(t, int64(7), p.Policy.TerminationGracePeriodSeconds)
@@ -184,7 +184,7 @@ func TestOrphans(t *testing.T) {
 
 	last := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", TerminationGracePeriodSeconds: 3,
 		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
-	p = mustPod(t, Resolve(snap, Inputs{Made: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{Records: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
 	assert.True(t, p.Orphaned)
 	assert.Equal(t, int64(3), p.Policy.TerminationGracePeriodSeconds, "its last manifest")
 	assert.Equal(t, "web.yaml:1 (removed)", p.Source)
@@ -213,8 +213,8 @@ func TestActiveDeadline(t *testing.T) {
 
 	owned := *m
 	owned.UID = "u"
-	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Sandbox{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{Owned: []*spec.Pod{&owned},
-		Made: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
+	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Sandbox{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{StaticPods: []*spec.Pod{&owned},
+		Records: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
 	assert.Equal(t, t0.Add(30*time.Second), p.StartTime, "an owned pod started when the agent first made it")
 	assert.Empty(t, p.Reason)
 }

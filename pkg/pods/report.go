@@ -133,7 +133,7 @@ func ReportPod(p *Pod, added PodStatus, store *results.Store, gates GateSet) Pod
 		if p.Sandbox == nil {
 			pr.HostNetwork = obj.Spec.HostNetwork
 		}
-		if p.Owned && obj.Spec.NodeName != "" {
+		if p.Static && obj.Spec.NodeName != "" {
 			pr.Owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: obj.Spec.NodeName, Controller: ptr.To(true)}}
 		}
 	}

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -320,7 +321,7 @@ func restartCount(c *Container, reset *Reset) int32 {
 // RestartCount is the container's restart count as kubelet shows it: the
 // count kubelet's annotation on its newest instance carries, else that
 // instance's attempt; 0 before any instance. The agent's next instance of
-// an owned container is one more.
+// a static pod's container is one more.
 func (c *Container) RestartCount() int32 {
 	cur := c.Current
 	if cur == nil {
@@ -330,6 +331,16 @@ func (c *Container) RestartCount() int32 {
 		return int32(podconfig.RestartCount(cur.Annotations))
 	}
 	return int32(cur.Attempt)
+}
+
+// SetRestartCount sets kubelet's restart count annotation to n in the
+// annotations of an instance copied from another's config, when they
+// carry it (an instance made with kubelet's annotations): the copy's
+// restart count is its attempt, as RestartCount reads it back.
+func SetRestartCount(annotations map[string]string, n uint32) {
+	if _, ok := annotations[podconfig.AnnotationRestartCount]; ok {
+		annotations[podconfig.AnnotationRestartCount] = strconv.FormatUint(uint64(n), 10)
+	}
 }
 
 // write turns s into the report's ContainerStatus.
@@ -412,13 +423,13 @@ func terminatedStatuses(p *Pod, phase corev1.PodPhase, statuses map[*Container]a
 // hasPodInitialized is the status manager's: a pod without init
 // containers, or one whose status shows a container that left waiting or
 // its last init container done. Kubelet reads the pod object's status,
-// which for a static pod (an owned one) is never filled: so an owned pod
+// which for a static pod (one the agent makes) is never filled: so a static pod
 // with init containers never counts as initialized there.
 func hasPodInitialized(p *Pod, inits, regular []*Container, statuses map[*Container]apiStatus, started map[*Container]bool) bool {
 	if len(inits) == 0 {
 		return true
 	}
-	if p.Owned {
+	if p.Static {
 		return false
 	}
 	for _, c := range regular {

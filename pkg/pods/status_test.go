@@ -255,7 +255,7 @@ func TestConditions(t *testing.T) {
 		{name: "a ready sandbox and every container ready → all True", pod: podOf("", app()), want: allTrue},
 		{name: "an owned pod with no sandbox yet → not ready to start containers", pod: func() *Pod {
 			p := podOf("", pcont("app", spec.Regular))
-			p.Sandbox, p.Sandboxes, p.Owned = nil, nil, true
+			p.Sandbox, p.Sandboxes, p.Static = nil, nil, true
 			return p
 		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F},
 			corev1.PodReady:        {F, ReasonContainersNotReady, "containers with unready status: [app]"},
@@ -398,7 +398,7 @@ func TestDeadlineExceeded(t *testing.T) {
 // kubelet's TerminatePod, once a pod terminated: a container not
 // terminated shows terminated with 137 (ContainerStatusUnknown), in a pod
 // that initialized, and an init container that tried to start; the phase
-// stays. Compared with kubelet 1.36.3 on static pods (an owned pod with
+// stays. Compared with kubelet 1.36.3 on static pods (a static pod with
 // init containers never counts as initialized: a static pod's object has
 // no status).
 func TestTerminatedPodStatuses(t *testing.T) {
@@ -416,7 +416,7 @@ func TestTerminatedPodStatuses(t *testing.T) {
 		return p
 	}
 	owned := func(p *Pod) *Pod {
-		p.Owned = true
+		p.Static = true
 		return p
 	}
 	backingOff := func() *Container { return pcont("fail", spec.Regular, inst("f1", cri.StateExited, 5, 1)) }

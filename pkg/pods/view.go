@@ -153,16 +153,19 @@ type Pod struct {
 	Namespace string
 	Name      string
 	UID       string
-	// Owned says the agent makes this pod from a static pod manifest, as
-	// kubelet makes static pods: its sandbox and every container are
-	// created from the spec (Manifest.Object). Otherwise someone else
-	// made the pod and the agent only acts on what the runtime has.
-	Owned bool
-	// Orphaned is an owned pod whose manifest is gone (or changed, which
-	// makes it another pod): it is to be stopped and removed.
+	// Static says the pod is a static pod: the agent makes it from a
+	// static pod manifest (--static-pod-path, or play's files), as kubelet
+	// makes static pods, and keeps a pod record of it on disk; its sandbox
+	// and every container are created from the spec (Manifest.Object).
+	// Otherwise someone else made the pod and the agent only acts on what
+	// the runtime has.
+	Static bool
+	// Orphaned is a static pod whose manifest is gone (or changed, which
+	// makes it another pod), known by its pod record alone (kubelet's
+	// orphaned pod): it is to be stopped and removed.
 	Orphaned bool
 	// Sandbox is the current sandbox: a ready one if any, else the newest;
-	// nil for an owned pod whose sandbox is not made yet.
+	// nil for a static pod whose sandbox is not made yet.
 	Sandbox *cri.Sandbox
 	// Sandboxes are all of the pod's sandboxes, the current one first,
 	// then newest first.

@@ -32,7 +32,7 @@ const (
 	// rule: every container is killed at once and the pod starts over in
 	// its sandbox.
 	CauseRestartAll Cause = "RestartAllContainers"
-	// CauseFirstStart: the container's first start (an owned pod's).
+	// CauseFirstStart: the container's first start (a static pod's).
 	CauseFirstStart Cause = ""
 )
 
@@ -67,11 +67,11 @@ type containerToKill struct {
 type podActions struct {
 	killPod bool
 	// createSandbox: a new sandbox of attempt sandboxAttempt is made, then
-	// the pod's containers from the start (an owned pod only).
+	// the pod's containers from the start (a static pod only).
 	createSandbox  bool
 	sandboxAttempt uint32
 	// reset lists every instance to remove, after killing the running ones
-	// with no grace period, for a RestartAllContainers (an owned pod
+	// with no grace period, for a RestartAllContainers (a static pod
 	// only): the pod then starts over in its sandbox.
 	reset     []*cri.Container
 	kill      []containerToKill
@@ -90,13 +90,13 @@ type resultReader interface {
 // RestartAllContainersOnContainerExits). It is pure: the same view and
 // results always give the same actions.
 //
-// A pod someone else made (not p.Owned) differs, because the agent does
+// A pod someone else made (not p.Static) differs, because the agent does
 // not own it: it never gets a new sandbox (a stopped one ends it), its
 // containers the agent does not manage are never killed or started, and a
 // running one keeps the pod alive.
 func computePodActions(p *pods.Pod, res resultReader) podActions {
 	var a podActions
-	if p.Owned {
+	if p.Static {
 		if changed, attempt := pods.SandboxChanged(p); changed {
 			return computeNewSandbox(p, attempt)
 		}

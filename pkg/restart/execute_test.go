@@ -20,7 +20,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// fakeMaker makes owned pods' configs without a host: the sandbox and
+// fakeMaker makes static pods' configs without a host: the sandbox and
 // container configs name what they are for; fail makes a container's
 // config fail with it.
 type fakeMaker struct {
@@ -112,7 +112,7 @@ func (st *syncTest) view(t *testing.T, m *spec.Pod, owned bool) *pods.Pod {
 	}
 	in := pods.Inputs{Manifests: []*spec.Pod{m}}
 	if owned {
-		in = pods.Inputs{Owned: []*spec.Pod{m}}
+		in = pods.Inputs{StaticPods: []*spec.Pod{m}}
 	}
 	p, ok := pods.Resolve(cri.NewSnapshot(st.clock.Now(), podList, ctrs), in).Pod("uid")
 	require.True(t, ok)
@@ -156,7 +156,7 @@ func ownedPod(containers ...spec.Container) *spec.Pod {
 		TerminationGracePeriodSeconds: 30, Containers: containers, Object: &corev1.Pod{}}
 }
 
-// An owned pod from nothing, sync by sync as kubelet's SyncPod: the
+// A static pod from nothing, sync by sync as kubelet's SyncPod: the
 // sandbox and the first init container, the next init container once it
 // completed, then the containers; postStart after each start.
 func TestSyncOwnedPodFromNothing(t *testing.T) {
@@ -327,7 +327,7 @@ func TestSyncOrphanTeardown(t *testing.T) {
 	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed, edited or no longer loads", st.events.messages()[0])
 }
 
-// A sandbox someone else made with an owned pod's UID and name is not the
+// A sandbox someone else made with a static pod's UID and name is not the
 // pod's: tearing the pod down removes the agent's sandbox and never stops
 // or removes that one, nor its containers.
 func TestSyncOwnedPodSparesOthersSandbox(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -36,7 +37,7 @@ func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod,
 		e.Failures = failures(r.histories.FailuresBehind(results.HistoryKey{Pod: p.Key, Container: k.container.Name, Type: t}, k.instance.ID))
 	}
 	if !k.restarts {
-		e.Action = ActionStopped
+		e.Action = ledger.ActionStopped
 		r.record(ctx, e)
 		return nil
 	}
@@ -359,10 +360,10 @@ func (o *terminationOrdering) terminated(name string) {
 	}
 }
 
-func failures(list []results.Observation) []Failure {
-	out := make([]Failure, 0, len(list))
+func failures(list []results.Observation) []ledger.Failure {
+	out := make([]ledger.Failure, 0, len(list))
 	for _, o := range list {
-		out = append(out, Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
+		out = append(out, ledger.Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -36,7 +37,7 @@ type podState struct {
 	told map[string]bool
 	// pending are the ledger entries of kills whose restart waits, by the
 	// killed instance's ID: recorded when the replacement starts.
-	pending map[string]Entry
+	pending map[string]ledger.Entry
 	// failed says why the last attempt to start a container failed, by
 	// name (kubelet's reasonCache: ErrImagePull, CreateContainerConfigError
 	// …), until it starts.
@@ -49,7 +50,7 @@ type podState struct {
 }
 
 func newPodState() *podState {
-	return &podState{memory: newPlanMemory(), told: map[string]bool{}, pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+	return &podState{memory: newPlanMemory(), told: map[string]bool{}, pending: map[string]ledger.Entry{}, failed: map[string]pods.Waiting{}}
 }
 
 func newPlanMemory() planMemory {
@@ -202,18 +203,18 @@ func (pl *plan) empty() bool {
 // startAction is one container to start, and how.
 type startAction struct {
 	container *pods.Container
-	// cause is why it starts (a first start of an owned pod: CauseFirstStart).
+	// cause is why it starts (a first start of a static pod: CauseFirstStart).
 	cause Cause
 	// resume is an instance created but not started (the agent's, after an
 	// interruption): it is started, nothing is created.
 	resume *cri.Container
 	// from is the instance whose CRI config a container someone else made
-	// is re-created from; nil for an owned pod (made from its spec).
+	// is re-created from; nil for a static pod (made from its spec).
 	from *cri.Container
 	// replaces is the instance the new one replaces (the ledger's), nil
 	// for a first start.
 	replaces *cri.Container
-	// attempt is the new instance's (kubelet's restart count for an owned
+	// attempt is the new instance's (kubelet's restart count for a static
 	// pod); -1: not known from the view, found from the log directory.
 	attempt int64
 	// backoffFrom is the exit the back-off is measured from (zero: none):
@@ -243,7 +244,7 @@ func makePlan(in planInput) plan {
 	p := in.pod
 	pl := plan{initialized: regularMade(p)}
 	switch {
-	case !p.Managed() && !p.Owned, p.ManifestInvalid:
+	case !p.Managed() && !p.Static, p.ManifestInvalid:
 		return pl
 	case p.Orphaned:
 		pl.killPod, pl.teardown, pl.why = anythingRunning(p), true, killRemoved
@@ -253,12 +254,12 @@ func makePlan(in planInput) plan {
 		// again.
 		pl.killPod, pl.why = anythingRunning(p), killDeadline
 		return pl
-	case p.Owned && terminal(p):
+	case p.Static && terminal(p):
 		// kubelet's pod worker stops syncing a pod that completed: what
 		// runs is stopped and nothing starts again.
 		pl.killPod, pl.why = anythingRunning(p), killCompleted
 		return pl
-	case !p.Owned && !p.SandboxReady():
+	case !p.Static && !p.SandboxReady():
 		// Nothing is started into a stopped pod someone else made: its
 		// containers show how they ended, not why they would wait.
 		pl.waiting = map[string]pods.Waiting{}
@@ -357,12 +358,12 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		}
 	}
 	if cur != nil && cur.State == cri.StateCreated && !pl.createSandbox {
-		// Created, never started. An owned pod's is the agent's (it was
+		// Created, never started. A static pod's is the agent's (it was
 		// stopped between the create and the start): started, never
 		// doubled. Someone else's is theirs unless the agent made it to
 		// replace another.
 		switch {
-		case p.Owned:
+		case p.Static:
 		case cur.Annotations[cri.AnnotationRestartOf] == "":
 			return s, false // its creator will start it
 		case slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning }):
@@ -375,7 +376,7 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		}
 		return s, true
 	}
-	if p.Owned {
+	if p.Static {
 		s.attempt = nextAttempt(c)
 	} else {
 		if cur == nil {
@@ -497,7 +498,7 @@ func lastExit(c *pods.Container) *cri.Container {
 	return nil
 }
 
-// nextAttempt is the attempt of an owned container's next instance:
+// nextAttempt is the attempt of a static pod's container's next instance:
 // kubelet's restart count, one more than the newest instance's (the count
 // its annotations carry, kept across sandboxes); -1 with no instance, for
 // the executor to find from the log directory as kubelet does.
@@ -545,7 +546,7 @@ func deadInstances(c *pods.Container, killedNow map[string]bool) []*cri.Containe
 	return out
 }
 
-// terminal reports whether an owned pod completed: kubelet stops syncing
+// terminal reports whether a static pod completed: kubelet stops syncing
 // it then.
 func terminal(p *pods.Pod) bool {
 	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed

@@ -122,7 +122,7 @@ func sandboxes(states ...cri.SandboxState) []*cri.Sandbox {
 }
 
 func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Sandbox, containers ...*pods.Container) *pods.Pod {
-	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Owned: owned, Sandboxes: sbs,
+	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Static: owned, Sandboxes: sbs,
 		Policy: spec.PodPolicy{RestartPolicy: policy, TerminationGracePeriodSeconds: 30}, Containers: containers,
 		Manifest: &spec.Pod{Object: &corev1.Pod{}}}
 	for _, sb := range sbs {

@@ -35,7 +35,7 @@
 // its exit (heldStatus).
 //
 // An interruption (the agent killed) between create and start leaves a
-// created instance: an owned pod's is started by the next agent; a
+// created instance: a static pod's is started by the next agent; a
 // replacement in a pod someone else made is marked
 // cri-prober.io/restart-of, and the next agent starts it, or removes it if
 // the instance it replaces still runs.
@@ -57,6 +57,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -158,8 +159,8 @@ type Restarter struct {
 	syncFrequency time.Duration
 	jitter        func() float64
 	metrics       *metrics
-	ledger        *Ledger // nil: none kept
-	maker         Maker   // nil: owned pods are not made
+	ledger        *ledger.Ledger // nil: none kept
+	maker         Maker          // nil: static pods are not made
 	budget        *killbudget.Budget
 
 	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
@@ -250,7 +251,9 @@ func WithSyncFrequency(d time.Duration) Option {
 }
 
 // WithLedger records every restart and why in l.
-func WithLedger(l *Ledger) Option { return func(r *Restarter) error { r.ledger = l; return nil } }
+func WithLedger(l *ledger.Ledger) Option {
+	return func(r *Restarter) error { r.ledger = l; return nil }
+}
 
 // WithHistories reads the failures behind a restart from hs (the prober's).
 func WithHistories(hs *results.Histories) Option {
