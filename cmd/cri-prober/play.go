@@ -15,9 +15,12 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/podmaker"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -146,12 +149,13 @@ func (o *playOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	out := &playPrinter{w: stdout, wide: o.output == outputWide, seen: map[string]string{}, uids: uids}
 	cfg := agent.Config{
-		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client), Restart: restart.Recreate,
-		Recorder: out, StaticPods: owned, Node: node, MatchRecord: func(r podfs.Record) bool { return uids[r.UID] },
-		NoStartupJitter: true,
+		Client: client, Poller: cri.PollerConfig{RelistPeriod: 500 * time.Millisecond}, EventsAddress: eventsAddress("", client),
+		Restart: restart.Config{Mode: restart.Recreate}, Recorder: out, StaticPods: owned, Node: node,
+		Maker:  podmaker.Config{MatchRecord: func(r podfs.Record) bool { return uids[r.UID] }},
+		Prober: prober.Config{NoStartupJitter: true},
 	}
 	o.policy.apply(&cfg)
-	o.podSync.apply(&cfg)
+	o.podSync.apply(&cfg.Restart)
 	engine, err := agent.New(ctx, cfg)
 	if err != nil {
 		return err

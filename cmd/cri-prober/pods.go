@@ -71,7 +71,10 @@ func (o *podsOptions) run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	defer client.Close()
-	poller, err := cri.NewPoller(client, cri.WithRelistPeriod(o.relistPeriod))
+	if o.relistPeriod <= 0 {
+		return fmt.Errorf("relist period must be positive, got %s", o.relistPeriod)
+	}
+	poller, err := cri.NewPoller(client, cri.PollerConfig{RelistPeriod: o.relistPeriod})
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,9 @@ func TestPodsTable(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, out, "empty")
 	assert.Contains(t, out, "web")
+
+	_, _, err = runCLI(t, "pods", "--runtime-endpoint", rt.Endpoint(), "--relist-period", "0s")
+	assert.ErrorContains(t, err, "relist period must be positive")
 }
 
 func TestPodsJSON(t *testing.T) {
@@ -462,7 +465,7 @@ func TestPodsAndStatusAgreeOnADualStackPodIP(t *testing.T) {
 	client, err := cri.Dial(context.Background(), rt.Endpoint())
 	require.NoError(t, err)
 	defer client.Close()
-	poller, err := cri.NewPoller(client)
+	poller, err := cri.NewPoller(client, cri.PollerConfig{})
 	require.NoError(t, err)
 	snap, err := poller.Relist(context.Background())
 	require.NoError(t, err)

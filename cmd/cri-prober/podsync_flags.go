@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
@@ -34,7 +33,7 @@ func (f *podSyncFlags) check() error {
 	return nil
 }
 
-// apply gives the engine the settings (check first).
-func (f *podSyncFlags) apply(cfg *agent.Config) {
+// apply gives pod sync the settings (check first).
+func (f *podSyncFlags) apply(cfg *restart.Config) {
 	cfg.MaxContainerRestartPeriod, cfg.SyncFrequency = f.maxRestartPeriod, f.syncFrequency
 }

@@ -172,7 +172,7 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer client.Close()
-	poller, err := cri.NewPoller(client)
+	poller, err := cri.NewPoller(client, cri.PollerConfig{})
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		target.NetNS = pod.Sandbox.NetNS
 	}
-	runner, err := exec.NewRunner(client)
+	runner, err := exec.NewRunner(client, exec.Config{})
 	if err != nil {
 		return err
 	}

@@ -52,10 +52,10 @@ func (p *probePolicy) registerFailureEvents(fs *pflag.FlagSet) {
 
 // apply gives the engine the policy.
 func (p *probePolicy) apply(cfg *agent.Config) {
-	cfg.AnnotationProbeHosts = string(p.annotationProbeHosts)
-	cfg.AllowedDestinations = p.allowedDestinations
-	cfg.FailureEvents = prober.FailureEvents(p.failureEvents)
-	cfg.KeepSuccessOutput = p.keepSuccessOutput
+	cfg.Resolver.AnnotationProbeHosts = string(p.annotationProbeHosts)
+	cfg.Prober.AllowedDestinations = p.allowedDestinations
+	cfg.Prober.FailureEvents = prober.FailureEvents(p.failureEvents)
+	cfg.Prober.KeepSuccessOutput = p.keepSuccessOutput
 }
 
 // probeHosts is --annotation-probe-hosts, checked as it is set (from the

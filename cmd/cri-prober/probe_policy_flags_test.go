@@ -141,13 +141,13 @@ func TestProbePolicyFlags(t *testing.T) {
 	require.NoError(t, err)
 	var cfg agent.Config
 	p.apply(&cfg)
-	assert.Equal(t, spec.AnnotationProbeHostsPod, cfg.AnnotationProbeHosts, "pinned by default")
+	assert.Equal(t, spec.AnnotationProbeHostsPod, cfg.Resolver.AnnotationProbeHosts, "pinned by default")
 	assert.Empty(t, p.allowedDestinations, "nothing allowed by default")
 	assert.False(t, p.keepSuccessOutput)
 	assert.Equal(t, failureEvents(prober.FailureEventsKubelet), p.failureEvents, "kubelet's events by default")
-	assert.Empty(t, cfg.AllowedDestinations, "the destinations only: none allowed")
-	assert.Equal(t, prober.FailureEventsKubelet, cfg.FailureEvents, "no failure events option")
-	assert.False(t, cfg.KeepSuccessOutput, "no success output option")
+	assert.Empty(t, cfg.Prober.AllowedDestinations, "the destinations only: none allowed")
+	assert.Equal(t, prober.FailureEventsKubelet, cfg.Prober.FailureEvents, "no failure events option")
+	assert.False(t, cfg.Prober.KeepSuccessOutput, "no success output option")
 
 	p, err = parse(t, "", "--annotation-probe-hosts=any", "--allow-probe-destination", "169.254.169.254",
 		"--allow-probe-destination", "fd00:ec2::254/128,100.100.100.0/24", "--keep-success-output", "--probe-failure-events=threshold")
@@ -155,10 +155,10 @@ func TestProbePolicyFlags(t *testing.T) {
 	assert.Equal(t, prefixList{netip.MustParsePrefix("169.254.169.254/32"), netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("100.100.100.0/24")}, p.allowedDestinations)
 	cfg = agent.Config{}
 	p.apply(&cfg)
-	assert.Equal(t, spec.AnnotationProbeHostsAny, cfg.AnnotationProbeHosts)
-	assert.Equal(t, []netip.Prefix(p.allowedDestinations), cfg.AllowedDestinations, "the destinations")
-	assert.Equal(t, prober.FailureEventsThreshold, cfg.FailureEvents, "the failure events")
-	assert.True(t, cfg.KeepSuccessOutput, "the success output")
+	assert.Equal(t, spec.AnnotationProbeHostsAny, cfg.Resolver.AnnotationProbeHosts)
+	assert.Equal(t, []netip.Prefix(p.allowedDestinations), cfg.Prober.AllowedDestinations, "the destinations")
+	assert.Equal(t, prober.FailureEventsThreshold, cfg.Prober.FailureEvents, "the failure events")
+	assert.True(t, cfg.Prober.KeepSuccessOutput, "the success output")
 
 	p, err = parse(t, "annotation-probe-hosts: any\nallow-probe-destination: [169.254.169.254/32, fe80::/10]\nkeep-success-output: true\nprobe-failure-events: threshold\n")
 	require.NoError(t, err)

@@ -25,8 +25,10 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -172,10 +174,10 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 
 	cfg.ProbeRegistry, cfg.AgentRegistry = prometheus.NewRegistry(), prometheus.NewRegistry()
 	cfg.AgentRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector(cfg.NodeName))
-	if cfg.CRIMetrics, err = cri.NewMetrics(cfg.AgentRegistry); err != nil {
+	if cfg.Poller.Metrics, err = cri.NewMetrics(cfg.AgentRegistry); err != nil {
 		return err
 	}
-	client, err := o.dial(ctx, cri.WithMetrics(cfg.CRIMetrics))
+	client, err := o.dial(ctx, cri.WithMetrics(cfg.Poller.Metrics))
 	if err != nil {
 		return err
 	}
@@ -183,10 +185,10 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	logger.Info("Connected to the runtime", "endpoint", client.Endpoint(), "runtime", client.RuntimeName(), "version", client.RuntimeVersion())
 	cfg.Client, cfg.EventsAddress, cfg.Recorder = client, eventsAddress(o.containerdAddress, client), events.Log(logger)
 
-	if cfg.HostIP == "" {
-		if cfg.HostIP, err = defaultRouteIP(); err != nil {
+	if cfg.Resolver.HostIP == "" {
+		if cfg.Resolver.HostIP, err = defaultRouteIP(); err != nil {
 			logger.Error(err, "Cannot find the node's address: host-network pods will be probed at 127.0.0.1; set --host-ip (under systemd, RestrictAddressFamilies must allow AF_NETLINK)")
-			cfg.HostIP = "127.0.0.1"
+			cfg.Resolver.HostIP = "127.0.0.1"
 		}
 	}
 	if o.manifests != "" {
@@ -194,7 +196,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		cfg.Manifests.Reload() // first read before probing starts
 	}
 	if o.staticPodPath != "" {
-		if cfg.Node, err = o.node.node(cfg.HostIP); err != nil {
+		if cfg.Node, err = o.node.node(cfg.Resolver.HostIP); err != nil {
 			return fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
 		}
 		opts := []spec.LoadOption{spec.AsStatic(spec.Static{NodeName: cfg.Node.Name})}
@@ -203,7 +205,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		}
 		static := spec.NewManifestDir(o.staticPodPath, nil, opts...)
 		static.Reload() // first read before anything is made
-		cfg.StaticPods, cfg.MatchRecord = static, inDir(o.staticPodPath)
+		cfg.StaticPods, cfg.Maker.MatchRecord = static, inDir(o.staticPodPath)
 		logger.Info("Making the pods of the static pod path", "staticPodPath", o.staticPodPath, "node", cfg.Node.Name, "rootDir", cfg.Node.RootDir)
 	}
 	engine, err := agent.New(ctx, cfg)
@@ -219,7 +221,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wg.Go(func() { engine.Run(ctx) })
-	logger.Info("Probing", "podManifests", o.manifests, "hostIP", cfg.HostIP, "restart", cfg.Restart, "api", engine.APIAddresses())
+	logger.Info("Probing", "podManifests", o.manifests, "hostIP", cfg.Resolver.HostIP, "restart", cfg.Restart.Mode, "api", engine.APIAddresses())
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
@@ -230,9 +232,14 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 // (what needs the world is added by run). A bad value is an error that
 // names its flag.
 func (o *runOptions) validate() (agent.Config, error) {
-	cfg := agent.Config{RelistPeriod: o.relistPeriod, HostIP: o.hostIP, ProbeNetwork: o.probeNetwork, MaxExecPerPod: o.maxExecPerPod,
-		MaxProbesInFlight: o.maxInFlight, NotReadyOnExit: o.notReadyOnExit, StateDir: o.stateDir, KillBudget: o.killBudget.config(),
-		OnTransition: o.onTransition, Webhook: o.webhook, NotifySystemd: true}
+	cfg := agent.Config{
+		Poller:   cri.PollerConfig{RelistPeriod: o.relistPeriod},
+		Resolver: pods.ResolverConfig{HostIP: o.hostIP, ProbeNetwork: o.probeNetwork},
+		Exec:     exec.Config{PerPodConcurrency: o.maxExecPerPod},
+		Prober:   prober.Config{MaxProbesInFlight: o.maxInFlight},
+		Restart:  restart.Config{NotReadyOnExit: o.notReadyOnExit},
+		StateDir: o.stateDir, KillBudget: o.killBudget.config(), OnTransition: o.onTransition, Webhook: o.webhook, NotifySystemd: true,
+	}
 	var err error
 	if o.manifestInterval <= 0 {
 		return cfg, errors.New("--pod-manifests-interval must be positive")
@@ -243,24 +250,24 @@ func (o *runOptions) validate() (agent.Config, error) {
 	if err := spec.ValidateProbeNetwork(o.probeNetwork); err != nil {
 		return cfg, fmt.Errorf("--probe-network: %w", err)
 	}
-	if cfg.Restart, err = restart.ParseMode(o.restartMode); err != nil {
+	if cfg.Restart.Mode, err = restart.ParseMode(o.restartMode); err != nil {
 		return cfg, fmt.Errorf("--restart: %w", err)
 	}
-	if cfg.ProbeMetrics, err = prober.ParseProbeMetrics(o.probeMetrics); err != nil {
+	if cfg.Prober.ProbeMetrics, err = prober.ParseProbeMetrics(o.probeMetrics); err != nil {
 		return cfg, fmt.Errorf("--probe-metrics: %w", err)
 	}
 	useManifests, useAnnotations, err := parseSpecSources(o.specSources)
 	if err != nil {
 		return cfg, fmt.Errorf("--spec-sources: %w", err)
 	}
-	cfg.IgnoreAnnotations = !useAnnotations
+	cfg.Resolver.IgnoreAnnotations = !useAnnotations
 	if o.manifests != "" && !useManifests {
 		return cfg, errors.New("--pod-manifests is set but --spec-sources leaves manifests out: add manifests to --spec-sources or drop --pod-manifests")
 	}
 	if err := o.podSync.check(); err != nil {
 		return cfg, err
 	}
-	o.podSync.apply(&cfg)
+	o.podSync.apply(&cfg.Restart)
 	if err := cfg.KillBudget.Check(); err != nil {
 		return cfg, err
 	}
@@ -268,7 +275,7 @@ func (o *runOptions) validate() (agent.Config, error) {
 		return cfg, err
 	}
 	if o.staticPodPath != "" {
-		if cfg.Restart != restart.Recreate {
+		if cfg.Restart.Mode != restart.Recreate {
 			return cfg, fmt.Errorf("--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
 		}
 		if err := o.node.check(); err != nil {

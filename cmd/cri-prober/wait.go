@@ -16,7 +16,9 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -179,10 +181,12 @@ func (o *waitOptions) startEngine(ctx context.Context, namespace, name string) (
 		return nil, nil, err
 	}
 	cfg := agent.Config{
-		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client),
-		Recorder:        quiet{},
-		PodFilter:       func(ns, n string) bool { return ns == namespace && n == name },
-		NoStartupJitter: true,
+		Client: client, Poller: cri.PollerConfig{RelistPeriod: 500 * time.Millisecond}, EventsAddress: eventsAddress("", client),
+		Recorder: quiet{},
+		Prober: prober.Config{
+			PodFilter:       func(ns, n string) bool { return ns == namespace && n == name },
+			NoStartupJitter: true,
+		},
 	}
 	o.policy.apply(&cfg)
 	if o.manifests != "" {

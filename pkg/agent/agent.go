@@ -16,7 +16,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -41,17 +40,15 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// Config is what the engine is made of: each setting has one field here
-// (the commands turn their flags into it, checked first). Zero values are
-// the defaults.
+// Config is what the engine is made of: each part's settings in its own
+// Config, and what the agent itself runs (the commands turn their flags
+// into it, checked first). Zero values are the defaults.
 type Config struct {
 	// Client reaches the runtime; the caller closes it after Run.
 	Client *cri.Client
-	// RelistPeriod is how often the runtime is listed.
-	RelistPeriod time.Duration
-	// CRIMetrics are the client's series (cri.NewMetrics), also given the
-	// poller's (nil: none).
-	CRIMetrics *cri.Metrics
+	// Poller is how the runtime is listed: its relist period and the
+	// client's series (cri.NewMetrics), also given the poller's.
+	Poller cri.PollerConfig
 	// EventsAddress is containerd's socket for its event stream ("":
 	// exits are seen at the next relist).
 	EventsAddress string
@@ -67,60 +64,28 @@ type Config struct {
 	// Node is the node as the pods the agent makes see it (podfs.
 	// DiscoverNode): their names, directories, DNS and resources.
 	Node podconfig.Node
+	// Maker is how the pods the agent makes are recorded: what each was
+	// made from, and which pod records are this agent's (the agent and
+	// play keep theirs apart under one root directory).
+	Maker podmaker.Config
 	// NodeName is the node's name (--node-name): who reports every event
 	// (events.k8s.io/v1's reportingInstance), and the node of each restart
 	// and of the API's series ("": events are not marked).
 	NodeName string
-	// SourceOf names what a static pod was made from in its pod record
-	// (podfs.Record.Source), and MatchRecord says which pod records are
-	// this agent's (the agent and play keep theirs apart under one root
-	// directory); nil: the pod's manifest file, and every record.
-	SourceOf    func(*pods.Pod) string
-	MatchRecord func(podfs.Record) bool
-	// HostIP is probed for host-network pods; ProbeNetwork is where
-	// network probes are dialled from for pods that do not say.
-	HostIP       string
-	ProbeNetwork string
-	// IgnoreAnnotations leaves CRI annotations out as a spec source
-	// (--spec-sources=manifests).
-	IgnoreAnnotations bool
-	// AnnotationProbeHosts says which hosts annotation probes may name
-	// (--annotation-probe-hosts; "": spec.AnnotationProbeHostsPod, none).
-	AnnotationProbeHosts string
-	// MaxExecPerPod bounds the exec probes of one pod run at once (0: no
-	// limit, kubelet's way).
-	MaxExecPerPod int
-	// MaxProbesInFlight bounds the network probes running at once
-	// (--max-probes-in-flight; 0: no bound).
-	MaxProbesInFlight int
-	// AllowedDestinations are the refused destinations probes may reach
-	// nonetheless (--allow-probe-destination).
-	AllowedDestinations []netip.Prefix
-	// FailureEvents is the event of a probe failure ("": kubelet's).
-	FailureEvents prober.FailureEvents
-	// KeepSuccessOutput keeps what passing probes print.
-	KeepSuccessOutput bool
-	// PodFilter says which pods are probed (nil: every pod).
-	PodFilter func(namespace, name string) bool
-	// NoStartupJitter starts each probe without kubelet's random delay
-	// (the commands that wait on a result).
-	NoStartupJitter bool
-	// Lateness also observes each probe's lateness (nil: none).
-	Lateness prometheus.Observer
+	// Resolver is how each relist becomes a view: the host IP, the probe
+	// network, the spec sources and where annotation probes may go.
+	Resolver pods.ResolverConfig
+	// Exec is how exec probes run (their per-pod limit).
+	Exec exec.Config
+	// Prober is how probes run and what is kept of them; its StateDir is
+	// StateDir.
+	Prober prober.Config
 	// StateDir keeps what must survive the agent's restart: the restart
 	// ledger, the readiness gates, the probes' state, the kill pause
 	// (--state-dir; "": nothing kept).
 	StateDir string
-	// Restart is what the restarter does; "" runs none (wait).
-	Restart restart.Mode
-	// NotReadyOnExit shows, beyond kubelet, a container not ready from the
-	// exit of an instance the pod sync kills to restart it, instead of
-	// running and ready until its replacement's postStart ended
-	// (restart.WithNotReadyOnExit; --not-ready-on-exit).
-	NotReadyOnExit bool
-	// MaxContainerRestartPeriod and SyncFrequency are kubelet's settings
-	// of pod sync (0: kubelet's defaults).
-	MaxContainerRestartPeriod, SyncFrequency time.Duration
+	// Restart is what the pod sync does; a Mode of "" runs none (wait).
+	Restart restart.Config
 	// KillBudget bounds probe-triggered kills (zero: no budget).
 	KillBudget killbudget.Config
 	// OnTransition is a shell command and Webhook a URL told of every
@@ -131,9 +96,6 @@ type Config struct {
 	// ProbeRegistry gets kubelet's probe series, AgentRegistry the agent's
 	// own; the API shows both (nil: not exported).
 	ProbeRegistry, AgentRegistry *prometheus.Registry
-	// ProbeMetrics is how kubelet's probe series are kept (--probe-metrics;
-	// "": prober.PerProbeMetrics).
-	ProbeMetrics prober.ProbeMetrics
 	// API serves the state API and metrics (nil: none).
 	API *APIConfig
 	// NotifySystemd tells systemd when the agent is ready and, with its
@@ -170,9 +132,10 @@ type Agent struct {
 	Poller    *cri.Poller
 	Resolver  *pods.Resolver
 	Manager   *prober.Manager
-	Restarter *restart.Restarter // nil without Config.Restart
+	Restarter *restart.Restarter // nil without Config.Restart.Mode
 	// KillBudget is the restart budget and pause that pod sync spends,
-	// the prober asks and the API changes (nil without Config.Restart).
+	// the prober asks and the API changes (nil without
+	// Config.Restart.Mode).
 	KillBudget *killbudget.Budget
 	Store      *results.Store
 	Histories  *results.Histories
@@ -203,15 +166,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.recorder = a.events(ctx)
-	popts := []cri.PollerOption{}
-	if cfg.CRIMetrics != nil {
-		popts = append(popts, cri.WithPollerMetrics(cfg.CRIMetrics))
-	}
-	if cfg.RelistPeriod > 0 {
-		popts = append(popts, cri.WithRelistPeriod(cfg.RelistPeriod))
-	}
 	var err error
-	if a.Poller, err = cri.NewPoller(cfg.Client, popts...); err != nil {
+	if a.Poller, err = cri.NewPoller(cfg.Client, cfg.Poller); err != nil {
 		return nil, err
 	}
 	if cfg.EventsAddress != "" {
@@ -219,98 +175,112 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	ropts := []pods.Option{pods.WithProbeNetwork(cfg.ProbeNetwork)}
-	if cfg.IgnoreAnnotations {
-		ropts = append(ropts, pods.WithoutAnnotations())
+	maker, err := a.newMaker()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.AnnotationProbeHosts != "" {
-		ropts = append(ropts, pods.WithAnnotationProbeHosts(cfg.AnnotationProbeHosts))
+	a.Resolver = pods.NewResolver(cfg.Resolver, a.specSources(maker)...)
+	if err := a.newProber(); err != nil {
+		return nil, err
 	}
-	if cfg.HostIP != "" {
-		ropts = append(ropts, pods.WithHostIP(cfg.HostIP))
+	if err := a.newPodSync(maker); err != nil {
+		return nil, err
 	}
-	if cfg.Manifests != nil {
-		ropts = append(ropts, pods.WithManifests(cfg.Manifests))
-	}
-	if a.recorder != nil {
-		ropts = append(ropts, pods.WithRecorder(a.recorder))
-	}
-	var maker *podmaker.Maker
-	if cfg.StaticPods != nil {
-		if cfg.Restart != restart.Recreate {
-			return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
-		}
-		if maker, err = newMaker(cfg, a.recorder); err != nil {
+	a.subscribe()
+	if cfg.API != nil {
+		if err := a.serveAPI(*cfg.API); err != nil {
 			return nil, err
 		}
-		ropts = append(ropts, pods.WithStaticPods(cfg.StaticPods, maker))
+		a.runFuncs = append(a.runFuncs, a.listeners.run)
 	}
-	a.Resolver = pods.NewResolver(ropts...)
+	if cfg.NotifySystemd {
+		notifier := systemdNotifier{ready: a.Health, live: a.live.err}
+		a.runFuncs = append(a.runFuncs, notifier.run)
+	}
+	return a, nil
+}
 
-	var eopts []exec.Option
-	if cfg.MaxExecPerPod > 0 {
-		eopts = append(eopts, exec.WithPerPodConcurrency(cfg.MaxExecPerPod))
+// newMaker returns the maker of the pods of Config.StaticPods on the
+// node's directories, with the runtime's image service (nil without
+// static pods).
+func (a *Agent) newMaker() (*podmaker.Maker, error) {
+	cfg := a.cfg
+	if cfg.StaticPods == nil {
+		return nil, nil
 	}
-	if cfg.AgentRegistry != nil {
-		eopts = append(eopts, exec.WithRegisterer(cfg.AgentRegistry))
+	if cfg.Restart.Mode != restart.Recreate {
+		return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
 	}
-	runner, err := exec.NewRunner(cfg.Client, eopts...)
+	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
 	if err != nil {
-		return nil, fmt.Errorf("exec runner: %w", err)
+		return nil, fmt.Errorf("the pods' root directory: %w", err)
 	}
-	mopts := []prober.Option{prober.WithHistories(a.Histories)}
-	if a.recorder != nil {
-		mopts = append(mopts, prober.WithRecorder(a.recorder))
+	var recorder restart.Recorder = a.recorder
+	if recorder == nil {
+		recorder = events.Log(klog.Background())
 	}
-	if cfg.ProbeMetrics != "" { // before the registerers
-		mopts = append(mopts, prober.WithProbeMetrics(cfg.ProbeMetrics))
+	return podmaker.New(fs, cfg.Client, recorder, nil, cfg.Maker), nil
+}
+
+// specSources are the resolver's sources beside the runtime's annotations:
+// the manifests, and the static pods with the records of those made.
+func (a *Agent) specSources(maker *podmaker.Maker) []pods.Option {
+	opts := []pods.Option{pods.WithRecorder(a.recorder)}
+	if a.cfg.Manifests != nil {
+		opts = append(opts, pods.WithManifests(a.cfg.Manifests))
 	}
-	if cfg.ProbeRegistry != nil && cfg.AgentRegistry != nil {
-		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegistry, cfg.AgentRegistry))
+	if maker != nil {
+		opts = append(opts, pods.WithStaticPods(a.cfg.StaticPods, maker))
 	}
-	if cfg.Restart != "" {
-		bopts := []killbudget.Option{killbudget.WithRecorder(a.recorder)}
-		if cfg.AgentRegistry != nil {
-			bopts = append(bopts, killbudget.WithRegisterer(cfg.AgentRegistry))
-		}
-		if a.KillBudget, err = killbudget.New(cfg.KillBudget, cfg.StateDir, bopts...); err != nil {
-			return nil, fmt.Errorf("--state-dir: %w", err)
+	return opts
+}
+
+// newProber makes the prober's manager, and the kill budget its failures
+// wait on (with a pod sync).
+func (a *Agent) newProber() error {
+	cfg := a.cfg
+	runner, err := exec.NewRunner(cfg.Client, cfg.Exec, exec.WithRegisterer(registerer(cfg.AgentRegistry)))
+	if err != nil {
+		return fmt.Errorf("exec runner: %w", err)
+	}
+	opts := []prober.Option{prober.WithHistories(a.Histories), prober.WithRecorder(a.recorder),
+		prober.WithRegisterers(registerer(cfg.ProbeRegistry), registerer(cfg.AgentRegistry))}
+	if cfg.Restart.Mode != "" {
+		if a.KillBudget, err = killbudget.New(cfg.KillBudget, cfg.StateDir, killbudget.WithRecorder(a.recorder),
+			killbudget.WithRegisterer(registerer(cfg.AgentRegistry))); err != nil {
+			return fmt.Errorf("--state-dir: %w", err)
 		}
 		// A failed container whose kill waits (restart budget, pause) is
 		// probed on.
-		mopts = append(mopts, prober.WithKillWaits(a.KillBudget.Waits))
+		opts = append(opts, prober.WithKillWaits(a.KillBudget.Waits))
 	}
-	mopts = append(mopts, proberPolicy(cfg)...)
-	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.TestProberOptions...)...); err != nil {
-		return nil, err
-	}
-	if cfg.Restart != "" {
-		ropts := []restart.Option{restart.WithMode(cfg.Restart), restart.WithHistories(a.Histories), restart.WithRelister(a.Poller),
-			restart.WithLedger(a.Ledger)}
-		if maker != nil {
-			ropts = append(ropts, restart.WithMaker(maker))
-		}
-		if cfg.NotReadyOnExit {
-			ropts = append(ropts, restart.WithNotReadyOnExit())
-		}
-		if a.recorder != nil {
-			ropts = append(ropts, restart.WithRecorder(a.recorder))
-		}
-		if cfg.AgentRegistry != nil {
-			ropts = append(ropts, restart.WithRegisterer(cfg.AgentRegistry))
-		}
-		if cfg.MaxContainerRestartPeriod > 0 {
-			ropts = append(ropts, restart.WithMaxContainerRestartPeriod(cfg.MaxContainerRestartPeriod))
-		}
-		if cfg.SyncFrequency > 0 {
-			ropts = append(ropts, restart.WithSyncFrequency(cfg.SyncFrequency))
-		}
-		ropts = append(ropts, restart.WithKillBudget(a.KillBudget))
-		if a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, append(ropts, cfg.TestRestartOptions...)...); err != nil {
-			return nil, err
-		}
-	}
+	pcfg := cfg.Prober
+	pcfg.StateDir = cfg.StateDir
+	a.Manager, err = prober.NewManager(runner, a.Store, pcfg, append(opts, cfg.TestProberOptions...)...)
+	return err
+}
 
+// newPodSync makes the restarter (kubelet's pod sync), if Config.Restart
+// asks for one.
+func (a *Agent) newPodSync(maker *podmaker.Maker) error {
+	cfg := a.cfg
+	if cfg.Restart.Mode == "" {
+		return nil
+	}
+	opts := []restart.Option{restart.WithHistories(a.Histories), restart.WithRelister(a.Poller), restart.WithLedger(a.Ledger),
+		restart.WithRecorder(a.recorder), restart.WithRegisterer(registerer(cfg.AgentRegistry)), restart.WithKillBudget(a.KillBudget)}
+	if maker != nil {
+		opts = append(opts, restart.WithMaker(maker))
+	}
+	var err error
+	a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, cfg.Restart, append(opts, cfg.TestRestartOptions...)...)
+	return err
+}
+
+// subscribe makes the parts' subscriptions, each to the one before it, and
+// the loops Run runs.
+func (a *Agent) subscribe() {
+	cfg := a.cfg
 	a.criSub = a.Poller.Watch()
 	a.runFuncs = append(a.runFuncs, a.Poller.Run, func(ctx context.Context) { a.Resolver.Run(ctx, a.criSub) })
 	var managerSub *pods.Subscription
@@ -338,75 +308,19 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	// A relist makes up to 3 CRI calls, each bounded by the request
 	// timeout: a loop that has not finished one in that long is stuck.
-	relistPeriod := cfg.RelistPeriod
+	relistPeriod := cfg.Poller.RelistPeriod
 	if relistPeriod <= 0 {
 		relistPeriod = cri.DefaultRelistPeriod
 	}
 	a.live = loopCheck{lastRelist: a.Poller.LastRelist, start: time.Now(), alive: relistPeriod + 3*cfg.Client.RequestTimeout() + time.Minute, now: time.Now}
-	if cfg.API != nil {
-		if err := a.serveAPI(*cfg.API); err != nil {
-			return nil, err
-		}
-		a.runFuncs = append(a.runFuncs, a.listeners.run)
-	}
-	if cfg.NotifySystemd {
-		notifier := systemdNotifier{ready: a.Health, live: a.live.err}
-		a.runFuncs = append(a.runFuncs, notifier.run)
-	}
-	return a, nil
 }
 
-// proberPolicy is where probes may go and what is kept of their answers,
-// and how they are scheduled.
-func proberPolicy(cfg Config) []prober.Option {
-	opts := []prober.Option{prober.WithAllowedDestinations(cfg.AllowedDestinations)}
-	if cfg.FailureEvents != "" && cfg.FailureEvents != prober.FailureEventsKubelet {
-		opts = append(opts, prober.WithFailureEvents(cfg.FailureEvents))
+// registerer is reg, or no registerer at all (not a nil *Registry in one).
+func registerer(reg *prometheus.Registry) prometheus.Registerer {
+	if reg == nil {
+		return nil
 	}
-	if cfg.KeepSuccessOutput {
-		opts = append(opts, prober.WithSuccessOutput())
-	}
-	if cfg.StateDir != "" {
-		opts = append(opts, prober.WithStateDir(cfg.StateDir))
-	}
-	if cfg.MaxProbesInFlight != 0 {
-		opts = append(opts, prober.WithMaxProbesInFlight(cfg.MaxProbesInFlight))
-	}
-	if cfg.PodFilter != nil {
-		opts = append(opts, prober.WithPodFilter(cfg.PodFilter))
-	}
-	if cfg.NoStartupJitter {
-		opts = append(opts, prober.WithoutStartupJitter())
-	}
-	if cfg.Lateness != nil {
-		opts = append(opts, prober.WithLatenessObserver(cfg.Lateness))
-	}
-	return opts
-}
-
-// newMaker makes the pods of cfg.StaticPods on the node's directories, with
-// the runtime's image service.
-func newMaker(cfg Config, recorder restart.Recorder) (*podmaker.Maker, error) {
-	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
-	if err != nil {
-		return nil, fmt.Errorf("the pods' root directory: %w", err)
-	}
-	sourceOf := cfg.SourceOf
-	if sourceOf == nil {
-		sourceOf = manifestFile
-	}
-	if recorder == nil {
-		recorder = events.Log(klog.Background())
-	}
-	return podmaker.New(fs, cfg.Client, recorder, nil, sourceOf, cfg.MatchRecord), nil
-}
-
-// manifestFile is the file a pod's manifest came from.
-func manifestFile(p *pods.Pod) string {
-	if p.Manifest == nil {
-		return ""
-	}
-	return p.Manifest.File
+	return reg
 }
 
 // Run runs the engine until ctx is done, then stops every part and waits

@@ -131,7 +131,7 @@ func (a *Agent) serveAPI(c APIConfig) error {
 		Pods: a, History: a.Histories, Ledger: a.Ledger, Gates: a, Events: a.ring, Health: a.Health, Live: a.live.err,
 		Metrics:          api.MetricsHandler(all),
 		ProbeMetrics:     api.MetricsHandler(probes),
-		KubeStateMetrics: api.NewKubeState(a, api.KubeStateOptions{NodeName: a.cfg.NodeName, HostIP: a.cfg.HostIP, Namespaces: c.KubeStateNamespaces}),
+		KubeStateMetrics: api.NewKubeState(a, api.KubeStateOptions{NodeName: a.cfg.NodeName, HostIP: a.cfg.Resolver.HostIP, Namespaces: c.KubeStateNamespaces}),
 		NodeName:         a.cfg.NodeName,
 		Profiling:        c.Profiling,
 		Registerer:       reg, MaxEventStreams: c.MaxEventStreams,

@@ -225,7 +225,7 @@ func TestMetricsTimeCallsAndRelists(t *testing.T) {
 	c, err := cri.Dial(context.Background(), rt.Endpoint(), cri.WithMetrics(m))
 	require.NoError(t, err)
 	defer c.Close()
-	p, err := cri.NewPoller(c, cri.WithPollerMetrics(m))
+	p, err := cri.NewPoller(c, cri.PollerConfig{Metrics: m})
 	require.NoError(t, err)
 	_, err = p.Relist(context.Background())
 	require.NoError(t, err)

@@ -72,7 +72,7 @@ func envelope(t *testing.T, topic string, event proto.Message) *eventsapi.Envelo
 func startAgentLoop(t *testing.T, rt *fakeruntime.Runtime, eventsSocket string) (*cri.Poller, *cri.EventWatcher, *testingclock.FakeClock) {
 	t.Helper()
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	p := newPoller(t, rt, cri.WithClock(clk), cri.WithRelistPeriod(time.Hour))
+	p := newPollerWith(t, rt, cri.PollerConfig{RelistPeriod: time.Hour}, cri.WithClock(clk))
 	w, err := cri.NewEventWatcher(eventsSocket, p)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -79,7 +79,7 @@ func TestRelistNeverTakesADuplicateForAMissingOne(t *testing.T) {
 			set(pods []*runtimeapi.PodSandbox, containers []*runtimeapi.Container)
 		}{"decoded": &stubRuntime{}, "encoded": &encodedStub{}} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
-				p, err := NewPoller(rt)
+				p, err := NewPoller(rt, PollerConfig{})
 				require.NoError(t, err)
 				rt.set([]*runtimeapi.PodSandbox{sb, sb2}, []*runtimeapi.Container{ctr("a"), ctr("b")})
 				_, err = p.Relist(context.Background())

@@ -12,7 +12,7 @@ import (
 
 // Metrics are the CRI boundary's series: how long each CRI call takes and
 // how long a relist takes. Create them with NewMetrics and pass them to
-// Dial (WithMetrics) and NewPoller (WithPollerMetrics).
+// Dial (WithMetrics) and NewPoller (PollerConfig.Metrics).
 type Metrics struct {
 	requests *prometheus.HistogramVec
 	relist   prometheus.Histogram
@@ -49,11 +49,3 @@ func (m *Metrics) intercept(ctx context.Context, method string, req, reply any, 
 
 // WithMetrics times every CRI call of the client.
 func WithMetrics(m *Metrics) Option { return WithUnaryInterceptor(m.intercept) }
-
-// WithPollerMetrics times every relist.
-func WithPollerMetrics(m *Metrics) PollerOption {
-	return func(p *Poller) error {
-		p.metrics = m
-		return nil
-	}
-}

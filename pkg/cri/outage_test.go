@@ -29,7 +29,7 @@ func TestRuntimeOutageKeepsStateAndReconnects(t *testing.T) {
 	rt.AddContainer(rt.AddSandbox("ns", "p", "u"), "app", running)
 	socket := rt.Endpoint()[len("unix://"):]
 	client := dialFake(t, rt)
-	p, err := cri.NewPoller(client, cri.WithRelistPeriod(20*time.Millisecond))
+	p, err := cri.NewPoller(client, cri.PollerConfig{RelistPeriod: 20 * time.Millisecond})
 	require.NoError(t, err)
 	sub := p.Subscribe()
 	defer sub.Close()

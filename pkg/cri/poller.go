@@ -2,7 +2,6 @@ package cri
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,19 +95,19 @@ type relistError struct {
 	at  time.Time
 }
 
+// PollerConfig is how the runtime is listed. Zero values are the
+// defaults.
+type PollerConfig struct {
+	// RelistPeriod is how often the runtime is listed (0 or less:
+	// DefaultRelistPeriod).
+	RelistPeriod time.Duration
+	// Metrics are the client's series (NewMetrics), also given the
+	// poller's: every relist timed (nil: none).
+	Metrics *Metrics
+}
+
 // PollerOption configures NewPoller.
 type PollerOption func(*Poller) error
-
-// WithRelistPeriod sets how often the poller relists (default 1 s).
-func WithRelistPeriod(d time.Duration) PollerOption {
-	return func(p *Poller) error {
-		if d <= 0 {
-			return fmt.Errorf("relist period must be positive, got %s", d)
-		}
-		p.period = d
-		return nil
-	}
-}
 
 // WithClock replaces the real clock (tests).
 func WithClock(c clock.WithTicker) PollerOption {
@@ -118,11 +117,13 @@ func WithClock(c clock.WithTicker) PollerOption {
 	}
 }
 
-// NewPoller returns a poller reading from runtime. Nothing is listed until
-// Relist or Run is called.
-func NewPoller(runtime RuntimeReader, opts ...PollerOption) (*Poller, error) {
+// NewPoller returns a poller reading from runtime as cfg says. Nothing is
+// listed until Relist or Run is called.
+func NewPoller(runtime RuntimeReader, cfg PollerConfig, opts ...PollerOption) (*Poller, error) {
 	p := &Poller{
 		runtime:      runtime,
+		period:       cfg.RelistPeriod,
+		metrics:      cfg.Metrics,
 		pods:         map[string]*podEntry{},
 		containers:   map[string]*containerEntry{},
 		trigger:      make(chan struct{}, 1),
@@ -136,7 +137,7 @@ func NewPoller(runtime RuntimeReader, opts ...PollerOption) (*Poller, error) {
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
-	if p.period == 0 {
+	if p.period <= 0 {
 		p.period = DefaultRelistPeriod
 	}
 	return p, nil

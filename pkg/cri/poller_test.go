@@ -33,9 +33,14 @@ func dialFake(t testing.TB, rt *fakeruntime.Runtime) *cri.Client {
 	return c
 }
 
-func newPoller(t testing.TB, rt *fakeruntime.Runtime, opts ...cri.PollerOption) *cri.Poller {
+func newPoller(t testing.TB, rt *fakeruntime.Runtime) *cri.Poller {
 	t.Helper()
-	p, err := cri.NewPoller(dialFake(t, rt), opts...)
+	return newPollerWith(t, rt, cri.PollerConfig{})
+}
+
+func newPollerWith(t testing.TB, rt *fakeruntime.Runtime, cfg cri.PollerConfig, opts ...cri.PollerOption) *cri.Poller {
+	t.Helper()
+	p, err := cri.NewPoller(dialFake(t, rt), cfg, opts...)
 	require.NoError(t, err)
 	return p
 }
@@ -369,11 +374,6 @@ func TestContainerOfVanishedSandboxIsSkipped(t *testing.T) {
 	assert.Empty(t, snap.Containers())
 }
 
-func TestNewPollerRejectsBadPeriod(t *testing.T) {
-	_, err := cri.NewPoller(nil, cri.WithRelistPeriod(0))
-	assert.ErrorContains(t, err, "relist period must be positive")
-}
-
 // waitBatch waits for the subscription's next batch with a deadline.
 func waitBatch(t *testing.T, sub *cri.Subscription) cri.Batch {
 	t.Helper()
@@ -396,7 +396,7 @@ func TestRunRelistsOnPeriodAndTrigger(t *testing.T) {
 	rt := fakeruntime.NewForTest(t)
 	rt.AddSandbox("ns", "at-start", "u0")
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	p := newPoller(t, rt, cri.WithClock(clk), cri.WithRelistPeriod(time.Second))
+	p := newPollerWith(t, rt, cri.PollerConfig{RelistPeriod: time.Second}, cri.WithClock(clk))
 	sub := p.Subscribe()
 	defer sub.Close()
 

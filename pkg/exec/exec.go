@@ -66,28 +66,32 @@ type podSlots struct {
 	users int
 }
 
+// Config is how commands are run. Zero values are the defaults.
+type Config struct {
+	// PerPodConcurrency bounds the commands of one pod run at once (0: no
+	// limit, kubelet's way; --max-concurrent-exec-per-pod).
+	PerPodConcurrency int
+}
+
 // Option configures NewRunner.
 type Option func(*Runner) error
 
-// WithPerPodConcurrency runs at most n commands of one pod at once (n > 0).
-func WithPerPodConcurrency(n int) Option {
+// WithRegisterer exports the runner's metrics to reg (nil: not exported).
+func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(r *Runner) error {
-		if n <= 0 {
-			return fmt.Errorf("exec concurrency per pod must be positive, got %d", n)
+		if reg == nil {
+			return nil
 		}
-		r.perPod = n
-		return nil
+		return r.metrics.register(reg)
 	}
 }
 
-// WithRegisterer exports the runner's metrics to reg.
-func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(r *Runner) error { return r.metrics.register(reg) }
-}
-
-// NewRunner returns a runner using rt, without a limit unless one is given.
-func NewRunner(rt ExecSyncer, opts ...Option) (*Runner, error) {
-	r := &Runner{runtime: rt, metrics: newMetrics(), slots: map[string]*podSlots{}}
+// NewRunner returns a runner using rt, as cfg says.
+func NewRunner(rt ExecSyncer, cfg Config, opts ...Option) (*Runner, error) {
+	if cfg.PerPodConcurrency < 0 {
+		return nil, fmt.Errorf("exec concurrency per pod must be positive, or 0 for no limit, got %d", cfg.PerPodConcurrency)
+	}
+	r := &Runner{runtime: rt, perPod: cfg.PerPodConcurrency, metrics: newMetrics(), slots: map[string]*podSlots{}}
 	for _, opt := range opts {
 		if err := opt(r); err != nil {
 			return nil, err

@@ -49,7 +49,7 @@ func TestRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := NewRunner(&tt.fake)
+			r, err := NewRunner(&tt.fake, Config{})
 			require.NoError(t, err)
 			got, err := r.Run(context.Background(), "pod", "c1", []string{"sh", "-c", "sleep 10"}, 3*time.Second)
 			if tt.wantErr {
@@ -89,7 +89,7 @@ func (b *blockingExec) ExecSync(ctx context.Context, _ string, _ []string, _ tim
 // waits behind another's.
 func TestNoLimitByDefault(t *testing.T) {
 	fake := &blockingExec{release: make(chan struct{})}
-	r, err := NewRunner(fake)
+	r, err := NewRunner(fake, Config{})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -108,7 +108,7 @@ func TestNoLimitByDefault(t *testing.T) {
 func TestPerPodLimit(t *testing.T) {
 	fake := &blockingExec{release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	r, err := NewRunner(fake, WithPerPodConcurrency(2), WithRegisterer(reg))
+	r, err := NewRunner(fake, Config{PerPodConcurrency: 2}, WithRegisterer(reg))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range 5 {
@@ -140,7 +140,7 @@ func TestPerPodLimit(t *testing.T) {
 func TestWaitingForASlotEndsWithTheContext(t *testing.T) {
 	fake := &blockingExec{release: make(chan struct{})}
 	defer close(fake.release)
-	r, err := NewRunner(fake, WithPerPodConcurrency(1))
+	r, err := NewRunner(fake, Config{PerPodConcurrency: 1})
 	require.NoError(t, err)
 	go r.Run(context.Background(), "pod", "c", []string{"hog"}, time.Second)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(r.metrics.inFlight) == 1 }, 5*time.Second, time.Millisecond)
@@ -151,6 +151,6 @@ func TestWaitingForASlotEndsWithTheContext(t *testing.T) {
 }
 
 func TestBadConcurrency(t *testing.T) {
-	_, err := NewRunner(&fakeExec{}, WithPerPodConcurrency(0))
+	_, err := NewRunner(&fakeExec{}, Config{PerPodConcurrency: -1})
 	assert.ErrorContains(t, err, "exec concurrency per pod must be positive")
 }

@@ -40,7 +40,7 @@ func TestHangingExecEndsAtItsDeadline(t *testing.T) {
 	client, err := cri.Dial(context.Background(), rt.Endpoint(), cri.WithRuntimeRequestTimeout(time.Second))
 	require.NoError(t, err)
 	defer client.Close()
-	r, err := NewRunner(client)
+	r, err := NewRunner(client, Config{})
 	require.NoError(t, err)
 
 	// Warm the connection so the baseline includes its goroutines and fd.

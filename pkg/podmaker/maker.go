@@ -74,17 +74,38 @@ type Maker struct {
 
 var _ restart.Maker = (*Maker)(nil)
 
+// Config is how the maker records the pods it makes. Zero values are the
+// defaults.
+type Config struct {
+	// SourceOf names what a static pod was made from in its pod record
+	// (podfs.Record.Source; nil: the pod's manifest file).
+	SourceOf func(*pods.Pod) string
+	// MatchRecord says which pod records are this maker's (nil: every
+	// record): the agent and `play` keep theirs apart under one root
+	// directory.
+	MatchRecord func(podfs.Record) bool
+}
+
 // New returns a maker of pods on fs, pulling images from images and
-// telling what it does to rec. sourceOf names what a pod was made from in
-// its record (the manifest file), and match says which pod records are
-// this maker's (nil: all): the agent and `play` tell their own static
-// pods apart by them.
-func New(fs HostFS, images ImageService, rec restart.Recorder, clk clock.PassiveClock, sourceOf func(*pods.Pod) string, match func(podfs.Record) bool) *Maker {
+// telling what it does to rec (clk nil: the real clock), recording its
+// pods as cfg says.
+func New(fs HostFS, images ImageService, rec restart.Recorder, clk clock.PassiveClock, cfg Config) *Maker {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Maker{fs: fs, node: fs.Node(), images: newImagePuller(images, clk, rec), recorder: rec, clock: clk, sourceOf: sourceOf, match: match,
+	if cfg.SourceOf == nil {
+		cfg.SourceOf = manifestFile
+	}
+	return &Maker{fs: fs, node: fs.Node(), images: newImagePuller(images, clk, rec), recorder: rec, clock: clk, sourceOf: cfg.SourceOf, match: cfg.MatchRecord,
 		volumes: map[string]map[string]podconfig.Volume{}, changed: make(chan struct{}, 1)}
+}
+
+// manifestFile is the file a pod's manifest came from.
+func manifestFile(p *pods.Pod) string {
+	if p.Manifest == nil {
+		return ""
+	}
+	return p.Manifest.File
 }
 
 // Changed is signalled when the maker made or removed a record.

@@ -28,7 +28,7 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 	snap := cri.NewSnapshot(t0, sandboxes, containers)
-	r := NewResolver(WithManifests(staticManifests(manifests)))
+	r := NewResolver(ResolverConfig{}, WithManifests(staticManifests(manifests)))
 	r.snapshot = snap
 	b.ReportAllocs()
 	for b.Loop() {
@@ -57,7 +57,7 @@ func BenchmarkReport1000Pods(b *testing.B) {
 		manifests = append(manifests, &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: fmt.Sprintf("pod-%d", i), RestartPolicy: "Always",
 			Containers: []spec.Container{{Name: "sidecar", Kind: spec.Sidecar}, {Name: "app"}}})
 	}
-	r := NewResolver(WithManifests(staticManifests(manifests)))
+	r := NewResolver(ResolverConfig{}, WithManifests(staticManifests(manifests)))
 	r.snapshot = cri.NewSnapshot(t0, sandboxes, containers)
 	v, store := r.resolve(), results.NewStore()
 	b.ReportAllocs()

@@ -308,9 +308,9 @@ func TestAnnotationProbesArePinnedToTheirPod(t *testing.T) {
 	}
 
 	for name, c := range map[string]*Container{
-		"Resolve":          mustContainer(t, mustPod(t, Resolve(snap, Inputs{}), "uid-web"), "app"),
-		"the resolver":     resolved(NewResolver()),
-		"the resolver, ''": resolved(NewResolver(WithAnnotationProbeHosts(""))),
+		"Resolve":           mustContainer(t, mustPod(t, Resolve(snap, Inputs{}), "uid-web"), "app"),
+		"the resolver":      resolved(NewResolver(ResolverConfig{})),
+		"the resolver, pod": resolved(NewResolver(ResolverConfig{AnnotationProbeHosts: spec.AnnotationProbeHostsPod})),
 	} {
 		require.Len(t, c.Problems, 1, name)
 		assert.Equal(t, "annotations: pod ns/web: container app: cri-prober.io/readiness-probe.httpGet.host: Forbidden: annotation probes go to their own pod (its IP, or 127.0.0.1 in its network namespace): remove the host, or let annotations name hosts with run --annotation-probe-hosts=any",
@@ -318,7 +318,7 @@ func TestAnnotationProbesArePinnedToTheirPod(t *testing.T) {
 		assert.False(t, c.Probed(), name)
 	}
 
-	c := resolved(NewResolver(WithAnnotationProbeHosts(spec.AnnotationProbeHostsAny)))
+	c := resolved(NewResolver(ResolverConfig{AnnotationProbeHosts: spec.AnnotationProbeHostsAny}))
 	assert.Empty(t, c.Problems)
 	require.True(t, c.Probed())
 	assert.Equal(t, "127.0.0.1", c.Spec.Readiness.HTTPGet.Host)

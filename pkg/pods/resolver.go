@@ -35,13 +35,10 @@ const ReasonUIDConflict = "PodUIDConflict"
 // View and hands it to its subscribers. Create it with NewResolver and run
 // it with Run.
 type Resolver struct {
-	manifests    ManifestSource
-	hostIP       string
-	probeNetwork string
-	// ignoreAnnotations: CRI annotations are not a spec source.
-	ignoreAnnotations bool
+	manifests ManifestSource
+	cfg       ResolverConfig // HostIP defaulted
 	// readContainer reads a container's annotations, as
-	// WithAnnotationProbeHosts says.
+	// cfg.AnnotationProbeHosts says.
 	readContainer AnnotationReader
 	recorder      Recorder
 	clock         clock.PassiveClock
@@ -83,6 +80,24 @@ type annotationSpec struct {
 	errs []*spec.Error
 }
 
+// ResolverConfig is how the resolver turns a relist into a view. Zero
+// values are the defaults.
+type ResolverConfig struct {
+	// HostIP is probed for host-network pods ("": 127.0.0.1).
+	HostIP string
+	// ProbeNetwork is where network probes are dialled from for pods that
+	// do not say (spec.ProbeNetworkNode, the default, or
+	// spec.ProbeNetworkPod).
+	ProbeNetwork string
+	// IgnoreAnnotations leaves CRI annotations out as a spec source: only
+	// manifests say what is probed and restarted (--spec-sources=manifests).
+	IgnoreAnnotations bool
+	// AnnotationProbeHosts says which hosts annotation probes may name
+	// (--annotation-probe-hosts; "": spec.AnnotationProbeHostsPod, none;
+	// or spec.AnnotationProbeHostsAny).
+	AnnotationProbeHosts string
+}
+
 // Option configures NewResolver.
 type Option func(*Resolver)
 
@@ -95,36 +110,25 @@ func WithStaticPods(src StaticSource, records RecordSource) Option {
 	return func(r *Resolver) { r.static, r.records = src, records }
 }
 
-// WithHostIP sets the address probed for host-network pods (default
-// 127.0.0.1).
-func WithHostIP(ip string) Option { return func(r *Resolver) { r.hostIP = ip } }
-
-// WithProbeNetwork sets where network probes are dialled from for pods
-// that do not say (spec.ProbeNetworkNode, the default, or ProbeNetworkPod).
-func WithProbeNetwork(network string) Option { return func(r *Resolver) { r.probeNetwork = network } }
-
-// WithoutAnnotations leaves CRI annotations out as a spec source: only
-// manifests say what is probed and restarted.
-func WithoutAnnotations() Option { return func(r *Resolver) { r.ignoreAnnotations = true } }
-
-// WithAnnotationProbeHosts says which hosts annotation probes may name
-// (spec.AnnotationProbeHostsPod, the default: none, or …Any).
-func WithAnnotationProbeHosts(hosts string) Option {
-	return func(r *Resolver) { r.readContainer = ReadAnnotationsWith(hosts) }
-}
-
 // WithRecorder receives configuration problems as events (default: logged).
 func WithRecorder(rec Recorder) Option { return func(r *Resolver) { r.recorder = rec } }
 
 // WithClock replaces the real clock (event times).
 func WithClock(c clock.PassiveClock) Option { return func(r *Resolver) { r.clock = c } }
 
-// NewResolver returns a resolver.
-func NewResolver(opts ...Option) *Resolver {
+// NewResolver returns a resolver that resolves as cfg says.
+func NewResolver(cfg ResolverConfig, opts ...Option) *Resolver {
+	if cfg.HostIP == "" {
+		cfg.HostIP = "127.0.0.1"
+	}
+	readContainer := ReadAnnotations
+	if cfg.AnnotationProbeHosts != "" {
+		readContainer = ReadAnnotationsWith(cfg.AnnotationProbeHosts)
+	}
 	r := &Resolver{
-		hostIP:        "127.0.0.1",
+		cfg:           cfg,
 		clock:         clock.RealClock{},
-		readContainer: ReadAnnotations,
+		readContainer: readContainer,
 		annotations:   map[string]annotationSpec{},
 		reported:      map[string]bool{},
 		lastStatic:    map[string]*spec.Pod{},
@@ -201,7 +205,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 
 // resolve builds the view of the last snapshot under the current specs.
 func (r *Resolver) resolve() *View {
-	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
+	in := Inputs{HostIP: r.cfg.HostIP, ProbeNetwork: r.cfg.ProbeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.cfg.IgnoreAnnotations}
 	if r.manifests != nil {
 		in.Manifests, in.ManifestErrors = r.manifests.Pods()
 	}

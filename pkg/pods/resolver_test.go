@@ -63,7 +63,7 @@ func fakePoller(t *testing.T) (*fakeruntime.Runtime, *cri.Poller) {
 	client, err := cri.Dial(context.Background(), rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	poller, err := cri.NewPoller(client)
+	poller, err := cri.NewPoller(client, cri.PollerConfig{})
 	require.NoError(t, err)
 	return rt, poller
 }
@@ -75,7 +75,7 @@ func TestResolverPublishesChanges(t *testing.T) {
 	rt, poller := fakePoller(t)
 	manifests := &manifestsSource{changed: make(chan struct{}, 1)}
 	recorder := &eventRecorder{}
-	r := NewResolver(WithManifests(manifests), WithRecorder(recorder))
+	r := NewResolver(ResolverConfig{}, WithManifests(manifests), WithRecorder(recorder))
 	criSub := poller.Watch()
 	sub := r.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,7 +143,7 @@ func TestConflictsAndManifestWarningsAreTold(t *testing.T) {
 		Warnings:   []*spec.Error{{Source: "web.yaml:9", Namespace: "ns", Pod: "db", Container: "app", Field: "spec.containers[0].readinessProbe.httpGet.httpHeaders[0].name", Detail: "credential header"}}}
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0), sandbox("sb2", "evil", "u", true, 10)}, nil)
 	recorder := &eventRecorder{}
-	r := NewResolver(WithRecorder(recorder))
+	r := NewResolver(ResolverConfig{}, WithRecorder(recorder))
 	v := Resolve(snap, Inputs{Manifests: []*spec.Pod{unpinned}})
 	r.reportProblems(context.Background(), v)
 
@@ -169,7 +169,7 @@ func TestAStartupResultMovesTheReportsPhase(t *testing.T) {
 	manifests := &manifestsSource{changed: make(chan struct{}, 1), pods: []*spec.Pod{{Source: "pods.yaml:1", Namespace: "ns", Name: "web",
 		RestartPolicy: corev1.RestartPolicyAlways, Containers: []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Startup: startup}, {Name: "app"}}}}}
 	store := results.NewStore()
-	r := NewResolver(WithManifests(manifests), WithRecorder(&eventRecorder{}))
+	r := NewResolver(ResolverConfig{}, WithManifests(manifests), WithRecorder(&eventRecorder{}))
 	criSub, sub := poller.Watch(), r.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

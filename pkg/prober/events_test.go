@@ -54,7 +54,7 @@ func TestValidateFailureEvents(t *testing.T) {
 	if assert.Error(t, err) {
 		assert.Contains(t, err.Error(), `"Threshold": want kubelet`)
 	}
-	_, err = NewManager(nil, results.NewStore(), WithFailureEvents("loud"))
+	_, err = NewManager(nil, results.NewStore(), Config{FailureEvents: "loud"})
 	assert.ErrorContains(t, err, `probe failure events: "loud"`)
 }
 

@@ -93,7 +93,50 @@ type workerHandle struct {
 	exitID   string // the worker's container ID when it exited
 }
 
-// Option configures NewManager.
+// Config is how the probes are run and what is kept of them. Zero values
+// are the defaults.
+type Config struct {
+	// ProbeMetrics is how kubelet's probe series are kept
+	// (--probe-metrics; "": PerProbeMetrics).
+	ProbeMetrics ProbeMetrics
+	// FailureEvents is the event of a probe failure
+	// (--probe-failure-events; "": FailureEventsKubelet).
+	FailureEvents FailureEvents
+	// KeepSuccessOutput keeps what passing probes print (their HTTP body,
+	// their command's output) in the results and histories, and so in the
+	// API (--keep-success-output). By default it is dropped, as kubelet
+	// drops it.
+	KeepSuccessOutput bool
+	// StateDir keeps each probe's stable result and current run and
+	// restores them for containers whose ID has not changed when the agent
+	// starts again, so that an agent restart never turns a ready container
+	// not ready ("": nothing kept). The state is read in NewManager and
+	// written at most once a second, and when Run ends.
+	StateDir string
+	// AllowedDestinations are the link-local and cloud metadata addresses
+	// network probes may reach, which are refused otherwise
+	// (--allow-probe-destination): kubelet probes any address, but there
+	// the node's credentials are served to whoever asks, and a probe's
+	// author is not always the operator.
+	AllowedDestinations []netip.Prefix
+	// MaxProbesInFlight bounds the network probes running at once (0:
+	// DefaultMaxProbesInFlight; negative: no bound). Due probes beyond it
+	// wait for a slot in the order they fell due.
+	MaxProbesInFlight int
+	// PodFilter limits probing to the pods it accepts (the others are
+	// still reported; nil: every pod).
+	PodFilter func(namespace, name string) bool
+	// NoStartupJitter makes workers probe at once even when the agent has
+	// just started: for a one-shot `wait`, where there is no herd to
+	// spread.
+	NoStartupJitter bool
+	// Lateness also observes each periodic probe's lateness (seconds): for
+	// a load test that wants exact percentiles (nil: none).
+	Lateness prometheus.Observer
+}
+
+// Option configures NewManager: its optional dependencies, and knobs
+// for tests.
 type Option func(*Manager) error
 
 // WithKillWaits keeps probing a container whose liveness or startup
@@ -121,69 +164,6 @@ func WithHistories(hs *results.Histories) Option {
 	return func(m *Manager) error { m.histories = hs; return nil }
 }
 
-// WithStateDir keeps each probe's stable result and current run in dir and
-// restores them for containers whose ID has not changed when the agent
-// starts again, so that an agent restart never turns a ready container not
-// ready. The state is read in NewManager and written at most once a
-// second, and when Run ends.
-func WithStateDir(dir string) Option {
-	return func(m *Manager) error { m.stateDir = dir; return nil }
-}
-
-// WithPodFilter limits probing to the pods keep accepts (the others are
-// still reported).
-func WithPodFilter(keep func(namespace, name string) bool) Option {
-	return func(m *Manager) error { m.podFilter = keep; return nil }
-}
-
-// WithoutStartupJitter makes workers probe at once even when the agent has
-// just started: for a one-shot `wait`, where there is no herd to spread.
-func WithoutStartupJitter() Option {
-	return func(m *Manager) error { m.noStartupJitter = true; return nil }
-}
-
-// WithMaxProbesInFlight bounds the network probes running at once (default
-// DefaultMaxProbesInFlight; 0: no bound). Due probes beyond it wait for a
-// slot in the order they fell due.
-func WithMaxProbesInFlight(n int) Option {
-	return func(m *Manager) error {
-		if n < 0 {
-			return fmt.Errorf("max probes in flight: %d is negative; 0 means no bound", n)
-		}
-		m.maxInFlight = n
-		return nil
-	}
-}
-
-// WithAllowedDestinations lets network probes reach the link-local and
-// cloud metadata addresses in allowed, which are refused otherwise
-// (--allow-probe-destination): kubelet probes any address, but there the
-// node's credentials are served to whoever asks, and a probe's author is
-// not always the operator.
-func WithAllowedDestinations(allowed []netip.Prefix) Option {
-	return func(m *Manager) error { m.allowed = allowed; return nil }
-}
-
-// WithSuccessOutput keeps what passing probes print (their HTTP body,
-// their command's output) in the results and histories, and so in the
-// API (--keep-success-output). By default it is dropped, as kubelet
-// drops it.
-func WithSuccessOutput() Option {
-	return func(m *Manager) error { m.keepSuccessOutput = true; return nil }
-}
-
-// WithFailureEvents says which event a probe failure makes
-// (--probe-failure-events; default FailureEventsKubelet).
-func WithFailureEvents(mode FailureEvents) Option {
-	return func(m *Manager) error {
-		if err := ValidateFailureEvents(string(mode)); err != nil {
-			return fmt.Errorf("probe failure events: %w", err)
-		}
-		m.failureEvents = mode
-		return nil
-	}
-}
-
 // withRunner replaces the probe dispatcher (tests).
 func withRunner(r probeRunner) Option {
 	return func(m *Manager) error { m.runner = r; return nil }
@@ -195,8 +175,8 @@ func withJitter(f func() float64) Option {
 }
 
 // NewManager returns a manager that runs exec probes with execRunner and
-// writes results to store.
-func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*Manager, error) {
+// writes results to store, as cfg says.
+func NewManager(execRunner ExecRunner, store *results.Store, cfg Config, opts ...Option) (*Manager, error) {
 	m := &Manager{
 		results:  store,
 		workers:  map[workerKey]*workerHandle{},
@@ -206,7 +186,27 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 		jitter:   rand.Float64,
 		metrics:  newMetrics(),
 
-		maxInFlight: DefaultMaxProbesInFlight,
+		podFilter:         cfg.PodFilter,
+		noStartupJitter:   cfg.NoStartupJitter,
+		extraLateness:     cfg.Lateness,
+		maxInFlight:       max(cfg.MaxProbesInFlight, 0),
+		allowed:           cfg.AllowedDestinations,
+		keepSuccessOutput: cfg.KeepSuccessOutput,
+		failureEvents:     cfg.FailureEvents,
+		stateDir:          cfg.StateDir,
+	}
+	if cfg.MaxProbesInFlight == 0 {
+		m.maxInFlight = DefaultMaxProbesInFlight
+	}
+	if m.failureEvents != "" {
+		if err := ValidateFailureEvents(string(m.failureEvents)); err != nil {
+			return nil, fmt.Errorf("probe failure events: %w", err)
+		}
+	}
+	if cfg.ProbeMetrics != "" { // before the registerers (options): a registry never takes a metric's name again with other labels
+		if err := m.metrics.setProbeMetrics(cfg.ProbeMetrics); err != nil {
+			return nil, err
+		}
 	}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {

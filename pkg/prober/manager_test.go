@@ -107,7 +107,12 @@ type managerTest struct {
 	events    *eventList
 }
 
-func newManagerTest(t *testing.T, opts ...Option) *managerTest {
+func newManagerTest(t *testing.T) *managerTest {
+	t.Helper()
+	return newManagerTestConfig(t, Config{})
+}
+
+func newManagerTestConfig(t *testing.T, cfg Config) *managerTest {
 	t.Helper()
 	mt := &managerTest{
 		rt:        fakeruntime.NewForTest(t),
@@ -121,12 +126,12 @@ func newManagerTest(t *testing.T, opts ...Option) *managerTest {
 	client, err := cri.Dial(context.Background(), mt.rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	mt.poller, err = cri.NewPoller(client)
+	mt.poller, err = cri.NewPoller(client, cri.PollerConfig{})
 	require.NoError(t, err)
-	mt.m, err = NewManager(nil, mt.store, append([]Option{withRunner(mt.runner), withJitter(func() float64 { return 0 }),
-		WithClock(mt.clock), WithRecorder(mt.events)}, opts...)...)
+	mt.m, err = NewManager(nil, mt.store, cfg, withRunner(mt.runner), withJitter(func() float64 { return 0 }),
+		WithClock(mt.clock), WithRecorder(mt.events))
 	require.NoError(t, err)
-	mt.resolver = pods.NewResolver(pods.WithManifests(mt.manifests), pods.WithRecorder(mt.events), pods.WithClock(mt.clock))
+	mt.resolver = pods.NewResolver(pods.ResolverConfig{}, pods.WithManifests(mt.manifests), pods.WithRecorder(mt.events), pods.WithClock(mt.clock))
 	// The agent has been up for a while: no start-up jitter.
 	mt.clock.Step(time.Hour)
 
@@ -488,7 +493,7 @@ func TestManagerNeverPolicyStopsWorkersOfTerminatedContainers(t *testing.T) {
 }
 
 func TestNewManagerNeedsAnExecRunner(t *testing.T) {
-	_, err := NewManager(nil, results.NewStore())
+	_, err := NewManager(nil, results.NewStore(), Config{})
 	assert.ErrorContains(t, err, "exec runner is required")
 }
 
@@ -567,11 +572,11 @@ func (s *samples) count() int {
 	return len(s.vs)
 }
 
-// The load harness reads exact lateness through WithLatenessObserver: one
+// The load harness reads exact lateness through Config.Lateness: one
 // sample per periodic tick, alongside the histogram.
 func TestManagerLatenessObserverSeesEveryTick(t *testing.T) {
 	late := &samples{}
-	mt := newManagerTest(t, WithLatenessObserver(late))
+	mt := newManagerTestConfig(t, Config{Lateness: late})
 	sb := mt.rt.AddSandbox("ns", "web", "uid-web")
 	mt.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING,
 		fakeruntime.WithAnnotations(map[string]string{spec.ReadinessAnnotation: probeJSON("ready", 1)}))

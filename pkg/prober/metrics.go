@@ -1,7 +1,6 @@
 package prober
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,8 +59,6 @@ type metrics struct {
 	// agentResources counts probes the agent could not run for its own
 	// shortage, by which (probe.ResourceCause).
 	agentResources *prometheus.CounterVec
-	// probeRegisterer has probes and duration (nil: not registered).
-	probeRegisterer prometheus.Registerer
 }
 
 func newMetrics() *metrics {
@@ -110,16 +107,19 @@ func newAgentResources() *prometheus.CounterVec {
 }
 
 // WithRegisterers exports kubelet's probe series to probes (kubelet serves
-// them on /metrics/probes) and the agent's own to agent.
+// them on /metrics/probes) and the agent's own to agent (either nil: not
+// exported).
 func WithRegisterers(probes, agent prometheus.Registerer) Option {
 	return func(m *Manager) error {
+		if probes == nil || agent == nil {
+			return nil
+		}
 		if err := probes.Register(m.metrics.probes); err != nil {
 			return err
 		}
 		if err := probes.Register(m.metrics.duration); err != nil {
 			return err
 		}
-		m.metrics.probeRegisterer = probes
 		if err := agent.Register(m.metrics.lateness); err != nil {
 			return err
 		}
@@ -133,33 +133,18 @@ func WithRegisterers(probes, agent prometheus.Registerer) Option {
 	}
 }
 
-// WithProbeMetrics says how kubelet's probe series are kept (default:
-// PerProbeMetrics). It comes before WithRegisterers: a registry never
-// takes a metric's name again with other labels.
-func WithProbeMetrics(mode ProbeMetrics) Option {
-	return func(m *Manager) error {
-		if _, err := ParseProbeMetrics(string(mode)); err != nil {
-			return err
-		}
-		if mode == m.metrics.probes.mode {
-			return nil
-		}
-		if m.metrics.probeRegisterer != nil {
-			return errors.New("prober: WithProbeMetrics must come before WithRegisterers")
-		}
-		p := newProbeSeries(mode, m.metrics)
-		m.metrics.probes, m.metrics.duration = probeTotals{p}, probeDurations{p}
+// setProbeMetrics says how kubelet's probe series are kept (default:
+// PerProbeMetrics), before they are registered.
+func (m *metrics) setProbeMetrics(mode ProbeMetrics) error {
+	if _, err := ParseProbeMetrics(string(mode)); err != nil {
+		return err
+	}
+	if mode == m.probes.mode {
 		return nil
 	}
-}
-
-// WithLatenessObserver also sends each periodic probe's lateness (seconds)
-// to o: for a load test that wants exact percentiles.
-func WithLatenessObserver(o prometheus.Observer) Option {
-	return func(m *Manager) error {
-		m.extraLateness = o
-		return nil
-	}
+	p := newProbeSeries(mode, m)
+	m.probes, m.duration = probeTotals{p}, probeDurations{p}
+	return nil
 }
 
 // workerMetrics are one worker's series, deleted when it ends as kubelet

@@ -210,7 +210,7 @@ func TestProbeSeriesOfAReplacedWorker(t *testing.T) {
 // result), every type's from the start, kept when the workers go.
 func TestAggregateProbeMetrics(t *testing.T) {
 	probes, agent := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
-	mgr, err := NewManager(nil, results.NewStore(), WithProbeMetrics(AggregateMetrics), WithRegisterers(probes, agent), withRunner(&fakeRunner{}))
+	mgr, err := NewManager(nil, results.NewStore(), Config{ProbeMetrics: AggregateMetrics}, WithRegisterers(probes, agent), withRunner(&fakeRunner{}))
 	require.NoError(t, err)
 	m := mgr.metrics
 	a := m.forWorker(results.Readiness, "app", "web", "shop", "uid-1")
@@ -233,8 +233,6 @@ func TestAggregateProbeMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.probes.WithLabelValues("Liveness", "successful")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.failures.WithLabelValues("Readiness", ReasonHTTPStatus)))
 
-	_, err = NewManager(nil, results.NewStore(), WithRegisterers(prometheus.NewRegistry(), prometheus.NewRegistry()), WithProbeMetrics(AggregateMetrics), withRunner(&fakeRunner{}))
-	assert.ErrorContains(t, err, "before WithRegisterers")
-	_, err = NewManager(nil, results.NewStore(), WithProbeMetrics("per-container"), withRunner(&fakeRunner{}))
+	_, err = NewManager(nil, results.NewStore(), Config{ProbeMetrics: "per-container"}, withRunner(&fakeRunner{}))
 	assert.ErrorContains(t, err, "not per-probe or aggregate")
 }

@@ -80,7 +80,7 @@ func TestProbeStateFile(t *testing.T) {
 func TestManagerStateAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	annotations := map[string]string{spec.ReadinessAnnotation: probeJSON("ready", 10)}
-	first := newManagerTest(t, WithStateDir(dir))
+	first := newManagerTestConfig(t, Config{StateDir: dir})
 	sb := first.rt.AddSandbox("ns", "web", "uid-web")
 	id := first.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(annotations))
 	first.relist(t)
@@ -92,7 +92,7 @@ func TestManagerStateAcrossRestart(t *testing.T) {
 		return err == nil && warning == nil && ok && sv.Result == results.Success // Success is Result's zero value: ok says it was saved
 	})
 
-	next := newManagerTest(t, WithStateDir(dir))
+	next := newManagerTestConfig(t, Config{StateDir: dir})
 	next.runner.set("ready", results.Failure)
 	sb = next.rt.AddSandbox("ns", "web", "uid-web")
 	next.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING, fakeruntime.WithAnnotations(annotations), fakeruntime.WithID(id))
@@ -301,13 +301,13 @@ func TestManagerLoadsStateInItsConstructor(t *testing.T) {
 	open := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Mkdir(open, 0o700))
 	require.NoError(t, os.Chmod(open, 0o777))
-	_, err := NewManager(nil, results.NewStore(), WithStateDir(open), withRunner(&scriptedRunner{}))
+	_, err := NewManager(nil, results.NewStore(), Config{StateDir: open}, withRunner(&scriptedRunner{}))
 	assert.ErrorContains(t, err, "chmod 0700 "+open)
 
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, probeStateFile), []byte("{"), 0o600))
-	m, err := NewManager(nil, results.NewStore(), WithStateDir(dir), withRunner(&scriptedRunner{}))
+	m, err := NewManager(nil, results.NewStore(), Config{StateDir: dir}, withRunner(&scriptedRunner{}))
 	require.NoError(t, err)
 	var w *statefile.Warning
 	require.ErrorAs(t, m.stateWarning, &w)

@@ -79,7 +79,7 @@ func newSyncTest(t *testing.T) *syncTest {
 	st.rt.SetClock(st.clock.Now)
 	st.calls = &callLog{Runtime: st.rt.Direct()}
 	var err error
-	st.r, err = New(st.calls, st.hooks, st.store, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
+	st.r, err = New(st.calls, st.hooks, st.store, Config{}, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
 	require.NoError(t, err)
 	st.r.jitter = func() float64 { return 0 } // a back-off's retry at its expiry
 	st.w = &podWorker{key: "uid", state: newPodState(), gone: make(chan struct{})}

@@ -30,7 +30,7 @@
 // kubelet's status manager, which shows a replacement only after its
 // start and postStart are over, and the instance it replaces running and
 // ready until then (SyncPod kills, starts and runs postStart in one sync,
-// with the status of the sync before). WithNotReadyOnExit shows, beyond
+// with the status of the sync before). Config.NotReadyOnExit shows, beyond
 // kubelet, an instance that exited meanwhile as exited, so not ready from
 // its exit (heldStatus).
 //
@@ -188,20 +188,30 @@ type containerKey struct {
 	container string
 }
 
-// Option configures New.
-type Option func(*Restarter) error
-
-// WithMode sets the mode (default Recreate).
-func WithMode(m Mode) Option { return func(r *Restarter) error { r.mode = m; return nil } }
-
-// WithNotReadyOnExit shows, beyond kubelet, the exit of an instance of a
-// pod that a sync acts on (one killed to be restarted) as it happens: the
-// container is not ready from its exit until its replacement is, instead
-// of running and ready until the replacement's postStart ended
-// (heldStatus).
-func WithNotReadyOnExit() Option {
-	return func(r *Restarter) error { r.notReadyOnExit = true; return nil }
+// Config is what pod sync does, with kubelet's settings of it. Zero
+// values are the defaults.
+type Config struct {
+	// Mode is how far pod sync goes ("": Recreate).
+	Mode Mode
+	// NotReadyOnExit shows, beyond kubelet, the exit of an instance of a
+	// pod that a sync acts on (one killed to be restarted) as it happens:
+	// the container is not ready from its exit until its replacement is,
+	// instead of running and ready until the replacement's postStart ended
+	// (heldStatus; --not-ready-on-exit).
+	NotReadyOnExit bool
+	// MaxContainerRestartPeriod is the longest restart back-off, as
+	// kubelet's crashLoopBackOff.maxContainerRestartPeriod (1 s to 300 s,
+	// NewCrashLoopBackoff; 0: DefaultMaxBackoff).
+	MaxContainerRestartPeriod time.Duration
+	// SyncFrequency is the longest a pod waiting out a back-off goes
+	// without a sync: kubelet's syncFrequency, its pod workers' resync
+	// interval, which caps their requeue at a back-off's expiry (at least
+	// 1 s; 0: DefaultSyncFrequency).
+	SyncFrequency time.Duration
 }
+
+// Option configures New: its optional dependencies, and knobs for tests.
+type Option func(*Restarter) error
 
 // WithClock replaces the real clock.
 func WithClock(c clock.WithTicker) Option {
@@ -223,29 +233,6 @@ func WithBackoff(initial, max time.Duration) Option {
 		}
 		r.backoff = NewBackoff[containerKey](initial, max)
 		r.backoff.expiry = crashLoopExpiry
-		return nil
-	}
-}
-
-// WithMaxContainerRestartPeriod sets the longest restart back-off, as
-// kubelet's crashLoopBackOff.maxContainerRestartPeriod (1 s to 300 s;
-// NewCrashLoopBackoff).
-func WithMaxContainerRestartPeriod(max time.Duration) Option {
-	return func(r *Restarter) (err error) {
-		r.backoff, err = NewCrashLoopBackoff[containerKey](max)
-		return err
-	}
-}
-
-// WithSyncFrequency sets the longest a pod waiting out a back-off goes
-// without a sync: kubelet's syncFrequency (1 min), its pod workers' resync
-// interval, which caps their requeue at a back-off's expiry.
-func WithSyncFrequency(d time.Duration) Option {
-	return func(r *Restarter) error {
-		if d < time.Second {
-			return fmt.Errorf("sync frequency %s: want at least 1s", d)
-		}
-		r.syncFrequency = d
 		return nil
 	}
 }
@@ -278,8 +265,8 @@ func withSyncDone(f func()) Option {
 }
 
 // New returns a restarter acting through runtime, running lifecycle hooks
-// with hooks, driven by the results in store.
-func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option) (*Restarter, error) {
+// with hooks, driven by the results in store, as cfg says.
+func New(runtime Runtime, hooks HookRunner, store *results.Store, cfg Config, opts ...Option) (*Restarter, error) {
 	r := &Restarter{
 		runtime:       runtime,
 		hooks:         hooks,
@@ -289,6 +276,9 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		syncFrequency: DefaultSyncFrequency,
 		workers:       map[string]*podWorker{},
 		exited:        make(chan *podWorker),
+	}
+	if err := r.configure(cfg); err != nil {
+		return nil, err
 	}
 	for _, opt := range opts {
 		if err := opt(r); err != nil {
@@ -312,6 +302,27 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 	}
 	r.statusManager.init(r.listedView)
 	return r, nil
+}
+
+// configure applies cfg over the defaults.
+func (r *Restarter) configure(cfg Config) error {
+	if cfg.Mode != "" {
+		r.mode = cfg.Mode
+	}
+	r.notReadyOnExit = cfg.NotReadyOnExit
+	if cfg.MaxContainerRestartPeriod != 0 {
+		var err error
+		if r.backoff, err = NewCrashLoopBackoff[containerKey](cfg.MaxContainerRestartPeriod); err != nil {
+			return err
+		}
+	}
+	if cfg.SyncFrequency != 0 {
+		if cfg.SyncFrequency < time.Second {
+			return fmt.Errorf("sync frequency %s: want at least 1s", cfg.SyncFrequency)
+		}
+		r.syncFrequency = cfg.SyncFrequency
+	}
+	return nil
 }
 
 // Status returns the pods' status: the latest view of the runtime, but for

@@ -196,9 +196,9 @@ func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *
 	client, err := cri.Dial(context.Background(), rt.rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	rt.poller, err = cri.NewPoller(client, cri.WithClock(rt.clock))
+	rt.poller, err = cri.NewPoller(client, cri.PollerConfig{}, cri.WithClock(rt.clock))
 	require.NoError(t, err)
-	rt.resolver = pods.NewResolver(pods.WithManifests(rt.manifests), pods.WithRecorder(rt.events), pods.WithClock(rt.clock))
+	rt.resolver = pods.NewResolver(pods.ResolverConfig{}, pods.WithManifests(rt.manifests), pods.WithRecorder(rt.events), pods.WithClock(rt.clock))
 	rt.calls = &callLog{Runtime: client}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -207,7 +207,7 @@ func newRestartTest(t *testing.T, policy corev1.RestartPolicy, opts ...Option) *
 	relister := &testRelister{poller: rt.poller, ctx: ctx, wg: &wg}
 	opts = append([]Option{WithClock(rt.clock), WithRecorder(rt.events), WithHistories(rt.histories), WithRelister(relister),
 		withJitter(func() float64 { return 0 }), withSyncDone(func() { rt.syncs.Add(1) })}, opts...)
-	rt.r, err = New(rt.calls, rt.hooks, rt.store, opts...)
+	rt.r, err = New(rt.calls, rt.hooks, rt.store, Config{}, opts...)
 	require.NoError(t, err)
 
 	criSub, sub := rt.poller.Watch(), rt.resolver.Subscribe()

@@ -103,7 +103,7 @@ func TestReadinessThroughAProbeKillReplacement(t *testing.T) {
 		wantState cri.ContainerState
 	}{
 		{"kubelet's", nil, true, cri.StateRunning},
-		{"not ready on exit", []Option{WithNotReadyOnExit()}, false, cri.StateExited},
+		{"not ready on exit", []Option{withConfig(Config{NotReadyOnExit: true})}, false, cri.StateExited},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := newRestartTest(t, corev1.RestartPolicyAlways, tt.opts...)
@@ -154,3 +154,6 @@ func (rt *restartTest) relistSeq(t *testing.T) uint64 {
 	require.NoError(t, err)
 	return snap.Seq
 }
+
+// withConfig applies cfg as New does, after the test harness's options.
+func withConfig(cfg Config) Option { return func(r *Restarter) error { return r.configure(cfg) } }

@@ -819,7 +819,7 @@ func probeMetricsMode(cfg *agent.Config, mode string) error {
 	if err != nil {
 		return err
 	}
-	cfg.ProbeMetrics = m
+	cfg.Prober.ProbeMetrics = m
 	return nil
 }
 
@@ -829,8 +829,8 @@ func startNodeAgent(endpoint, metricsMode string, late prometheus.Observer) (*no
 		return nil, err
 	}
 	a := &nodeAgent{client: client, probeReg: prometheus.NewRegistry(), done: make(chan struct{})}
-	cfg := agent.Config{Client: client, Recorder: events.NewRing(16), Restart: restart.Recreate,
-		ProbeRegistry: a.probeReg, AgentRegistry: prometheus.NewRegistry(), Lateness: late}
+	cfg := agent.Config{Client: client, Recorder: events.NewRing(16), Restart: restart.Config{Mode: restart.Recreate},
+		ProbeRegistry: a.probeReg, AgentRegistry: prometheus.NewRegistry(), Prober: prober.Config{Lateness: late}}
 	if err := probeMetricsMode(&cfg, metricsMode); err != nil {
 		client.Close()
 		return nil, err

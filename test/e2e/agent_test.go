@@ -18,7 +18,6 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -37,13 +36,7 @@ type agent struct {
 // a fresh directory the test writes to with writeManifest.
 func startAgent(t *testing.T, c *cri.Client) *agent {
 	t.Helper()
-	return startAgentWith(t, c)
-}
-
-// startAgentWith is startAgent with more manager options.
-func startAgentWith(t *testing.T, c *cri.Client, opts ...prober.Option) *agent {
-	t.Helper()
-	return startAgentConfig(t, c, func(cfg *engine.Config) { cfg.TestProberOptions = opts })
+	return startAgentConfig(t, c, func(*engine.Config) {})
 }
 
 // startAgentConfig is startAgent with the engine's config changed by edit.
@@ -54,7 +47,7 @@ func startAgentConfig(t *testing.T, c *cri.Client, edit func(*engine.Config)) *a
 	manifests.Reload()
 	cfg := engine.Config{
 		Client: c, EventsAddress: c.Socket(), Manifests: manifests, ManifestInterval: 100 * time.Millisecond,
-		Restart: restart.Recreate, Recorder: a.events,
+		Restart: restart.Config{Mode: restart.Recreate}, Recorder: a.events,
 	}
 	edit(&cfg)
 	var err error

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -26,7 +26,7 @@ import (
 // it.
 func TestProbesStayAwayFromTheNodesSecrets(t *testing.T) {
 	c := dial(t)
-	a := startAgentWith(t, c, prober.WithoutStartupJitter())
+	a := startAgentConfig(t, c, func(cfg *engine.Config) { cfg.Prober.NoStartupJitter = true })
 	const headers = `"httpHeaders":[{"name":"Metadata-Flavor","value":"Google"}]`
 
 	aimed := uniqueName("aimed")

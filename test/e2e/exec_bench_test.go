@@ -20,7 +20,7 @@ func BenchmarkExecProbe(b *testing.B) {
 	c := dial(b)
 	p := runPod(b, c, "bench-exec")
 	id := p.start("app", "sleep", "3600")
-	runner, err := crexec.NewRunner(c)
+	runner, err := crexec.NewRunner(c, crexec.Config{})
 	require.NoError(b, err)
 	cmd := []string{"true"}
 	bare := func() {

@@ -36,9 +36,9 @@ func TestExecProbeHostileCommands(t *testing.T) {
 	t.Cleanup(func() { kubeletLimit.Close() })
 	p := runPod(t, c, "hostile-exec")
 	id := p.start("app", "sleep", "3600")
-	runner, err := exec.NewRunner(c)
+	runner, err := exec.NewRunner(c, exec.Config{})
 	require.NoError(t, err)
-	kubeletRunner, err := exec.NewRunner(kubeletLimit)
+	kubeletRunner, err := exec.NewRunner(kubeletLimit, exec.Config{})
 	require.NoError(t, err)
 
 	tests := []struct {

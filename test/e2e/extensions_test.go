@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -27,7 +27,7 @@ func TestProbeExtensions(t *testing.T) {
 	c := dial(t)
 	// The agent was just started: without its start-up jitter, which would
 	// spread the first probes over their period and blur the comparison.
-	a := startAgentWith(t, c, prober.WithoutStartupJitter())
+	a := startAgentConfig(t, c, func(cfg *engine.Config) { cfg.Prober.NoStartupJitter = true })
 	readiness := func(path string) string {
 		return fmt.Sprintf(`{"httpGet":{"port":8080,"path":%q},"periodSeconds":10}`, path)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
@@ -22,7 +23,7 @@ import (
 // as before.
 func TestProbeFailureEventsThreshold(t *testing.T) {
 	c := dial(t)
-	a := startAgentWith(t, c, prober.WithFailureEvents(prober.FailureEventsThreshold))
+	a := startAgentConfig(t, c, func(cfg *engine.Config) { cfg.Prober.FailureEvents = prober.FailureEventsThreshold })
 	pod := runPod(t, c, "ignored")
 	name := pod.config.GetMetadata().GetName()
 	id := pod.startContainer(container{name: "web", image: targetImage,

@@ -36,7 +36,7 @@ func TestOwnedReadinessThroughAProbeKillReplacement(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := dial(t)
-			o := startOwnerWith(t, c, func(cfg *engine.Config) { cfg.NotReadyOnExit = tt.notReadyOnExit })
+			o := startOwnerWith(t, c, func(cfg *engine.Config) { cfg.Restart.NotReadyOnExit = tt.notReadyOnExit })
 			name := uniqueName("killready")
 			o.write(t, "pod.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod

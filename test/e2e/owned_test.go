@@ -63,7 +63,7 @@ func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owne
 	static := spec.NewManifestDir(o.dir, nil, spec.AsStatic(spec.Static{NodeName: node.Name}))
 	static.Reload()
 	cfg := engine.Config{
-		Client: c, EventsAddress: c.Socket(), Restart: restart.Recreate, Recorder: o.events,
+		Client: c, EventsAddress: c.Socket(), Restart: restart.Config{Mode: restart.Recreate}, Recorder: o.events,
 		StaticPods: static, ManifestInterval: 100 * time.Millisecond, Node: node,
 	}
 	set(&cfg)

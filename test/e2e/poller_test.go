@@ -51,7 +51,7 @@ func TestPodIsSeenWithItsIPAndAnswersHTTP(t *testing.T) {
 	pod := runPod(t, c, "web")
 	ctrID := pod.start("httpd", "sh", "-c", "echo hello-from-pod > /var/www/index.html && exec httpd -f -p 8080 -h /var/www")
 
-	p, err := cri.NewPoller(c)
+	p, err := cri.NewPoller(c, cri.PollerConfig{})
 	require.NoError(t, err)
 	snap, err := p.Relist(t.Context())
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func summarise(t *testing.T, label string, seen []exitSeen) time.Duration {
 // loaded 2-core machine); a bound that tight fails on a loaded CI machine.
 func TestExitSeenThroughTheEventStream(t *testing.T) {
 	c := dial(t)
-	p, err := cri.NewPoller(c, cri.WithRelistPeriod(time.Minute))
+	p, err := cri.NewPoller(c, cri.PollerConfig{RelistPeriod: time.Minute})
 	require.NoError(t, err)
 	w, err := cri.NewEventWatcher(c.Socket(), p)
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestExitSeenThroughTheEventStream(t *testing.T) {
 func TestExitSeenWithinOneRelistPeriodWithoutEvents(t *testing.T) {
 	const period = time.Second
 	c := dial(t)
-	p, err := cri.NewPoller(c, cri.WithRelistPeriod(period))
+	p, err := cri.NewPoller(c, cri.PollerConfig{RelistPeriod: period})
 	require.NoError(t, err)
 	runLoops(t, p, nil)
 
@@ -194,7 +194,7 @@ func TestRemovalsSeen(t *testing.T) {
 	c := dial(t)
 	pod := runPod(t, c, "removals")
 	ctrID := pod.start("sleeper", "sleep", "3600")
-	p, err := cri.NewPoller(c)
+	p, err := cri.NewPoller(c, cri.PollerConfig{})
 	require.NoError(t, err)
 	sub := p.Subscribe()
 	defer sub.Close()

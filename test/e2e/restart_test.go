@@ -199,7 +199,7 @@ func TestCrashLoopRestartsCloseToTheBackOffsEnd(t *testing.T) {
 	const syncFrequency = 4 * time.Second
 	startAgentConfig(t, c, func(cfg *engine.Config) {
 		cfg.TestRestartOptions = []restart.Option{restart.WithBackoff(time.Second, 16*time.Second)}
-		cfg.SyncFrequency = syncFrequency
+		cfg.Restart.SyncFrequency = syncFrequency
 	})
 	pod := runPodNamed(t, c, uniqueName("gaps"), map[string]string{spec.RestartPolicyAnnotation: "Always"})
 	pod.start("app", "sh", "-c", "exit 3")

@@ -18,6 +18,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
@@ -49,8 +50,8 @@ func Start(endpoint string, o Options) (*Agent, error) {
 	if recorder == nil {
 		recorder = events.NewRing(16)
 	}
-	cfg := agent.Config{Client: client, Recorder: recorder, Restart: restart.Recreate,
-		ProbeRegistry: a.ProbeRegistry, AgentRegistry: a.AgentRegistry, Lateness: o.Lateness}
+	cfg := agent.Config{Client: client, Recorder: recorder, Restart: restart.Config{Mode: restart.Recreate},
+		ProbeRegistry: a.ProbeRegistry, AgentRegistry: a.AgentRegistry, Prober: prober.Config{Lateness: o.Lateness}}
 	if a.Agent, err = agent.New(context.Background(), cfg); err != nil {
 		client.Close()
 		return nil, err
