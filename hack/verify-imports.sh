@@ -13,6 +13,10 @@
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
 # pkg/restart, the pod sync, uses both to make the agent's own pods.
+# pkg/node (the node learned from the host as kubelet learns it) imports
+# pkg/podconfig, whose Node it gives out; the agent's commands and the
+# startup bench use it. pkg/mountinfo (the kernel's mount table) is a leaf
+# that podfs and node share.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials),
@@ -38,7 +42,9 @@ allowed() {
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
-    pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
+    pkg/mountinfo*) echo "" ;;
+    pkg/node*) echo "pkg/podconfig pkg/mountinfo" ;;
+    pkg/podfs*) echo "pkg/podconfig pkg/spec pkg/mountinfo" ;;
     pkg/pods*) echo "pkg/spec pkg/podconfig pkg/results pkg/cri pkg/events" ;;
     pkg/probe) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
@@ -49,7 +55,7 @@ allowed() {
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
     pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
-    hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/podfs pkg/spec" ;;
+    hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;
     test/harness*) echo "pkg" ;;
     cmd/*) echo "pkg" ;;

@@ -61,8 +61,8 @@ type Config struct {
 	// (nil: none): a static pod directory (a *spec.ManifestDir read as
 	// static pods, re-read every ManifestInterval) or play's files.
 	Owned pods.OwnedSource
-	// Node is the node as the pods the agent makes see it (podfs.
-	// DiscoverNode): their names, directories, DNS and resources.
+	// Node is the node as the pods the agent makes see it (node.Discover):
+	// their names, directories, DNS and resources.
 	Node podconfig.Node
 	// NodeName is the node's name (--node-name): who reports every event
 	// (events.k8s.io/v1's reportingInstance), and the node of each restart

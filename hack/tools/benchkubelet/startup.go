@@ -32,8 +32,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/node"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
-	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -78,13 +78,13 @@ func startup(args []string) error {
 	case "kubelet", "agent":
 		r, err = startupStatic(ctx, client, *mode, *manifests, *static, *url)
 	case "floor":
-		var node podconfig.Node
-		node, err = podfs.DiscoverNode(podfs.NodeOptions{HostnameOverride: *nodeName, RootDir: *rootDir, CgroupRoot: path.Join(*cgroupRoot, "kubepods")})
+		var n podconfig.Node
+		n, err = node.Discover(node.Options{HostnameOverride: *nodeName, RootDir: *rootDir, CgroupRoot: path.Join(*cgroupRoot, "kubepods")})
 		if err != nil {
 			return err
 		}
-		node.PodLogsDir = *logs
-		r, err = startupFloor(ctx, client, *manifests, node)
+		n.PodLogsDir = *logs
+		r, err = startupFloor(ctx, client, *manifests, n)
 	default:
 		return fmt.Errorf("-mode %q: kubelet, agent or floor", *mode)
 	}
