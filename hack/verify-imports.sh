@@ -13,6 +13,11 @@
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
 # pkg/restart, the pod sync, uses both to make the agent's own pods.
+# pkg/spec (decoding, defaults, validation, policy: pure) imports
+# pkg/results; pkg/manifests (the manifest directory, its watch and trust
+# rules, the files the commands are given: kubelet's pkg/kubelet/config)
+# reads files into pkg/spec and imports it alone, and the agent and the
+# commands use it.
 # pkg/node (the node learned from the host as kubelet learns it) imports
 # pkg/podconfig, whose Node it gives out; the agent's commands and the
 # startup bench use it. pkg/mountinfo (the kernel's mount table) is a leaf
@@ -41,6 +46,7 @@ allowed() {
     pkg/exec*) echo "pkg/cri" ;;
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
+    pkg/manifests*) echo "pkg/spec" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
     pkg/mountinfo*) echo "" ;;
     pkg/node*) echo "pkg/podconfig pkg/mountinfo" ;;
@@ -53,9 +59,9 @@ allowed() {
     pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
-    hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/spec" ;;
+    hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/manifests pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;
     test/harness*) echo "pkg" ;;
     cmd/*) echo "pkg" ;;

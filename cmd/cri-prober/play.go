@@ -16,6 +16,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -225,23 +226,23 @@ func (o *playOptions) follow(ctx context.Context, engine *agent.Agent, holds fun
 // loadPlayed reads the files as static pods of node (- is standard
 // input); a bad file is a usage error naming it, its line and field.
 func loadPlayed(cmd *cobra.Command, files []string, node string, stderr io.Writer) ([]*spec.Pod, error) {
-	static := spec.AsStatic(spec.Static{NodeName: node})
+	static := manifests.AsStatic(spec.Static{NodeName: node})
 	var all []*spec.Pod
 	var problems []string
 	seen := map[string]string{}
 	for _, f := range files {
 		var r *spec.Result
 		if f == "-" {
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), spec.MaxManifestSize+1))
+			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), manifests.MaxFileSize+1))
 			if err != nil {
 				return nil, fmt.Errorf("read standard input: %w", err)
 			}
-			r = spec.LoadData("-", data, static)
+			r = manifests.LoadData("-", data, static)
 		} else {
 			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
 				return nil, usageErrorf(cmd, "%s is a directory: give its manifest files (run --static-pod-path serves a directory)", f)
 			}
-			r = spec.Load(f, static)
+			r = manifests.Load(f, static)
 		}
 		for _, e := range r.Errors {
 			problems = append(problems, e.Error())

@@ -29,6 +29,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
@@ -53,12 +54,12 @@ type Config struct {
 	// exits are seen at the next relist).
 	EventsAddress string
 	// Manifests is a Pod manifest source (nil: annotations only).
-	Manifests *spec.ManifestDir
+	Manifests *manifests.Dir
 	// ManifestInterval is how often Manifests (and a static pod directory
 	// in Owned) is re-read (0: it is not).
 	ManifestInterval time.Duration
 	// Owned are the pods the agent makes, as kubelet makes static pods
-	// (nil: none): a static pod directory (a *spec.ManifestDir read as
+	// (nil: none): a static pod directory (a *manifests.Dir read as
 	// static pods, re-read every ManifestInterval) or play's files.
 	Owned pods.OwnedSource
 	// Node is the node as the pods the agent makes see it (node.Discover):
@@ -319,7 +320,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
 	}
-	if dir, ok := cfg.Owned.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
+	if dir, ok := cfg.Owned.(*manifests.Dir); ok && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { dir.Run(ctx, cfg.ManifestInterval) })
 	}
 	if a.hooks != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// ManifestSource gives the pods of Pod manifests (spec.ManifestDir).
+// ManifestSource gives the pods of Pod manifests (a manifests.Dir).
 type ManifestSource interface {
 	Pods() ([]*spec.Pod, []*spec.Error)
 	Changed() <-chan struct{}
@@ -63,7 +63,7 @@ type Resolver struct {
 }
 
 // OwnedSource gives the pods the agent makes: a static pod directory
-// (spec.ManifestDir in static mode) or the files `play` was given.
+// (a manifests.Dir in static mode) or the files `play` was given.
 type OwnedSource interface {
 	Pods() ([]*spec.Pod, []*spec.Error)
 	Changed() <-chan struct{}

@@ -20,6 +20,7 @@ import (
 
 	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/node"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -60,7 +61,7 @@ func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owne
 	node, err := node.Discover(node.Options{HostnameOverride: e2eNode, RootDir: o.rootDir, CgroupRoot: "/cri-prober-e2e/kubepods"})
 	require.NoError(t, err)
 	node.PodLogsDir = o.logsDir
-	static := spec.NewManifestDir(o.dir, nil, spec.AsStatic(spec.Static{NodeName: node.Name}))
+	static := manifests.NewDir(o.dir, nil, manifests.AsStatic(spec.Static{NodeName: node.Name}))
 	static.Reload()
 	cfg := engine.Config{
 		Client: c, EventsAddress: c.Socket(), Restart: restart.Recreate, Recorder: o.events,

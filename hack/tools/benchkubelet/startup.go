@@ -32,6 +32,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/node"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -211,14 +212,14 @@ func startedAt(ctx context.Context, client *cri.Client, t0 time.Time, running ma
 // container's HTTP server (port 8080) first answers. What kubelet does
 // beside the CRI calls (volumes, files, image checks, events, probes) is
 // left out: the floor is the runtime's own time.
-func startupFloor(ctx context.Context, client *cri.Client, manifests string, node podconfig.Node) (*startupResult, error) {
-	files, err := filepath.Glob(filepath.Join(manifests, "*.yaml"))
+func startupFloor(ctx context.Context, client *cri.Client, dir string, node podconfig.Node) (*startupResult, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no manifests in %s: %v", manifests, err)
+		return nil, fmt.Errorf("no manifests in %s: %v", dir, err)
 	}
 	var objs []*corev1.Pod
 	for _, f := range files {
-		res := spec.Load(f, spec.AsStatic(spec.Static{NodeName: node.Name}))
+		res := manifests.Load(f, manifests.AsStatic(spec.Static{NodeName: node.Name}))
 		if len(res.Errors) > 0 || len(res.Pods) != 1 {
 			return nil, fmt.Errorf("%s: %v", f, res.Errors)
 		}
