@@ -2,7 +2,7 @@
 // pkg/kubelet/config reads its static pod path apart from the API's
 // defaulting and validation: the manifest directory (--pod-manifests,
 // --static-pod-path) and its watch (Dir), the files the commands are given
-// by name (Load) and standard input (LoadData), within the
+// by name (Load, LoadFiles) and standard input (LoadData), within the
 // limits of what a manifest directory can make the agent read, and the
 // trust rules a directory and its files must meet (root's or the agent's
 // alone: a manifest runs commands in containers). What a file's bytes
@@ -14,6 +14,8 @@ package manifests
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -152,4 +154,27 @@ func decodeData(source string, data []byte, static *spec.Static) spec.File {
 		return spec.File{Errors: []*spec.Error{{Source: source, Detail: errTooLarge.Error()}}}
 	}
 	return spec.DecodeNamedFile(source, data, static)
+}
+
+// LoadFiles reads files given by name as Load reads one, "-" being stdin
+// (read as LoadData reads it), and joins their pods under a manifest
+// directory's rule (spec.Combine): a pod defined twice, in one file or in
+// two, is an error, the first definition in the order given winning. The
+// error is standard input's that could not be read. Give it no directory:
+// Load reads one as --pod-manifests.
+func LoadFiles(files []string, stdin io.Reader, opts ...LoadOption) (*spec.Result, error) {
+	o := loadOptionsOf(opts)
+	loaded := make([]spec.File, 0, len(files))
+	for _, name := range files {
+		if name == "-" {
+			data, err := io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
+			if err != nil {
+				return nil, fmt.Errorf("read standard input: %w", err)
+			}
+			loaded = append(loaded, decodeData(name, data, o.static))
+			continue
+		}
+		loaded = append(loaded, loadNamed(name, o.static))
+	}
+	return spec.Combine(loaded...), nil
 }

@@ -213,3 +213,27 @@ func TestLoadFileIsLoadData(t *testing.T) {
 		})
 	}
 }
+
+// Files given by name (play FILE... -) follow a manifest directory's rule
+// for a pod defined twice, with its message: the first definition wins, in
+// the order given, across files and standard input alike.
+func TestLoadFilesDuplicatePod(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(a, []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(b, []byte(webPod(5)), 0o644))
+	r, err := LoadFiles([]string{a, "-", b, filepath.Join(dir, "missing.yaml")}, strings.NewReader(webPod(7)))
+	require.NoError(t, err)
+	require.Len(t, r.Pods, 1)
+	assert.Equal(t, a+":1", r.Pods[0].Source, "the first definition wins")
+	assert.Equal(t, []string{
+		"-:1: pod shop/web: pod is already defined at " + a + ":1; this definition is ignored: remove one, or rename this pod",
+		b + ":1: pod shop/web: pod is already defined at " + a + ":1; this definition is ignored: remove one, or rename this pod",
+		filepath.Join(dir, "missing.yaml") + ": cannot read it: no such file or directory",
+	}, messages(r.Errors))
+
+	// The same files as a directory: the same message.
+	d := Load(dir)
+	require.Len(t, d.Pods, 1)
+	assert.Equal(t, messages(r.Errors)[1], messages(d.Errors)[0])
+}
