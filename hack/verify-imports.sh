@@ -9,7 +9,8 @@
 # imports nothing of ours but the leaves every layer may use. pkg/explain
 # (cri-prober explain, pure) sits beside the outputs, for cmd: it reads
 # restart's rules (the kill's grace period) where restart states them.
-# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
+# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only
+# (and the leaves);
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
 # pkg/restart, the pod sync, uses both to make the agent's own pods.
@@ -26,9 +27,10 @@
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials),
 # pkg/statefile (the state directory's files and their one load/save
-# policy, safe from links and crashes) and pkg/pubsub (handing values on
-# without blocking the writer: relists, pod views, probe results) are
-# leaves that every layer may use. pkg/logs (reading CRI log files, for
+# policy, safe from links and crashes), pkg/pubsub (handing values on
+# without blocking the writer: relists, pod views, probe results) and
+# pkg/podip (a pod's addresses as kubelet sorts them, for pkg/cri and
+# pkg/podconfig alike) are leaves that every layer may use. pkg/logs (reading CRI log files, for
 # the logs command) is a leaf beside the engine that imports at most
 # pkg/cri. (Kubernetes' import-boss, at our scale.)
 set -euo pipefail
@@ -41,7 +43,7 @@ allowed() {
   case $1 in
     pkg/cri/fakeruntime*) echo "pkg/cri" ;;
     test/target*) echo "" ;;
-    pkg/bounded*|pkg/credential*|pkg/statefile*|pkg/pubsub*|pkg/cri*|pkg/events*) echo "" ;;
+    pkg/bounded*|pkg/credential*|pkg/statefile*|pkg/pubsub*|pkg/podip*|pkg/cri*|pkg/events*) echo "" ;;
     pkg/results*) echo "" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/logs*) echo "pkg/cri" ;;
@@ -80,6 +82,7 @@ while read -r pkg imports; do
     [[ $dep == pkg/statefile && $rel != pkg/statefile* ]] && ok=1 # a leaf every layer uses
     [[ $dep == pkg/credential && $rel != pkg/credential* ]] && ok=1 # a leaf every layer uses
     [[ $dep == pkg/pubsub && $rel != pkg/pubsub* ]] && ok=1 # a leaf every layer uses
+    [[ $dep == pkg/podip && $rel != pkg/podip* ]] && ok=1 # a leaf every layer uses
     for prefix in $(allowed "$rel"); do
       [[ $dep == "$prefix" || $dep == "$prefix"/* ]] && ok=1
     done
