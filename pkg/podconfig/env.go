@@ -223,11 +223,7 @@ func FieldValue(fs *corev1.ObjectFieldSelector, pod *corev1.Pod, podIP string, p
 	if err != nil {
 		return "", err
 	}
-	nodeIP := ""
-	if len(node.IPs) > 0 {
-		nodeIP = node.IPs[0]
-	}
-	podIPs = podip.Sort(podIPs, nodeIP)
+	podIPs = podip.Sort(podIPs, node.IP())
 	if len(podIPs) > 0 {
 		podIP = podIPs[0]
 	}
