@@ -17,9 +17,9 @@ import (
 	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
-	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // agent is the probe engine running in-process against the real
@@ -43,10 +43,10 @@ func startAgent(t *testing.T, c *cri.Client) *agent {
 func startAgentConfig(t *testing.T, c *cri.Client, edit func(*engine.Config)) *agent {
 	t.Helper()
 	a := &agent{events: &eventLog{}, manifestsDir: t.TempDir()}
-	manifests := spec.NewManifestDir(a.manifestsDir, nil)
-	manifests.Reload()
+	dir := manifests.NewDir(a.manifestsDir, nil)
+	dir.Reload()
 	cfg := engine.Config{
-		Client: c, EventsAddress: c.Socket(), Manifests: manifests, ManifestInterval: 100 * time.Millisecond,
+		Client: c, EventsAddress: c.Socket(), Manifests: dir, ManifestInterval: 100 * time.Millisecond,
 		Restart: restart.Config{Mode: restart.Recreate}, Recorder: a.events,
 	}
 	edit(&cfg)
