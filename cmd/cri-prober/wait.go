@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -114,7 +113,8 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	every := 100 * time.Millisecond
 	if o.server != "" {
 		every = 500 * time.Millisecond
-		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, o.server, namespace, name) }
+		client := agentClient(o.server)
+		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, client, namespace, name) }
 	} else {
 		engine, stop, err := o.startEngine(ctx, namespace, name)
 		if err != nil {
@@ -312,11 +312,10 @@ func (s waitState) print(w io.Writer) {
 
 // agentWaitState asks a running agent; a pod it does not know is not
 // found yet (waited for), any other answer but 200 is an error.
-func agentWaitState(ctx context.Context, server, namespace, name string) (waitState, error) {
-	var p api.Pod
-	err := apiGet(ctx, server, "/api/v1/pods/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), &p)
-	var status apiStatusError
-	if errors.As(err, &status) && status.code == http.StatusNotFound {
+func agentWaitState(ctx context.Context, client *api.Client, namespace, name string) (waitState, error) {
+	p, err := client.Pod(ctx, namespace, name)
+	var status *api.StatusError
+	if errors.As(err, &status) && status.Code == http.StatusNotFound {
 		return waitState{}, nil
 	}
 	if err != nil {
