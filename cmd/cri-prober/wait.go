@@ -108,11 +108,13 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	pod := namespace + "/" + name
 	var state func(ctx context.Context) (waitState, error)
-	// Its own engine is read in memory; an agent over HTTP, less often: many
-	// CI jobs may wait on one agent at once.
-	every := 100 * time.Millisecond
+	// Its own engine tells of its changes (changed). An agent over HTTP is
+	// asked every half second: its event stream does not tell of every
+	// change (a pod or a container seen to appear), and many CI jobs may
+	// wait on one agent at once, beyond its cap of event streams.
+	var changed <-chan struct{}
+	every := 500 * time.Millisecond // the remote asks; locally, the progress line's clock
 	if o.server != "" {
-		every = 500 * time.Millisecond
 		client := agentClient(o.server)
 		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, client, namespace, name) }
 	} else {
@@ -121,6 +123,9 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		defer stop()
+		sub := engine.Subscribe()
+		defer sub.Close()
+		changed = sub.Changed()
 		state = func(context.Context) (waitState, error) {
 			report, found := engine.ReportPod(namespace, name)
 			if !found {
@@ -133,8 +138,12 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	line := newProgressLine(stderr, show)
 	defer line.clear()
 	started := time.Now()
-	check := time.NewTicker(every)
-	defer check.Stop()
+	var check <-chan time.Time
+	if o.server != "" || show {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		check = t.C
+	}
 	deadline := time.NewTimer(o.timeout)
 	defer deadline.Stop()
 	var last waitState
@@ -165,7 +174,8 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 			safef(stdout, "timed out after %s: pod %s is not %s\n", o.timeout, pod, o.cond)
 			last.print(stdout)
 			return errProblemsFound
-		case <-check.C:
+		case <-changed:
+		case <-check:
 		}
 	}
 }

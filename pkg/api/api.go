@@ -10,6 +10,8 @@
 // It sits beside cmd at the top of the dependency order: it reads the
 // agent's view of the pods (with the probes' results), the probes'
 // histories, the restarter's waiting state and ledger, and the event ring.
+// Its routes are declared once (routes.go), for the server and for Client,
+// the typed client every command asks an agent with.
 package api
 
 import (
