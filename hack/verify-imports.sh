@@ -12,7 +12,14 @@
 # pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
-# pkg/restart, the pod sync, uses both to make the agent's own pods.
+# pkg/podmaker (the agent's static pods made: their host side, kubelet's
+# image manager, their CRI configs) uses both, and pkg/restart for the
+# interface pod sync declares (restart.Maker) and its back-off; pkg/restart,
+# the pod sync, imports neither podfs, podconfig nor podmaker, and only
+# pkg/agent wires the maker in.
+# pkg/killbudget (the node's restart budget and pause, with its state
+# file) sits below pod sync, the prober and the API, which hold it: it
+# imports pkg/events and the leaves only.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials),
@@ -21,7 +28,10 @@
 # without blocking the writer: relists, pod views, probe results) are
 # leaves that every layer may use. pkg/logs (reading CRI log files, for
 # the logs command) is a leaf beside the engine that imports at most
-# pkg/cri. (Kubernetes' import-boss, at our scale.)
+# pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
+# --state-dir) is a leaf too: its entry's cause is its own string, so it
+# imports nothing of ours but pkg/statefile; pkg/restart records into it
+# and pkg/api serves it. (Kubernetes' import-boss, at our scale.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -34,6 +44,8 @@ allowed() {
     test/target*) echo "" ;;
     pkg/bounded*|pkg/credential*|pkg/statefile*|pkg/pubsub*|pkg/cri*|pkg/events*) echo "" ;;
     pkg/results*) echo "" ;;
+    pkg/ledger*) echo "" ;;
+    pkg/killbudget*) echo "pkg/events" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
@@ -43,11 +55,12 @@ allowed() {
     pkg/probe) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
     pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
-    pkg/restart*) echo "pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/results pkg/cri pkg/events" ;;
-    pkg/api*) echo "pkg/pods pkg/spec pkg/restart pkg/results pkg/cri pkg/events" ;;
+    pkg/restart*) echo "pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/spec pkg/results pkg/cri pkg/events" ;;
+    pkg/podmaker*) echo "pkg/restart pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/cri pkg/events" ;;
+    pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/restart pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/podfs pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // killBudgetFlags are the restart budget (run): systemd's
@@ -26,6 +26,6 @@ func (f *killBudgetFlags) register(fs *pflag.FlagSet) {
 }
 
 // config is the budget (check it first).
-func (f *killBudgetFlags) config() restart.BudgetConfig {
-	return restart.BudgetConfig{Node: f.node, Pod: f.pod, Interval: f.interval}
+func (f *killBudgetFlags) config() killbudget.Config {
+	return killbudget.Config{Node: f.node, Pod: f.pod, Interval: f.interval}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 type pauseOptions struct {
@@ -92,7 +92,7 @@ func (o *pauseOptions) register(cmd *cobra.Command) {
 }
 
 // print prints the kills' status after a pause or resume.
-func (o *pauseOptions) print(stdout io.Writer, st restart.KillsStatus) error {
+func (o *pauseOptions) print(stdout io.Writer, st killbudget.Status) error {
 	if structured(o.output) {
 		return printObject(stdout, o.output, st)
 	}
@@ -103,7 +103,7 @@ func (o *pauseOptions) print(stdout io.Writer, st restart.KillsStatus) error {
 // printKills says whether kills are paused, the budget, and which kills
 // wait and why (pause, resume, and under status). always: say so when
 // kills are not paused either.
-func printKills(w io.Writer, st restart.KillsStatus, now time.Time, always bool) {
+func printKills(w io.Writer, st killbudget.Status, now time.Time, always bool) {
 	switch p := st.Paused; {
 	case p != nil:
 		reason := ""

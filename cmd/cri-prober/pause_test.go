@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // A bad budget is refused before anything starts (no runtime is dialled:
@@ -35,10 +35,10 @@ func TestRunRefusesABadKillBudget(t *testing.T) {
 // which kills wait and why.
 func TestPrintKills(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	st := restart.KillsStatus{NodeBudget: 3, Interval: "20s", KillsInWindow: 3,
-		Paused: &restart.Pause{By: "uid 0 (unix socket)", Reason: "failover", Since: now.Add(-time.Minute)},
-		Deferred: []restart.DeferredKill{
-			{Namespace: "shop", Pod: "web", Container: "app", Probe: "Liveness", Reason: restart.DeferNode, Until: now.Add(5 * time.Second)},
+	st := killbudget.Status{NodeBudget: 3, Interval: "20s", KillsInWindow: 3,
+		Paused: &killbudget.Pause{By: "uid 0 (unix socket)", Reason: "failover", Since: now.Add(-time.Minute)},
+		Deferred: []killbudget.DeferredKill{
+			{Namespace: "shop", Pod: "web", Container: "app", Probe: "Liveness", Reason: killbudget.DeferNode, Until: now.Add(5 * time.Second)},
 		}}
 	var b strings.Builder
 	printKills(&b, st, now, true)
@@ -49,9 +49,9 @@ func TestPrintKills(t *testing.T) {
 	assert.Contains(t, out, "Kills waiting: 1\nPOD        CONTAINER   PROBE      WHY\nshop/web   app         Liveness   node restart budget spent, frees in 5s\n")
 
 	b.Reset()
-	printKills(&b, restart.KillsStatus{}, now, true)
+	printKills(&b, killbudget.Status{}, now, true)
 	assert.Equal(t, "Kills are not paused on this node.\n", b.String())
 	b.Reset()
-	printKills(&b, restart.KillsStatus{}, now, false)
+	printKills(&b, killbudget.Status{}, now, false)
 	assert.Empty(t, b.String(), "status says nothing when there is nothing to say")
 }

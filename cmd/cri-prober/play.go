@@ -147,7 +147,7 @@ func (o *playOptions) run(cmd *cobra.Command, args []string) error {
 	out := &playPrinter{w: stdout, wide: o.output == outputWide, seen: map[string]string{}, uids: uids}
 	cfg := agent.Config{
 		Client: client, RelistPeriod: 500 * time.Millisecond, EventsAddress: eventsAddress("", client), Restart: restart.Recreate,
-		Recorder: out, Owned: owned, Node: node, Owns: func(o podfs.Owner) bool { return uids[o.UID] },
+		Recorder: out, StaticPods: owned, Node: node, MatchRecord: func(r podfs.Record) bool { return uids[r.UID] },
 		NoStartupJitter: true,
 	}
 	o.policy.apply(&cfg)

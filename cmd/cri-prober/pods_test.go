@@ -20,8 +20,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -368,9 +368,9 @@ func TestPrintWhy(t *testing.T) {
 		Cause: "liveness", Failures: []api.RestartFailure{
 			{Time: t0.Add(time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 1, Threshold: 2},
 			{Time: t0.Add(2 * time.Second), Output: "HTTP probe failed with statuscode: 500", Consecutive: 2, Threshold: 2},
-		}, ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "fedcba9876543210fedc", Attempt: 1}, false)
+		}, ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: ledger.ActionRestarted, ReplacementID: "fedcba9876543210fedc", Attempt: 1}, false)
 	printWhy(&out, api.Restart{Time: t0.Add(time.Minute), Namespace: "shop", Pod: "web", Container: "app", ContainerID: "fedcba9876543210fedc",
-		Cause: "exit", ExitCode: 3, ExitReason: "Error", Action: restart.ActionRestarted, ReplacementID: "aaaabbbbccccdddd", Attempt: 2, BackOffSeconds: 10.26}, false)
+		Cause: "exit", ExitCode: 3, ExitReason: "Error", Action: ledger.ActionRestarted, ReplacementID: "aaaabbbbccccdddd", Attempt: 2, BackOffSeconds: 10.26}, false)
 	assert.Equal(t, `shop/web app: restarted 2026-11-21 10:00:03 as attempt 1
   why: its liveness probe failed 2 time(s) in a row (failureThreshold 2):
     10:00:01.000  1/2  HTTP probe failed with statuscode: 500
@@ -485,7 +485,7 @@ func TestPodsAndStatusAgreeOnADualStackPodIP(t *testing.T) {
 
 			view := pods.Resolve(snap, pods.Inputs{HostIP: tt.nodeIP})
 			require.Len(t, view.Pods(), 1)
-			status := pods.ReportPod(view.Pods()[0], results.NewStore(), pods.GateSet{}).IP
+			status := pods.ReportPod(view.Pods()[0], pods.PodStatus{}, results.NewStore(), pods.GateSet{}).IP
 
 			assert.Equal(t, tt.want, table, "pods")
 			assert.Equal(t, tt.want, status, "status")

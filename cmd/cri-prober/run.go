@@ -203,7 +203,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		}
 		static := spec.NewManifestDir(o.staticPodPath, nil, opts...)
 		static.Reload() // first read before anything is made
-		cfg.Owned, cfg.Owns = static, inDir(o.staticPodPath)
+		cfg.StaticPods, cfg.MatchRecord = static, inDir(o.staticPodPath)
 		logger.Info("Making the pods of the static pod path", "staticPodPath", o.staticPodPath, "node", cfg.Node.Name, "rootDir", cfg.Node.RootDir)
 	}
 	engine, err := agent.New(ctx, cfg)
@@ -318,12 +318,12 @@ var listenRetry = 5 * time.Second
 
 // inDir says which records of pods under the root directory are the
 // agent's: those made from a manifest in dir (play's pods are not).
-func inDir(dir string) func(podfs.Owner) bool {
+func inDir(dir string) func(podfs.Record) bool {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		abs = dir
 	}
-	return func(o podfs.Owner) bool { return filepath.Dir(o.Source) == abs }
+	return func(r podfs.Record) bool { return filepath.Dir(r.Source) == abs }
 }
 
 // parseSpecSources reads --spec-sources.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cri-prober/cri-prober/pkg/api"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
@@ -83,11 +84,11 @@ func printWhy(w io.Writer, e api.Restart, wide bool) {
 		output = func(s string) string { return terminalSafe(strings.TrimSpace(s)) }
 	}
 	what := "restarted"
-	if e.Action == restart.ActionStopped {
+	if e.Action == ledger.ActionStopped {
 		what = "stopped (not restarted)"
 	}
 	safef(w, "%s/%s %s: %s %s", e.Namespace, e.Pod, e.Container, what, e.Time.Local().Format("2006-01-02 15:04:05"))
-	if e.Action == restart.ActionRestarted {
+	if e.Action == ledger.ActionRestarted {
 		safef(w, " as attempt %d", e.Attempt)
 	}
 	if wide && e.PodUID != "" {
@@ -106,7 +107,7 @@ func printWhy(w io.Writer, e api.Restart, wide bool) {
 		}
 		safef(w, "  killed with a %d s grace period; it ended with code %d%s\n", e.GracePeriodSeconds, e.ExitCode, reasonSuffix(e.ExitReason))
 	}
-	if e.Action == restart.ActionRestarted {
+	if e.Action == ledger.ActionRestarted {
 		wait := time.Duration(e.BackOffSeconds * float64(time.Second)).Round(100 * time.Millisecond)
 		safef(w, "  replaced %s by %s after %s of back-off\n", id(e.ContainerID), id(e.ReplacementID), wait)
 	}

@@ -28,9 +28,12 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/podmaker"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -55,12 +58,12 @@ type Config struct {
 	// Manifests is a Pod manifest source (nil: annotations only).
 	Manifests *spec.ManifestDir
 	// ManifestInterval is how often Manifests (and a static pod directory
-	// in Owned) is re-read (0: it is not).
+	// in StaticPods) is re-read (0: it is not).
 	ManifestInterval time.Duration
-	// Owned are the pods the agent makes, as kubelet makes static pods
-	// (nil: none): a static pod directory (a *spec.ManifestDir read as
-	// static pods, re-read every ManifestInterval) or play's files.
-	Owned pods.OwnedSource
+	// StaticPods are the pods the agent makes, as kubelet makes static
+	// pods (nil: none): a static pod directory (a *spec.ManifestDir read
+	// as static pods, re-read every ManifestInterval) or play's files.
+	StaticPods pods.StaticSource
 	// Node is the node as the pods the agent makes see it (podfs.
 	// DiscoverNode): their names, directories, DNS and resources.
 	Node podconfig.Node
@@ -68,12 +71,12 @@ type Config struct {
 	// (events.k8s.io/v1's reportingInstance), and the node of each restart
 	// and of the API's series ("": events are not marked).
 	NodeName string
-	// OwnedSource names what an owned pod was made from in its record on
-	// disk, and Owns says which records are this agent's (the agent and
-	// play keep theirs apart under one root directory); nil: the pod's
-	// manifest file, and every record.
-	OwnedSource func(*pods.Pod) string
-	Owns        func(podfs.Owner) bool
+	// SourceOf names what a static pod was made from in its pod record
+	// (podfs.Record.Source), and MatchRecord says which pod records are
+	// this agent's (the agent and play keep theirs apart under one root
+	// directory); nil: the pod's manifest file, and every record.
+	SourceOf    func(*pods.Pod) string
+	MatchRecord func(podfs.Record) bool
 	// HostIP is probed for host-network pods; ProbeNetwork is where
 	// network probes are dialled from for pods that do not say.
 	HostIP       string
@@ -119,7 +122,7 @@ type Config struct {
 	// of pod sync (0: kubelet's defaults).
 	MaxContainerRestartPeriod, SyncFrequency time.Duration
 	// KillBudget bounds probe-triggered kills (zero: no budget).
-	KillBudget restart.BudgetConfig
+	KillBudget killbudget.Config
 	// OnTransition is a shell command and Webhook a URL told of every
 	// transition (--on-transition, --webhook; "": none).
 	OnTransition, Webhook string
@@ -168,10 +171,13 @@ type Agent struct {
 	Resolver  *pods.Resolver
 	Manager   *prober.Manager
 	Restarter *restart.Restarter // nil without Config.Restart
-	Store     *results.Store
-	Histories *results.Histories
-	Gates     *pods.GateStore
-	Ledger    *restart.Ledger // nil without Config.StateDir or Config.API
+	// KillBudget is the restart budget and pause that pod sync spends,
+	// the prober asks and the API changes (nil without Config.Restart).
+	KillBudget *killbudget.Budget
+	Store      *results.Store
+	Histories  *results.Histories
+	Gates      *pods.GateStore
+	Ledger     *ledger.Ledger // nil without Config.StateDir or Config.API
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -229,17 +235,17 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if a.recorder != nil {
 		ropts = append(ropts, pods.WithRecorder(a.recorder))
 	}
-	var maker *restart.PodMaker
-	if cfg.Owned != nil {
+	var maker *podmaker.Maker
+	if cfg.StaticPods != nil {
 		if cfg.Restart != restart.Recreate {
 			return nil, fmt.Errorf("pods the agent makes need --restart=%s (the agent is their kubelet)", restart.Recreate)
 		}
 		if maker, err = newMaker(cfg, a.recorder); err != nil {
 			return nil, err
 		}
-		ropts = append(ropts, pods.WithOwned(cfg.Owned, maker))
+		ropts = append(ropts, pods.WithStaticPods(cfg.StaticPods, maker))
 	}
-	a.Resolver = pods.NewResolver(append(ropts, pods.WithResults(a.Store))...)
+	a.Resolver = pods.NewResolver(ropts...)
 
 	var eopts []exec.Option
 	if cfg.MaxExecPerPod > 0 {
@@ -262,9 +268,18 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.ProbeRegistry != nil && cfg.AgentRegistry != nil {
 		mopts = append(mopts, prober.WithRegisterers(cfg.ProbeRegistry, cfg.AgentRegistry))
 	}
-	// A failed container whose kill waits (restart budget, pause) is
-	// probed on: the restarter is made below, before anything runs.
-	mopts = append(mopts, prober.WithKillWaits(func(id string) bool { return a.Restarter != nil && a.Restarter.KillWaits(id) }))
+	if cfg.Restart != "" {
+		bopts := []killbudget.Option{killbudget.WithRecorder(a.recorder)}
+		if cfg.AgentRegistry != nil {
+			bopts = append(bopts, killbudget.WithRegisterer(cfg.AgentRegistry))
+		}
+		if a.KillBudget, err = killbudget.New(cfg.KillBudget, cfg.StateDir, bopts...); err != nil {
+			return nil, fmt.Errorf("--state-dir: %w", err)
+		}
+		// A failed container whose kill waits (restart budget, pause) is
+		// probed on.
+		mopts = append(mopts, prober.WithKillWaits(a.KillBudget.Waits))
+	}
 	mopts = append(mopts, proberPolicy(cfg)...)
 	if a.Manager, err = prober.NewManager(runner, a.Store, append(mopts, cfg.TestProberOptions...)...); err != nil {
 		return nil, err
@@ -290,11 +305,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		if cfg.SyncFrequency > 0 {
 			ropts = append(ropts, restart.WithSyncFrequency(cfg.SyncFrequency))
 		}
-		budget, err := restart.NewKillBudget(cfg.KillBudget, cfg.StateDir)
-		if err != nil {
-			return nil, fmt.Errorf("--state-dir: %w", err)
-		}
-		ropts = append(ropts, restart.WithKillBudget(budget))
+		ropts = append(ropts, restart.WithKillBudget(a.KillBudget))
 		if a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, append(ropts, cfg.TestRestartOptions...)...); err != nil {
 			return nil, err
 		}
@@ -319,7 +330,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
 	}
-	if dir, ok := cfg.Owned.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
+	if dir, ok := cfg.StaticPods.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { dir.Run(ctx, cfg.ManifestInterval) })
 	}
 	if a.hooks != nil {
@@ -373,21 +384,21 @@ func proberPolicy(cfg Config) []prober.Option {
 	return opts
 }
 
-// newMaker makes the pods of cfg.Owned on the node's directories, with
+// newMaker makes the pods of cfg.StaticPods on the node's directories, with
 // the runtime's image service.
-func newMaker(cfg Config, recorder restart.Recorder) (*restart.PodMaker, error) {
+func newMaker(cfg Config, recorder restart.Recorder) (*podmaker.Maker, error) {
 	fs, err := podfs.New(podfs.Config{Node: cfg.Node})
 	if err != nil {
 		return nil, fmt.Errorf("the pods' root directory: %w", err)
 	}
-	source := cfg.OwnedSource
-	if source == nil {
-		source = manifestFile
+	sourceOf := cfg.SourceOf
+	if sourceOf == nil {
+		sourceOf = manifestFile
 	}
 	if recorder == nil {
 		recorder = events.Log(klog.Background())
 	}
-	return restart.NewMaker(fs, cfg.Client, recorder, nil, source, cfg.Owns), nil
+	return podmaker.New(fs, cfg.Client, recorder, nil, sourceOf, cfg.MatchRecord), nil
 }
 
 // manifestFile is the file a pod's manifest came from.
@@ -412,34 +423,42 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
-// View returns the pods as the agent shows them: their status, as the pod
-// sync publishes it (the resolver's latest view without a restarter).
-func (a *Agent) View() *pods.View {
+// Status returns the pods' status as the agent shows it: as the pod sync
+// publishes it (the resolver's latest view, with nothing added, without a
+// restarter).
+func (a *Agent) Status() *pods.Status {
 	if a.Restarter != nil {
 		return a.Restarter.Status()
 	}
-	return a.Resolver.View()
+	return a.Resolver.Status()
 }
 
-// Report describes every pod with its probes' results.
-func (a *Agent) Report() []pods.PodReport { return pods.Report(a.View(), a.Store, a.Gates.Gates()) }
+// View returns the pods as the agent shows them: the view of their status.
+func (a *Agent) View() *pods.View { return a.Status().View }
 
-// ReportVersion says what Report would show: the view, and the store's
-// versions (results.Store.Versions), the gates' version added to the
-// results' (both only grow: the sum changes whenever either does).
-func (a *Agent) ReportVersion() (view *pods.View, results, observations uint64) {
+// Report describes every pod with its probes' results.
+func (a *Agent) Report() []pods.PodReport { return pods.Report(a.Status(), a.Store, a.Gates.Gates()) }
+
+// The state API makes its pod list once per state the agent reports.
+var _ api.Versioned = (*Agent)(nil)
+
+// ReportVersion says what Report would show: the pods' status, and the
+// store's versions (results.Store.Versions), the gates' version added to
+// the results' (both only grow: the sum changes whenever either does).
+func (a *Agent) ReportVersion() (status *pods.Status, results, observations uint64) {
 	results, observations = a.Store.Versions()
-	return a.View(), results + a.Gates.Version(), observations
+	return a.Status(), results + a.Gates.Version(), observations
 }
 
 // ReportPod describes the pod a namespace and name stand for
 // (pods.View.ByName).
 func (a *Agent) ReportPod(namespace, name string) (pods.PodReport, bool) {
-	p, ok := a.View().ByName(namespace, name)
+	st := a.Status()
+	p, ok := st.ByName(namespace, name)
 	if !ok {
 		return pods.PodReport{}, false
 	}
-	return pods.ReportPod(p, a.Store, a.Gates.Gates()), true
+	return pods.ReportPod(p, st.For(p.Key), a.Store, a.Gates.Gates()), true
 }
 
 // Health returns nil while the runtime answers, else why not.
@@ -453,8 +472,8 @@ func (a *Agent) Health() error {
 	return nil
 }
 
-// PodSet is a set of pods the agent makes that its owner changes (play's
-// files): a pods.OwnedSource.
+// PodSet is a set of static pods that its holder changes (play's files):
+// a pods.StaticSource.
 type PodSet struct {
 	mu      sync.Mutex
 	pods    []*spec.Pod
@@ -476,7 +495,7 @@ func (s *PodSet) Set(list []*spec.Pod) {
 	}
 }
 
-// Pods returns the pods (pods.OwnedSource).
+// Pods returns the pods (pods.StaticSource).
 func (s *PodSet) Pods() ([]*spec.Pod, []*spec.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -10,8 +10,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // What is attached to the engine: the state directory's files, where
@@ -25,14 +25,14 @@ func (a *Agent) openState(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	dir := a.cfg.StateDir
 	if dir != "" || a.cfg.API != nil {
-		ledger, warning, err := restart.OpenLedger(dir, restart.WithNode(a.cfg.NodeName))
+		restarts, warning, err := ledger.Open(dir, ledger.WithNode(a.cfg.NodeName))
 		if err != nil {
 			return fmt.Errorf("--state-dir: %w", err)
 		}
 		if warning != nil {
 			logger.Error(warning, "Restart ledger") // set aside; a new one begins
 		}
-		a.Ledger = ledger
+		a.Ledger = restarts
 	}
 	if dir == "" {
 		a.Gates = pods.NewGateStore(nil) // in memory: an agent restart forgets them
@@ -124,8 +124,8 @@ func (a *Agent) serveAPI(c APIConfig) error {
 		reg = a.cfg.AgentRegistry
 	}
 	var kills api.KillController
-	if a.Restarter != nil {
-		kills = a.Restarter
+	if a.KillBudget != nil {
+		kills = a.KillBudget
 	}
 	server := api.New(api.Config{
 		Pods: a, History: a.Histories, Ledger: a.Ledger, Gates: a, Events: a.ring, Health: a.Health, Live: a.live.err,

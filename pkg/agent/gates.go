@@ -22,7 +22,7 @@ const (
 // SetGate sets the condition t of the pod a namespace and name stand for
 // (pods.View.ByName) to status, and records an event saying who did (by).
 func (a *Agent) SetGate(ctx context.Context, namespace, name string, t corev1.PodConditionType, status corev1.ConditionStatus, by string) (pods.GateResult, error) {
-	p, err := a.gatedPod(ctx, namespace, name)
+	p, added, err := a.gatedPod(ctx, namespace, name)
 	if err != nil {
 		return pods.GateResult{}, err
 	}
@@ -30,7 +30,7 @@ func (a *Agent) SetGate(ctx context.Context, namespace, name string, t corev1.Po
 	if err != nil {
 		return pods.GateResult{}, err
 	}
-	res := a.gateResult(p, t, change)
+	res := a.gateResult(p, added, t, change)
 	if change.Changed {
 		was := ""
 		if change.Previous != "" {
@@ -44,7 +44,7 @@ func (a *Agent) SetGate(ctx context.Context, namespace, name string, t corev1.Po
 
 // UnsetGate removes the condition t of the pod, as SetGate sets it.
 func (a *Agent) UnsetGate(ctx context.Context, namespace, name string, t corev1.PodConditionType, by string) (pods.GateResult, error) {
-	p, err := a.gatedPod(ctx, namespace, name)
+	p, added, err := a.gatedPod(ctx, namespace, name)
 	if err != nil {
 		return pods.GateResult{}, err
 	}
@@ -52,7 +52,7 @@ func (a *Agent) UnsetGate(ctx context.Context, namespace, name string, t corev1.
 	if err != nil {
 		return pods.GateResult{}, err
 	}
-	res := a.gateResult(p, t, change)
+	res := a.gateResult(p, added, t, change)
 	if change.Changed {
 		a.recordGate(events.Event{Time: change.At, Reason: ReasonGateUnset, Namespace: p.Namespace, Pod: p.Name,
 			Message: fmt.Sprintf("Condition %q (%s) unset by %s%s", string(t), change.Previous, by, undeclared(res.Declared, t))})
@@ -67,10 +67,12 @@ func undeclared(declared bool, t corev1.PodConditionType) string {
 	return fmt.Sprintf("; the pod has no readiness gate %q, so its readiness does not change", string(t))
 }
 
-// gatedPod finds the pod, first dropping the gates of pods the runtime no
-// longer has (once it has been listed: never on an empty first view).
-func (a *Agent) gatedPod(ctx context.Context, namespace, name string) (*pods.Pod, error) {
-	view := a.View()
+// gatedPod finds the pod, and what its syncs add to its status, first
+// dropping the gates of pods the runtime no longer has (once it has been
+// listed: never on an empty first view).
+func (a *Agent) gatedPod(ctx context.Context, namespace, name string) (*pods.Pod, pods.PodStatus, error) {
+	status := a.Status()
+	view := status.View
 	if view != nil && a.Poller.Snapshot() != nil {
 		dropped, err := a.Gates.Prune(func(key string) bool { _, ok := view.Pod(key); return ok })
 		if err != nil {
@@ -82,13 +84,13 @@ func (a *Agent) gatedPod(ctx context.Context, namespace, name string) (*pods.Pod
 	}
 	p, ok := view.ByName(namespace, name)
 	if !ok {
-		return nil, fmt.Errorf("%w: no pod %s/%s on this node (cri-prober status lists them)", pods.ErrPodNotFound, namespace, name)
+		return nil, pods.PodStatus{}, fmt.Errorf("%w: no pod %s/%s on this node (cri-prober status lists them)", pods.ErrPodNotFound, namespace, name)
 	}
-	return p, nil
+	return p, status.For(p.Key), nil
 }
 
-func (a *Agent) gateResult(p *pods.Pod, t corev1.PodConditionType, change pods.GateChange) pods.GateResult {
-	res := pods.GateResult{GateChange: change, Pod: pods.ReportPod(p, a.Store, a.Gates.Gates()), Persistent: a.Gates.Persistent()}
+func (a *Agent) gateResult(p *pods.Pod, added pods.PodStatus, t corev1.PodConditionType, change pods.GateChange) pods.GateResult {
+	res := pods.GateResult{GateChange: change, Pod: pods.ReportPod(p, added, a.Store, a.Gates.Gates()), Persistent: a.Gates.Persistent()}
 	res.Declared = slices.Contains(res.Pod.ReadinessGates, t)
 	return res
 }

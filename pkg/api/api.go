@@ -33,8 +33,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -53,8 +53,8 @@ type Historian interface {
 
 // Ledger gives a pod's restarts and why (by namespace and name).
 type Ledger interface {
-	For(namespace, pod string) []restart.Entry
-	Newest(n int, keep func(namespace, pod string) bool) []restart.Entry
+	For(namespace, pod string) []ledger.Entry
+	Newest(n int, keep func(namespace, pod string) bool) []ledger.Entry
 }
 
 // Server serves the state API.

@@ -22,6 +22,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -98,10 +99,10 @@ func (fakeHistory) For(podKey string) []results.ProbeHistory {
 	return []results.ProbeHistory{{Container: "app", Type: results.Liveness, Recent: []results.Observation{ok}, Failures: []results.Observation{fail}}}
 }
 
-type fakeLedger []restart.Entry
+type fakeLedger []ledger.Entry
 
-func (l fakeLedger) For(ns, pod string) []restart.Entry {
-	var out []restart.Entry
+func (l fakeLedger) For(ns, pod string) []ledger.Entry {
+	var out []ledger.Entry
 	for _, e := range l {
 		if e.Namespace == ns && e.Pod == pod {
 			out = append(out, e)
@@ -110,8 +111,8 @@ func (l fakeLedger) For(ns, pod string) []restart.Entry {
 	return out
 }
 
-func (l fakeLedger) Newest(n int, keep func(namespace, pod string) bool) []restart.Entry {
-	var out []restart.Entry
+func (l fakeLedger) Newest(n int, keep func(namespace, pod string) bool) []ledger.Entry {
+	var out []ledger.Entry
 	for i := len(l) - 1; i >= 0 && len(out) < n; i-- {
 		if keep(l[i].Namespace, l[i].Pod) {
 			out = append(out, l[i])
@@ -122,10 +123,10 @@ func (l fakeLedger) Newest(n int, keep func(namespace, pod string) bool) []resta
 
 func newServer(health func() error) (*Server, *events.Ring) {
 	ring := events.NewRing(10)
-	ledger := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",
-		Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 2000), Consecutive: 1, Threshold: 1}}, ExitCode: 137,
-		GracePeriodSeconds: 30, Action: restart.ActionRestarted, ReplacementID: "c1", Attempt: 1}}
-	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: ledger,
+	entries := fakeLedger{{Time: t0, Namespace: "shop", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: "c0", Cause: "liveness",
+		Failures: []ledger.Failure{{Time: t0, Output: strings.Repeat("x", 2000), Consecutive: 1, Threshold: 1}}, ExitCode: 137,
+		GracePeriodSeconds: 30, Action: ledger.ActionRestarted, ReplacementID: "c1", Attempt: 1}}
+	return New(Config{Pods: testPods(), History: fakeHistory{}, Ledger: entries,
 		Events: ring, Health: health}), ring
 }
 

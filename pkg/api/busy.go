@@ -54,10 +54,10 @@ func (s *Server) bounded(h http.HandlerFunc) http.HandlerFunc {
 
 // Versioned is a Reporter that says what its report would show, so that
 // the pod list is made once per state and sent to every client asking
-// meanwhile: the view, and the results store's versions
-// (results.Store.Versions).
+// meanwhile: the pods' status (their view and what the pod sync adds),
+// and the results store's versions (results.Store.Versions).
 type Versioned interface {
-	ReportVersion() (view *pods.View, results, observations uint64)
+	ReportVersion() (status *pods.Status, results, observations uint64)
 }
 
 // podListFresh is how long a pod list stays in use after probe runs it
@@ -70,7 +70,7 @@ const podListFresh = time.Second
 // podListCache is the last pod list made, in JSON.
 type podListCache struct {
 	mu           sync.Mutex // held while a list is made: clients asking meanwhile wait for it
-	view         *pods.View
+	status       *pods.Status
 	results      uint64
 	observations uint64
 	health       string
@@ -92,14 +92,14 @@ func (s *Server) podListJSON() []byte {
 	c := &s.podList
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	view, results, observations := v.ReportVersion()
+	status, results, observations := v.ReportVersion()
 	now := s.clock.Now()
-	if c.body != nil && c.view == view && c.results == results && c.health == health &&
+	if c.body != nil && c.status == status && c.results == results && c.health == health &&
 		(c.observations == observations || now.Sub(c.made) < podListFresh) {
 		return c.body
 	}
 	c.body = s.makePodList(health)
-	c.view, c.results, c.observations, c.health, c.made = view, results, observations, health, now
+	c.status, c.results, c.observations, c.health, c.made = status, results, observations, health, now
 	return c.body
 }
 

@@ -75,14 +75,14 @@ func TestExpensiveRequestsAreBounded(t *testing.T) {
 // versionedPods says what its report would show.
 type versionedPods struct {
 	fakePods
-	view                  *pods.View
+	status                *pods.Status
 	results, observations uint64
 	made                  int
 }
 
 func (v *versionedPods) Report() []pods.PodReport { v.made++; return v.fakePods }
-func (v *versionedPods) ReportVersion() (*pods.View, uint64, uint64) {
-	return v.view, v.results, v.observations
+func (v *versionedPods) ReportVersion() (*pods.Status, uint64, uint64) {
+	return v.status, v.results, v.observations
 }
 
 // The pod list is made once per state of what it shows and sent to every
@@ -90,7 +90,7 @@ func (v *versionedPods) ReportVersion() (*pods.View, uint64, uint64) {
 // at once; probe runs it does not show make it anew a second later at
 // most. Compact, unless ?pretty.
 func TestPodListMadeOncePerState(t *testing.T) {
-	v := &versionedPods{fakePods: testPods(), view: &pods.View{}}
+	v := &versionedPods{fakePods: testPods(), status: &pods.Status{}}
 	s := New(Config{Pods: v, Events: events.NewRing(1), Health: healthy})
 	clk := testingclock.NewFakeClock(t0)
 	s.clock = clk
@@ -111,9 +111,9 @@ func TestPodListMadeOncePerState(t *testing.T) {
 	v.results++
 	get(t, h, "/api/v1/pods")
 	assert.Equal(t, 3, v.made, "a stable result changed: at once")
-	v.view = &pods.View{}
+	v.status = &pods.Status{}
 	_, body := get(t, h, "/api/v1/pods")
-	assert.Equal(t, 4, v.made, "a new view: at once")
+	assert.Equal(t, 4, v.made, "a new status (view): at once")
 	assert.NotContains(t, body, "\n  ", "compact")
 	_, body = get(t, h, "/api/v1/pods?pretty")
 	assert.Contains(t, body, "\n  \"pods\"", "indented when asked")

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // MaxAnswer bounds what the client reads of one answer (the pod list of
@@ -113,24 +113,24 @@ func (c *Client) UnsetGate(ctx context.Context, namespace, name, condition strin
 }
 
 // Kills is GET /api/v1/kills.
-func (c *Client) Kills(ctx context.Context) (restart.KillsStatus, error) {
-	var st restart.KillsStatus
+func (c *Client) Kills(ctx context.Context) (killbudget.Status, error) {
+	var st killbudget.Status
 	return st, c.call(ctx, http.MethodGet, PathKills, nil, &st)
 }
 
 // PauseKills is POST /api/v1/kills/pause.
-func (c *Client) PauseKills(ctx context.Context, req PauseRequest) (restart.KillsStatus, error) {
+func (c *Client) PauseKills(ctx context.Context, req PauseRequest) (killbudget.Status, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return restart.KillsStatus{}, err
+		return killbudget.Status{}, err
 	}
-	var st restart.KillsStatus
+	var st killbudget.Status
 	return st, c.call(ctx, http.MethodPost, PathKillsPause, body, &st)
 }
 
 // ResumeKills is POST /api/v1/kills/resume.
-func (c *Client) ResumeKills(ctx context.Context) (restart.KillsStatus, error) {
-	var st restart.KillsStatus
+func (c *Client) ResumeKills(ctx context.Context) (killbudget.Status, error) {
+	var st killbudget.Status
 	return st, c.call(ctx, http.MethodPost, PathKillsResume, []byte("{}"), &st)
 }
 

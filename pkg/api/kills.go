@@ -11,19 +11,19 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // KillController is the node's restart budget and pause
-// (restart.Restarter): read by GET /api/v1/kills, changed by POST
+// (killbudget.Budget): read by GET /api/v1/kills, changed by POST
 // /api/v1/kills/pause and /api/v1/kills/resume.
 type KillController interface {
-	Kills() restart.KillsStatus
-	PauseKills(ctx context.Context, by, reason string) (restart.KillsStatus, error)
-	ResumeKills(ctx context.Context, by string) (restart.KillsStatus, error)
+	Kills() killbudget.Status
+	PauseKills(ctx context.Context, by, reason string) (killbudget.Status, error)
+	ResumeKills(ctx context.Context, by string) (killbudget.Status, error)
 }
 
-var _ KillController = (*restart.Restarter)(nil)
+var _ KillController = (*killbudget.Budget)(nil)
 
 // PauseRequest is the body of POST /api/v1/kills/pause (optional fields).
 type PauseRequest struct {
@@ -67,7 +67,7 @@ func (s *Server) changeKills(pause bool) func(w http.ResponseWriter, r *http.Req
 			http.Error(w, fmt.Sprintf("cri-prober: reason is %d bytes: at most %d", len(req.Reason), MaxPauseReason), http.StatusBadRequest)
 			return
 		}
-		var st restart.KillsStatus
+		var st killbudget.Status
 		if pause {
 			st, err = s.kills.PauseKills(r.Context(), by, bounded.String(Printable(req.Reason), MaxPauseReason))
 		} else {

@@ -15,24 +15,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // fakeKills records who paused and resumed.
 type fakeKills struct {
-	status restart.KillsStatus
+	status killbudget.Status
 	calls  []string
 }
 
-func (f *fakeKills) Kills() restart.KillsStatus { return f.status }
+func (f *fakeKills) Kills() killbudget.Status { return f.status }
 
-func (f *fakeKills) PauseKills(_ context.Context, by, reason string) (restart.KillsStatus, error) {
+func (f *fakeKills) PauseKills(_ context.Context, by, reason string) (killbudget.Status, error) {
 	f.calls = append(f.calls, "pause by "+by+": "+reason)
-	f.status.Paused = &restart.Pause{By: by, Reason: reason, Since: t0}
+	f.status.Paused = &killbudget.Pause{By: by, Reason: reason, Since: t0}
 	return f.status, nil
 }
 
-func (f *fakeKills) ResumeKills(_ context.Context, by string) (restart.KillsStatus, error) {
+func (f *fakeKills) ResumeKills(_ context.Context, by string) (killbudget.Status, error) {
 	f.calls = append(f.calls, "resume by "+by)
 	f.status.Paused = nil
 	return f.status, nil
@@ -55,7 +55,7 @@ func post(h http.Handler, path, contentType, body string, user string) *httptest
 // client is vetted (a unix socket, a web configuration), only to a JSON
 // POST (no web page can send one across origins), audited with who asked.
 func TestPauseAndResumeKills(t *testing.T) {
-	kills := &fakeKills{status: restart.KillsStatus{NodeBudget: 3, Interval: "20s", Deferred: []restart.DeferredKill{}}}
+	kills := &fakeKills{status: killbudget.Status{NodeBudget: 3, Interval: "20s", Deferred: []killbudget.DeferredKill{}}}
 	s := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Kills: kills})
 
 	code, body := get(t, s.Handler(), "/api/v1/kills")
@@ -100,11 +100,11 @@ func TestPauseAndResumeKills(t *testing.T) {
 // kills wait and why.
 func TestStatusPageShowsKillsThatWait(t *testing.T) {
 	now := t0.Add(time.Minute)
-	kills := &fakeKills{status: restart.KillsStatus{NodeBudget: 3, Interval: "20s", KillsInWindow: 3,
-		Paused: &restart.Pause{By: "uid 0 (unix socket)", Reason: "upgrade", Since: t0},
-		Deferred: []restart.DeferredKill{
-			{Namespace: "shop", Pod: "web", Container: "app", Probe: "Liveness", Reason: restart.DeferNode, Since: t0, Until: now.Add(12 * time.Second)},
-			{Namespace: "shop", Pod: "db", Container: "pg", Probe: "Startup", Reason: restart.DeferPaused, Since: t0},
+	kills := &fakeKills{status: killbudget.Status{NodeBudget: 3, Interval: "20s", KillsInWindow: 3,
+		Paused: &killbudget.Pause{By: "uid 0 (unix socket)", Reason: "upgrade", Since: t0},
+		Deferred: []killbudget.DeferredKill{
+			{Namespace: "shop", Pod: "web", Container: "app", Probe: "Liveness", Reason: killbudget.DeferNode, Since: t0, Until: now.Add(12 * time.Second)},
+			{Namespace: "shop", Pod: "db", Container: "pg", Probe: "Startup", Reason: killbudget.DeferPaused, Since: t0},
 		}}}
 	v := killsViewOf(kills.status, "", now)
 	require.NotNil(t, v)
@@ -114,7 +114,7 @@ func TestStatusPageShowsKillsThatWait(t *testing.T) {
 		{Object: "shop/web app", Probe: "Liveness", Why: "node restart budget spent, frees in 12s"},
 		{Object: "shop/db pg", Probe: "Startup", Why: "kills paused (waiting 1m0s)"},
 	}, v.Deferred)
-	assert.Nil(t, killsViewOf(restart.KillsStatus{}, "", now), "no budget, not paused: nothing shown")
+	assert.Nil(t, killsViewOf(killbudget.Status{}, "", now), "no budget, not paused: nothing shown")
 
 	s := New(Config{Pods: testPods(), Events: events.NewRing(1), Health: healthy, Kills: kills})
 	code, body := get(t, s.Handler(), "/")

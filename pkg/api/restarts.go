@@ -3,11 +3,12 @@ package api
 import (
 	"time"
 
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // Restart is one restart (or stop) the agent did, and why, as the API
-// serves it (GET …/restarts, cri-prober why): restart.Entry on the wire.
+// serves it (GET …/restarts, cri-prober why): ledger.Entry on the wire.
 type Restart struct {
 	Time time.Time `json:"time"` // when the replacement started (or the container was stopped)
 	// Node is the node the restart was on (run --node-name).
@@ -48,9 +49,9 @@ type RestartFailure struct {
 }
 
 // restartOf is the ledger's entry as the API serves it.
-func restartOf(e restart.Entry) Restart {
+func restartOf(e ledger.Entry) Restart {
 	r := Restart{Time: e.Time, Node: e.Node, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Container: e.Container,
-		ContainerID: e.ContainerID, Cause: e.Cause, ExitCode: e.ExitCode, ExitReason: e.ExitReason,
+		ContainerID: e.ContainerID, Cause: restart.Cause(e.Cause), ExitCode: e.ExitCode, ExitReason: e.ExitReason,
 		GracePeriodSeconds: e.GracePeriodSeconds, BackOffSeconds: e.BackOffSeconds, Action: e.Action, ReplacementID: e.ReplacementID, Attempt: e.Attempt}
 	for _, f := range e.Failures {
 		r.Failures = append(r.Failures, RestartFailure{Time: f.Time, Output: f.Output, Consecutive: f.Consecutive, Threshold: f.Threshold})

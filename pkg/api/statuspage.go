@@ -19,6 +19,8 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -613,7 +615,7 @@ func why(e Restart) string {
 }
 
 func action(e Restart) string {
-	if e.Action == restart.ActionStopped {
+	if e.Action == ledger.ActionStopped {
 		return "stopped, not restarted"
 	}
 	wait := time.Duration(e.BackOffSeconds * float64(time.Second)).Round(100 * time.Millisecond)
@@ -658,7 +660,7 @@ func clipAll(list []string) []string {
 
 // killsViewOf says what the page shows of the budget and the pause (nil:
 // nothing to say), the waiting kills of namespace ("" all).
-func killsViewOf(k restart.KillsStatus, namespace string, now time.Time) *killsView {
+func killsViewOf(k killbudget.Status, namespace string, now time.Time) *killsView {
 	var v killsView
 	if p := k.Paused; p != nil {
 		v.Paused = clip(fmt.Sprintf("by %s, %s ago", p.By, now.Sub(p.Since).Round(time.Second)), shownTooltip)
@@ -691,13 +693,13 @@ func killsViewOf(k restart.KillsStatus, namespace string, now time.Time) *killsV
 
 // DeferredWhy says in a line why a kill waits and until when (the status
 // page, cri-prober status).
-func DeferredWhy(d restart.DeferredKill, now time.Time) string {
+func DeferredWhy(d killbudget.DeferredKill, now time.Time) string {
 	switch d.Reason {
-	case restart.DeferPaused:
+	case killbudget.DeferPaused:
 		return fmt.Sprintf("kills paused (waiting %s)", now.Sub(d.Since).Round(time.Second))
-	case restart.DeferNode:
+	case killbudget.DeferNode:
 		return fmt.Sprintf("node restart budget spent, frees in %s", max(0, d.Until.Sub(now)).Round(time.Second))
-	case restart.DeferPod:
+	case killbudget.DeferPod:
 		return fmt.Sprintf("pod restart budget spent, frees in %s", max(0, d.Until.Sub(now)).Round(time.Second))
 	}
 	return d.Reason

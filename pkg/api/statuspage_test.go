@@ -22,8 +22,8 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
-	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
 )
 
@@ -520,18 +520,18 @@ func BenchmarkStatusPage1000PodsAllRan(b *testing.B) {
 func TestStatusPageSaysWhyARestartHappened(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
-		entry       restart.Entry
+		entry       ledger.Entry
 		why, action string
 	}{
-		{name: "liveness", entry: restart.Entry{Cause: "liveness", ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: restart.ActionRestarted, Attempt: 2,
-			BackOffSeconds: 10, Failures: []restart.Failure{{Output: "first"}, {Output: "HTTP probe failed with statuscode: 500\nbody", Threshold: 2}}},
+		{name: "liveness", entry: ledger.Entry{Cause: "liveness", ExitCode: 137, ExitReason: "Error", GracePeriodSeconds: 30, Action: ledger.ActionRestarted, Attempt: 2,
+			BackOffSeconds: 10, Failures: []ledger.Failure{{Output: "first"}, {Output: "HTTP probe failed with statuscode: 500\nbody", Threshold: 2}}},
 			why:    "its liveness probe failed 2 time(s) in a row (failureThreshold 2): HTTP probe failed with statuscode: 500; killed with a 30 s grace period, exit code 137 (Error)",
 			action: "restarted as attempt 2 after 10s of back-off"},
-		{name: "exit", entry: restart.Entry{Cause: "exit", ExitCode: 3, ExitReason: "Error", Action: restart.ActionRestarted, Attempt: 1},
+		{name: "exit", entry: ledger.Entry{Cause: "exit", ExitCode: 3, ExitReason: "Error", Action: ledger.ActionRestarted, Attempt: 1},
 			why: "it exited: exit code 3 (Error)", action: "restarted as attempt 1 after 0s of back-off"},
-		{name: "postStart", entry: restart.Entry{Cause: "postStart", ExitCode: 137, Action: restart.ActionStopped},
+		{name: "postStart", entry: ledger.Entry{Cause: "postStart", ExitCode: 137, Action: ledger.ActionStopped},
 			why: "its postStart hook failed; killed, exit code 137", action: "stopped, not restarted"},
-		{name: "startup, no failures kept", entry: restart.Entry{Cause: "startup", GracePeriodSeconds: 2, Action: restart.ActionRestarted, Attempt: 1, BackOffSeconds: 0.25},
+		{name: "startup, no failures kept", entry: ledger.Entry{Cause: "startup", GracePeriodSeconds: 2, Action: ledger.ActionRestarted, Attempt: 1, BackOffSeconds: 0.25},
 			why: "startup; killed with a 2 s grace period, exit code 0", action: "restarted as attempt 1 after 300ms of back-off"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -556,11 +556,11 @@ func TestPrintable(t *testing.T) {
 // BenchmarkStatusPageBusyNode renders the page as the agent serves it on a
 // busy node: 1,000 pods, every probe's history full (the agent's own
 // results.Histories), a full restart ledger and a full event ring, as
-// restart.Ledger and events.Ring keep them.
+// ledger.Ledger and events.Ring keep them.
 func BenchmarkStatusPageBusyNode(b *testing.B) {
 	const n = 1000
 	histories := results.NewHistories()
-	ledger, _, err := restart.OpenLedger("")
+	restarts, _, err := ledger.Open("")
 	require.NoError(b, err)
 	ring := events.NewRing(1000)
 	for i := range n {
@@ -571,13 +571,13 @@ func BenchmarkStatusPageBusyNode(b *testing.B) {
 					Outcome: results.OutcomeSuccess, ContainerID: "c"})
 			}
 		}
-		require.NoError(b, ledger.Add(restart.Entry{Time: t0.Add(time.Duration(i) * time.Second), Namespace: fmt.Sprint("ns", i%2),
-			Pod: fmt.Sprintf("pod-%04d", i), Container: "app", Cause: "liveness", Action: restart.ActionRestarted, Attempt: 1,
-			Failures: []restart.Failure{{Time: t0, Output: strings.Repeat("x", 1000), Threshold: 3}}}))
+		require.NoError(b, restarts.Add(ledger.Entry{Time: t0.Add(time.Duration(i) * time.Second), Namespace: fmt.Sprint("ns", i%2),
+			Pod: fmt.Sprintf("pod-%04d", i), Container: "app", Cause: "liveness", Action: ledger.ActionRestarted, Attempt: 1,
+			Failures: []ledger.Failure{{Time: t0, Output: strings.Repeat("x", 1000), Threshold: 3}}}))
 		ring.Record(events.Event{Time: t0.Add(time.Duration(i) * time.Second), Type: events.Warning, Reason: "Unhealthy", Namespace: fmt.Sprint("ns", i%2),
 			Pod: fmt.Sprintf("pod-%04d", i), Container: "app", Message: strings.Repeat("m", events.MaxMessage)})
 	}
-	s := New(Config{Pods: manyPods(n), History: histories, Ledger: ledger, Events: ring, Health: healthy})
+	s := New(Config{Pods: manyPods(n), History: histories, Ledger: restarts, Events: ring, Health: healthy})
 	h := s.Handler()
 	for b.Loop() {
 		rec := httptest.NewRecorder()

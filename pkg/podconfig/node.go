@@ -127,10 +127,10 @@ type Layout struct {
 	PodLogsDir string // kubelet's podLogsDir
 }
 
-// OwnerFileName is the agent's ownership record in a pod directory
-// (Layout.OwnerFile). Kubelet has no such file: it knows its pods from its
+// RecordFileName is the agent's pod record in a pod directory
+// (Layout.RecordFile). Kubelet has no such file: it knows its pods from its
 // sources; the agent, after a restart, knows its own from this.
-const OwnerFileName = "cri-prober.json"
+const RecordFileName = "cri-prober.json"
 
 // Volume plugin directory names under a pod's volumes directory
 // (kubernetes.io/<plugin> escaped as kubernetes.io~<plugin>).
@@ -183,10 +183,10 @@ func (l Layout) VolumeSubpathsDir(uid types.UID) string {
 	return filepath.Join(l.PodDir(uid), "volume-subpaths")
 }
 
-// OwnerFile is <root>/pods/<uid>/cri-prober.json, the agent's record that
-// the pod directory is its own (pkg/podfs RecordOwner).
-func (l Layout) OwnerFile(uid types.UID) string {
-	return filepath.Join(l.PodDir(uid), OwnerFileName)
+// RecordFile is <root>/pods/<uid>/cri-prober.json, the agent's pod record:
+// that the pod directory is one of its static pods (pkg/podfs WriteRecord).
+func (l Layout) RecordFile(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), RecordFileName)
 }
 
 // ContainerDir is <root>/pods/<uid>/containers/<name>

@@ -93,7 +93,7 @@ func TestLayout(t *testing.T) {
 		{l.ReadyDir("u-1", "cache"), "/var/lib/kubelet/pods/u-1/plugins/kubernetes.io~empty-dir/cache"},
 		{l.ReadyDir("u-1", "wrapped_info"), "/var/lib/kubelet/pods/u-1/plugins/kubernetes.io~empty-dir/wrapped_info"},
 		{l.VolumeSubpathsDir("u-1"), "/var/lib/kubelet/pods/u-1/volume-subpaths"},
-		{l.OwnerFile("u-1"), "/var/lib/kubelet/pods/u-1/cri-prober.json"},
+		{l.RecordFile("u-1"), "/var/lib/kubelet/pods/u-1/cri-prober.json"},
 		{l.VolumeDir("u-1", PluginEmptyDir, "cache"), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/cache"},
 		{l.VolumeDir("u-1", PluginDownwardAPI, "info"), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~downward-api/info"},
 		{l.ContainerDir("u-1", "app"), "/var/lib/kubelet/pods/u-1/containers/app"},

@@ -32,7 +32,7 @@ const unmountRounds = 8
 // outside the pod directory. The contents of the agent's own volume kinds
 // (emptyDir, downwardAPI, projected) are removed, as their plugins'
 // TearDown does; any other volume directory is only rmdir'ed (kubelet's
-// removeOrphanedPodVolumeDirs). The ownership record goes last, so that a
+// removeOrphanedPodVolumeDirs). The pod record goes last, so that a
 // TearDown cut short is finished by the next one.
 //
 // The subPath bind mounts go first, as kubelet's CleanSubPaths runs before
@@ -42,7 +42,7 @@ const unmountRounds = 8
 // The caller stops the pod's containers first: a busy mount fails the
 // unmount and TearDown returns its error having removed nothing of the
 // volumes. A missing directory is no error; one without the agent's record
-// is refused (ErrNotOwned) unless it is empty.
+// is refused (ErrNoRecord) unless it is empty.
 func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	if err := checkElem("pod UID", uid); err != nil {
 		return err
@@ -60,7 +60,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	}
 	defer pods.Close()
 	pfd := int(pods.Fd())
-	// A pod directory that RecordOwner was making when the agent stopped.
+	// A pod directory that WriteRecord was making when the agent stopped.
 	if err := removeAllAt(pfd, newPodPrefix+uid, m.layout.PodsDir()); err != nil {
 		return err
 	}
@@ -73,8 +73,8 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 		return m.podDirError(uid, err)
 	}
 	defer unix.Close(dfd)
-	if _, err := readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid); err != nil {
-		if !errors.Is(err, ErrNotOwned) || !dirEmpty(dfd) {
+	if _, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid); err != nil {
+		if !errors.Is(err, ErrNoRecord) || !dirEmpty(dfd) {
 			return fmt.Errorf("tearing down pod %s: %w", uid, err)
 		}
 		// Empty, record removed: a TearDown was cut short before its rmdir.
@@ -105,7 +105,7 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	}
 	var errs []error
 	for _, name := range names {
-		if name == podconfig.OwnerFileName {
+		if name == podconfig.RecordFileName {
 			continue
 		}
 		if err := removeAllAt(dfd, name, podDir); err != nil {
@@ -115,8 +115,8 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", uid, err)
 	}
-	if err := unix.Unlinkat(dfd, podconfig.OwnerFileName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "remove", Path: m.layout.OwnerFile(types.UID(uid)), Err: err})
+	if err := unix.Unlinkat(dfd, podconfig.RecordFileName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "remove", Path: m.layout.RecordFile(types.UID(uid)), Err: err})
 	}
 	if err := unix.Unlinkat(pfd, uid, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("tearing down pod %s: %w", uid, &fs.PathError{Op: "rmdir", Path: podDir, Err: err})

@@ -31,7 +31,7 @@ func fullPod(uid string) *corev1.Pod {
 func TestTearDownTmpfs(t *testing.T) {
 	requireMount(t)
 	m := newRealTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	ctx := context.Background()
 	vols, err := m.SetUp(ctx, fullPod("u1"))
 	if err != nil {
@@ -103,7 +103,7 @@ func countMounts(t *testing.T, path string) int {
 func TestTearDownStackedMounts(t *testing.T) {
 	requireMount(t)
 	m := newRealTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	dir := m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "x")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestTearDownStackedMounts(t *testing.T) {
 func TestTearDownHalfMade(t *testing.T) {
 	m, fm := newTestManager(t)
 	ctx := context.Background()
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	// Killed in SetUp: some volumes made, a downwardAPI write cut short,
 	// a tmpfs mounted, a termination file, a subPath target.
 	l := m.Layout()
@@ -178,7 +178,7 @@ func TestTearDownHalfMade(t *testing.T) {
 // bind mounts go first, then the volume, then the files.
 func TestTearDownCleansSubPathsFirst(t *testing.T) {
 	m, fm := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	ctx := context.Background()
 	pod := testPod("u1", corev1.Volume{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "mem", MountPath: "/a", SubPath: "a"}, {Name: "mem", MountPath: "/b", SubPath: "b"}}
@@ -214,7 +214,7 @@ func TestTearDownCutShort(t *testing.T) {
 	m, _ := newTestManager(t)
 	ctx := context.Background()
 	// Only the record is left (killed before its removal): finished.
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	if err := m.TearDown(ctx, "u1"); err != nil || exists(m.Layout().PodDir("u1")) {
 		t.Fatalf("record only: %v", err)
 	}
@@ -225,8 +225,8 @@ func TestTearDownCutShort(t *testing.T) {
 	if err := m.TearDown(ctx, "u2"); err != nil || exists(m.Layout().PodDir("u2")) {
 		t.Fatalf("empty dir: %v", err)
 	}
-	// A RecordOwner cut short.
-	writeFile(t, filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3", podconfig.OwnerFileName), "{}")
+	// A WriteRecord cut short.
+	writeFile(t, filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3", podconfig.RecordFileName), "{}")
 	if err := m.TearDown(ctx, "u3"); err != nil || exists(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u3")) {
 		t.Fatalf("new pod dir: %v", err)
 	}
@@ -237,14 +237,14 @@ func TestTearDownRefuses(t *testing.T) {
 	ctx := context.Background()
 	// Someone else's pod dir.
 	writeFile(t, filepath.Join(m.Layout().PodDir("kubelets"), "volumes", "data"), "x")
-	if err := m.TearDown(ctx, "kubelets"); !errors.Is(err, ErrNotOwned) {
-		t.Errorf("someone else's pod: %v, want ErrNotOwned", err)
+	if err := m.TearDown(ctx, "kubelets"); !errors.Is(err, ErrNoRecord) {
+		t.Errorf("someone else's pod: %v, want ErrNoRecord", err)
 	}
 	if !exists(filepath.Join(m.Layout().PodDir("kubelets"), "volumes", "data")) {
 		t.Error("someone else's pod dir was touched")
 	}
 	// A busy mount: nothing removed.
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	dir := m.Layout().VolumeDir("u1", podconfig.PluginEmptyDir, "mem")
 	writeFile(t, filepath.Join(dir, "data"), "x")
 	fm.table[dir] = "tmpfs"
@@ -252,27 +252,27 @@ func TestTearDownRefuses(t *testing.T) {
 	if err := m.TearDown(ctx, "u1"); err == nil || !strings.Contains(err.Error(), "busy") {
 		t.Errorf("busy mount: %v", err)
 	}
-	if !exists(filepath.Join(dir, "data")) || !exists(m.Layout().OwnerFile("u1")) {
+	if !exists(filepath.Join(dir, "data")) || !exists(m.Layout().RecordFile("u1")) {
 		t.Error("files removed while a mount was left")
 	}
 	// A pods dir that is a link.
 	m2, _ := newTestManager(t)
 	elsewhere := t.TempDir()
-	writeFile(t, filepath.Join(elsewhere, "u1", podconfig.OwnerFileName), `{"uid":"u1"}`)
+	writeFile(t, filepath.Join(elsewhere, "u1", podconfig.RecordFileName), `{"uid":"u1"}`)
 	if err := os.Symlink(elsewhere, m2.Layout().PodsDir()); err != nil {
 		t.Fatal(err)
 	}
 	if err := m2.TearDown(ctx, "u1"); err == nil {
 		t.Error("TearDown followed a pods dir that is a link")
 	}
-	if !exists(filepath.Join(elsewhere, "u1", podconfig.OwnerFileName)) {
+	if !exists(filepath.Join(elsewhere, "u1", podconfig.RecordFileName)) {
 		t.Error("removed through a link")
 	}
 }
 
 func TestTearDownUnknownVolumePlugin(t *testing.T) {
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	// A volume dir of a plugin the agent does not make: only empty dirs
 	// go (removeOrphanedPodVolumeDirs); a file there stops the removal.
 	other := m.Layout().VolumeDir("u1", "kubernetes.io~csi", "pv")
@@ -281,7 +281,7 @@ func TestTearDownUnknownVolumePlugin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "is not a directory: not removed") {
 		t.Fatalf("TearDown: %v", err)
 	}
-	if !exists(filepath.Join(other, "mount", "data")) || !exists(m.Layout().OwnerFile("u1")) {
+	if !exists(filepath.Join(other, "mount", "data")) || !exists(m.Layout().RecordFile("u1")) {
 		t.Error("removed a file of an unknown volume, or the record")
 	}
 	if err := os.Remove(filepath.Join(other, "mount", "data")); err != nil {

@@ -59,7 +59,7 @@ func (m *Manager) PrepareContainer(ctx context.Context, in podconfig.ContainerIn
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", uid, "containerName", c.Name)
 	defer m.lockPod(uid)()
-	dfd, err := m.openOwnedPodDir(uid)
+	dfd, err := m.openRecordedPodDir(uid)
 	if err != nil {
 		return in, err
 	}
@@ -399,7 +399,7 @@ func allEmpty(parts []string) bool {
 
 // openOwnedPodDir opens the pod directory of uid, which must carry the
 // agent's record.
-func (m *Manager) openOwnedPodDir(uid string) (int, error) {
+func (m *Manager) openRecordedPodDir(uid string) (int, error) {
 	pods, err := m.openPods()
 	if err != nil {
 		return -1, err
@@ -409,7 +409,7 @@ func (m *Manager) openOwnedPodDir(uid string) (int, error) {
 	if err != nil {
 		return -1, m.podDirError(uid, err)
 	}
-	if _, err := readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid); err != nil {
+	if _, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid); err != nil {
 		unix.Close(dfd)
 		return -1, err
 	}

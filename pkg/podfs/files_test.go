@@ -53,7 +53,7 @@ func TestPrepareContainerHostsFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t)
-			owned(t, m, "u1")
+			recorded(t, m, "u1")
 			pod := testPod("u1", corev1.Volume{Name: "etc", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			pod.Spec.Containers[0].VolumeMounts = nil
 			if tc.ownHosts {
@@ -89,7 +89,7 @@ func TestPrepareContainerHostsFile(t *testing.T) {
 
 func TestPrepareContainerHostsFileInPlace(t *testing.T) {
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := testPod("u1")
 	ctx := context.Background()
 	if _, err := m.PrepareContainer(ctx, containerInput(pod, []string{"10.88.0.7"}, nil)); err != nil {
@@ -145,7 +145,7 @@ func TestPrepareContainerTerminationMessage(t *testing.T) {
 	if _, err := m.PrepareContainer(ctx, containerInput(pod, nil, nil)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a pod that has no directory: %v", err)
 	}
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	seen := map[string]bool{}
 	for range 3 {
 		in, err := m.PrepareContainer(ctx, containerInput(pod, nil, nil))
@@ -184,7 +184,7 @@ func TestPrepareContainerTerminationMessage(t *testing.T) {
 	// starts the container without the file.
 	pod.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
 	pod.UID = "u2"
-	owned(t, m, "u2")
+	recorded(t, m, "u2")
 	outside := t.TempDir()
 	if err := os.Symlink(outside, filepath.Join(m.Layout().PodDir("u2"), "containers")); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestPrepareContainerTerminationMessage(t *testing.T) {
 // the environment PrepareContainer resolves is kubelet's.
 func TestPrepareContainerEnvFile(t *testing.T) {
 	m, fm := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := testPod("u1", corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	c := &pod.Spec.Containers[0]
 	c.Env = []corev1.EnvVar{{Name: "DIR", ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "cfg", Path: "env/vars", Key: "DIR"}}}}

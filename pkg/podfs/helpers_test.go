@@ -171,10 +171,10 @@ func testPod(uid string, vols ...corev1.Volume) *corev1.Pod {
 	return pod
 }
 
-// owned records the pod as the agent's.
-func owned(t *testing.T, m *Manager, uid string) {
+// recorded writes the pod's record: the pod is the agent's.
+func recorded(t *testing.T, m *Manager, uid string) {
 	t.Helper()
-	if err := m.RecordOwner(Owner{Namespace: "ns", Name: "web", UID: uid, Source: "/etc/cri-prober/pods/web.yaml"}); err != nil {
+	if err := m.WriteRecord(Record{Namespace: "ns", Name: "web", UID: uid, Source: "/etc/cri-prober/pods/web.yaml"}); err != nil {
 		t.Fatal(err)
 	}
 }

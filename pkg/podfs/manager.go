@@ -53,7 +53,7 @@ type Config struct {
 	CgroupFS string
 	// NodeHostsFile is the node's hosts file; "" is /etc/hosts.
 	NodeHostsFile string
-	// Clock stamps ownership records and the atomic writer's directories;
+	// Clock stamps pod records and the atomic writer's directories;
 	// nil is the real clock.
 	Clock clock.PassiveClock
 }

@@ -72,7 +72,7 @@ func TestPrepareContainerSubPaths(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, fm := newTestManager(t)
-			owned(t, m, "u1")
+			recorded(t, m, "u1")
 			pod := testPod("u1", corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			ctx := context.Background()
 			vols, err := m.SetUp(ctx, pod)
@@ -177,7 +177,7 @@ func TestSubPathErrorMessage(t *testing.T) {
 func TestPrepareContainerBindsForReal(t *testing.T) {
 	requireMount(t)
 	m := newRealTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := testPod("u1", corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
 	pod.Spec.Containers[0].Name = "app"
 	ctx := context.Background()

@@ -77,7 +77,7 @@ const tmpfsNoswap = "noswap" // swap.TmpfsNoswapOption
 // allocatable), and a memory-backed volume is bounded by its memory limit
 // (podconfig's PodMemoryLimit), as kubelet's plugins do.
 //
-// The pod directory must have the agent's record (RecordOwner first).
+// The pod directory must have the agent's record (WriteRecord first).
 // Volume kinds: emptyDir (medium "" or Memory), hostPath and downwardAPI
 // (what a static pod may use without an API server; kubelet without one
 // fails projected volumes, whatever their sources). An image volume is the runtime's (a CRI Mount
@@ -94,7 +94,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (map[string]podcon
 	defer m.lockPod(uid)()
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", uid)
 
-	if _, err := m.readOwner(uid); err != nil {
+	if _, err := m.readRecord(uid); err != nil {
 		return nil, fmt.Errorf("setting up the volumes of pod %s: %w", uid, err)
 	}
 	// makePodDataDirs

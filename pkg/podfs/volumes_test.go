@@ -72,7 +72,7 @@ func TestHostPathTypes(t *testing.T) {
 				t.Skip("cannot make a block device here")
 			}
 			m, _ := newTestManager(t)
-			owned(t, m, "u1")
+			recorded(t, m, "u1")
 			vols, err := m.SetUp(context.Background(), testPod("u1", hostPathVol("h", tc.path, tc.typ)))
 			if tc.wantErr == "" {
 				if err != nil {
@@ -100,7 +100,7 @@ func TestHostPathTypes(t *testing.T) {
 
 func TestHostPathCreateModes(t *testing.T) {
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	dir := t.TempDir()
 	newDir := filepath.Join(dir, "a", "b")
 	newFile := filepath.Join(dir, "f")
@@ -131,7 +131,7 @@ func TestHostPathCreateModes(t *testing.T) {
 
 func TestEmptyDirIdempotent(t *testing.T) {
 	m, fm := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := testPod("u1", corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	vols, err := m.SetUp(context.Background(), pod)
 	if err != nil {
@@ -225,7 +225,7 @@ func TestEmptyDirMemorySize(t *testing.T) {
 			m := newNodeTestManager(t, node)
 			fm := newFakeMounter()
 			m.mnt = fm
-			owned(t, m, "u1")
+			recorded(t, m, "u1")
 			pod := testPod("u1", corev1.Volume{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tc.sizeLimit}}})
 			pod.Spec.Containers = nil
 			for i, r := range tc.resources {
@@ -247,7 +247,7 @@ func TestEmptyDirMemorySize(t *testing.T) {
 
 func TestEmptyDirMediumErrors(t *testing.T) {
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := testPod("u1",
 		corev1.Volume{Name: "huge", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: "HugePages-2Mi"}}},
 		corev1.Volume{Name: "huge2", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumHugePages}}},
@@ -289,8 +289,8 @@ func TestSetUpRefusesUnownedPodDir(t *testing.T) {
 	if err := os.MkdirAll(m.Layout().PodDir("u1"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.SetUp(context.Background(), pod); !errors.Is(err, ErrNotOwned) {
-		t.Errorf("someone else's pod dir: %v, want ErrNotOwned", err)
+	if _, err := m.SetUp(context.Background(), pod); !errors.Is(err, ErrNoRecord) {
+		t.Errorf("someone else's pod dir: %v, want ErrNoRecord", err)
 	}
 	if exists(m.Layout().VolumesDir("u1")) {
 		t.Error("SetUp wrote into someone else's pod dir")
@@ -303,7 +303,7 @@ func downwardPod(uid string, mode *int32, items ...corev1.DownwardAPIVolumeFile)
 
 func TestDownwardAPIAtomicLayout(t *testing.T) {
 	m, fm := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := downwardPod("u1", nil,
 		corev1.DownwardAPIVolumeFile{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
 		corev1.DownwardAPIVolumeFile{Path: "meta/name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}, Mode: ptr.To[int32](0o400)},
@@ -394,7 +394,7 @@ func TestDownwardAPIAtomicLayout(t *testing.T) {
 
 func TestDownwardAPIModesAndErrors(t *testing.T) {
 	m, fm := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := downwardPod("u1", ptr.To[int32](0o440),
 		corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
 	if _, err := m.SetUp(context.Background(), pod); err != nil {
@@ -408,7 +408,7 @@ func TestDownwardAPIModesAndErrors(t *testing.T) {
 	bad := downwardPod("u2", nil,
 		corev1.DownwardAPIVolumeFile{Path: "a", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}},
 		corev1.DownwardAPIVolumeFile{Path: "b", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}})
-	owned(t, m, "u2")
+	recorded(t, m, "u2")
 	// A volume file reads the pod's metadata only (ExtractFieldPath), not
 	// the env var's spec and status fields.
 	_, err := m.SetUp(context.Background(), bad)
@@ -422,7 +422,7 @@ func TestDownwardAPIModesAndErrors(t *testing.T) {
 
 	// An item path the atomic writer refuses: the volume is torn down.
 	evil := downwardPod("u3", nil, corev1.DownwardAPIVolumeFile{Path: "..x/y", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
-	owned(t, m, "u3")
+	recorded(t, m, "u3")
 	_, err = m.SetUp(context.Background(), evil)
 	want = `MountVolume.SetUp failed for volume "info" : invalid path: must not start with '..': ..x/y`
 	if err == nil || err.Error() != want {
@@ -436,7 +436,7 @@ func TestDownwardAPIModesAndErrors(t *testing.T) {
 
 func TestDownwardAPILeftoversOfACrash(t *testing.T) {
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := downwardPod("u1", nil, corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
 	if _, err := m.SetUp(context.Background(), pod); err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestDownwardAPILeftoversOfACrash(t *testing.T) {
 
 func TestNestedMountpoints(t *testing.T) {
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := downwardPod("u1", nil, corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
@@ -491,7 +491,7 @@ func TestFSGroup(t *testing.T) {
 		t.Skip("changing a file's group to any fsGroup needs root")
 	}
 	m, _ := newTestManager(t)
-	owned(t, m, "u1")
+	recorded(t, m, "u1")
 	pod := downwardPod("u1", ptr.To[int32](0o400), corev1.DownwardAPIVolumeFile{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}})
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](4242)}

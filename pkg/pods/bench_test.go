@@ -62,7 +62,7 @@ func BenchmarkReport1000Pods(b *testing.B) {
 	v, store := r.resolve(), results.NewStore()
 	b.ReportAllocs()
 	for b.Loop() {
-		if got := Report(v, store, GateSet{}); len(got) != 1000 {
+		if got := Report(NewStatus(v, nil, nil), store, GateSet{}); len(got) != 1000 {
 			b.Fatalf("%d pods reported", len(got))
 		}
 	}

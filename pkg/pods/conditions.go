@@ -59,13 +59,15 @@ type containerFacts struct {
 // first the conditions kubelet does not own that the pod's status has
 // (gates: those set with `cri-prober gate set`, as a controller sets them
 // through the API server; GateStore), then "set all Kubelet-owned
-// conditions". facts are its containers', in p.Containers' order. As in
+// conditions". facts are its containers', in p.Containers' order;
+// wasInitialized: the pod sync saw the pod initialized before
+// (PodStatus.Initialized). As in
 // kubelet, Ready finds a readiness gate's condition among those before
 // it: the gates, PodReadyToStartContainers and Initialized.
-func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts, gates []Condition) []Condition {
+func conditions(p *Pod, phase corev1.PodPhase, facts []containerFacts, gates []Condition, wasInitialized bool) []Condition {
 	start := p.StartTime
 	toStart := readyToStartContainers(p)
-	initialized := initializedCondition(p, phase, facts, start)
+	initialized := initializedCondition(p, phase, facts, start, wasInitialized)
 	containersReady := containersReadyCondition(p, phase, facts, start)
 	before := append(slices.Clip(gates), toStart, initialized)
 	ready := readyCondition(p, containersReady, before, start)
@@ -148,8 +150,9 @@ func SandboxChanged(p *Pod) (changed bool, attempt uint32) {
 
 // initializedCondition is GeneratePodInitializedCondition. An init
 // container is initialized once it completed (a regular one: kubelet's
-// Ready) or started (a sidecar).
-func initializedCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts, start time.Time) Condition {
+// Ready) or started (a sidecar); a pod that initialized before
+// (wasInitialized) stays initialized.
+func initializedCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts, start time.Time, wasInitialized bool) Condition {
 	c := Condition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: start}
 	var incomplete []string
 	var completedAt time.Time
@@ -180,7 +183,7 @@ func initializedCondition(p *Pod, phase corev1.PodPhase, facts []containerFacts,
 	switch {
 	case phase == corev1.PodSucceeded:
 		c.Reason = ReasonPodCompleted
-	case regularStarted, p.WasInitialized:
+	case regularStarted, wasInitialized:
 		// The pod initialized before: its sidecars may be restarting, or
 		// it restarts in place or in a new sandbox, and kubelet (with
 		// RestartAllContainersOnContainerExits) never turns Initialized

@@ -76,7 +76,7 @@ func TestReadinessGates(t *testing.T) {
 				_, err := store.Set(Gate{PodKey: tt.pod.Key, Namespace: tt.pod.Namespace, Pod: tt.pod.Name, Type: typ, Status: status})
 				require.NoError(t, err)
 			}
-			r := ReportPod(tt.pod, results.NewStore(), store.Gates())
+			r := ReportPod(tt.pod, PodStatus{}, results.NewStore(), store.Gates())
 			var types []corev1.PodConditionType
 			got := map[corev1.PodConditionType]Condition{}
 			for _, c := range r.Conditions {

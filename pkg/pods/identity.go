@@ -25,11 +25,11 @@ type claim struct{ namespace, name string }
 
 // claims are the UIDs the agent holds: its manifests', then its records'.
 func claims(in Inputs) map[string]claim {
-	out := make(map[string]claim, len(in.Owned)+len(in.Made))
-	for _, m := range in.Owned {
+	out := make(map[string]claim, len(in.StaticPods)+len(in.Records))
+	for _, m := range in.StaticPods {
 		out[m.UID] = claim{m.Namespace, m.Name}
 	}
-	for uid, rec := range in.Made {
+	for uid, rec := range in.Records {
 		if _, ok := out[uid]; !ok {
 			out[uid] = claim{rec.Namespace, rec.Name}
 		}

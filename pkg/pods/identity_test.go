@@ -112,7 +112,7 @@ func TestPodIdentity(t *testing.T) {
 			name:       "a pod the agent makes: its sandbox, after an agent restart too",
 			sandboxes:  []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1)},
-			in:         Inputs{Owned: []*spec.Pod{owned}, Made: made},
+			in:         Inputs{StaticPods: []*spec.Pod{owned}, Records: made},
 			want: map[string]want{
 				"hash1": {name: "ns/web-node", sandboxes: []string{"sb1"}, owned: true, source: "static.yaml:1", current: map[string]string{"app": "a1"}, managed: true},
 			},
@@ -121,7 +121,7 @@ func TestPodIdentity(t *testing.T) {
 			name:       "a pod the agent makes: its UID and name on a sandbox it did not make",
 			sandboxes:  []*cri.Sandbox{sandbox("sb1", "web-node", "hash1", true, 0)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1)},
-			in:         Inputs{Owned: []*spec.Pod{owned}, Made: made},
+			in:         Inputs{StaticPods: []*spec.Pod{owned}, Records: made},
 			want: map[string]want{
 				"hash1": {name: "ns/web-node", owned: true, source: "static.yaml:1", current: map[string]string{"app": ""}, managed: true,
 					conflicts: []string{`sandbox sb1: pod ns/web-node: metadata.uid: pod ns/web-node (sandbox sb1) has this pod's UID "hash1", but cri-prober did not make it: that pod is kept apart, gets none of this pod's probes or hooks, and cri-prober never stops or removes it; remove that pod (crictl rmp -f sb1) or create it with a UID of its own; until then the runtime may refuse this pod's sandbox of the same name and attempt`}},
@@ -135,7 +135,7 @@ func TestPodIdentity(t *testing.T) {
 			sandboxes: []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0)),
 				sandbox("sb2", "evil", "hash1", true, 10)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1), ctr("a2", "sb2", "app", 0, cri.StateRunning, 11)},
-			in:         Inputs{Owned: []*spec.Pod{owned}, Made: made},
+			in:         Inputs{StaticPods: []*spec.Pod{owned}, Records: made},
 			want: map[string]want{
 				"hash1": {name: "ns/web-node", sandboxes: []string{"sb1"}, owned: true, source: "static.yaml:1", current: map[string]string{"app": "a1"}, managed: true,
 					conflicts: []string{`pod ns/evil (sandbox sb2) has this pod's UID "hash1", but cri-prober did not make it`}},
@@ -147,7 +147,7 @@ func TestPodIdentity(t *testing.T) {
 			name:       "a pod the agent made (its manifest gone): its UID on a sandbox it did not make is never torn down",
 			sandboxes:  []*cri.Sandbox{sandbox("sb1", "web-node", "hash1", true, 0)},
 			containers: []*cri.Container{ctr("a1", "sb1", "app", 0, cri.StateRunning, 1)},
-			in:         Inputs{Made: made},
+			in:         Inputs{Records: made},
 			want: map[string]want{
 				"hash1":       {name: "ns/web-node", owned: true, orphaned: true, source: "(manifest removed)", conflicts: []string{`but cri-prober did not make it`}},
 				"sandbox:sb1": {name: "ns/web-node", sandboxes: []string{"sb1"}, current: map[string]string{"app": "a1"}, conflicts: []string{`which cri-prober makes`}},
@@ -185,7 +185,7 @@ func TestPodIdentity(t *testing.T) {
 				if len(w.sandboxes) > 0 {
 					assert.Equal(t, w.sandboxes[0], p.Sandbox.ID, "%s: the current sandbox", key)
 				}
-				assert.Equal(t, w.owned, p.Owned, "%s: owned", key)
+				assert.Equal(t, w.owned, p.Static, "%s: owned", key)
 				assert.Equal(t, w.orphaned, p.Orphaned, "%s: orphaned", key)
 				assert.Equal(t, w.source, p.Source, "%s: source", key)
 				assert.Equal(t, w.managed, p.Managed(), "%s: managed", key)
@@ -202,7 +202,7 @@ func TestPodIdentity(t *testing.T) {
 					assert.Contains(t, p.Conflicts[i].Error(), c, key)
 				}
 				assert.Equal(t, len(w.conflicts) > 0 && key != p.UID, p.KeptApart(), "%s: kept apart", key)
-				report := ReportPod(p, results.NewStore(), GateSet{})
+				report := ReportPod(p, PodStatus{}, results.NewStore(), GateSet{})
 				for _, c := range p.Conflicts {
 					assert.Contains(t, report.Problems, c.Error(), "%s: shown with the pod's problems", key)
 				}
@@ -242,7 +242,7 @@ func TestAgentsSandboxesAreItsOwn(t *testing.T) {
 	sb := &cri.Sandbox{ID: "sb1", Namespace: cfg.GetMetadata().GetNamespace(), Name: cfg.GetMetadata().GetName(), UID: cfg.GetMetadata().GetUid(),
 		State: cri.SandboxReady, CreatedAt: t0, Annotations: cfg.GetAnnotations()}
 
-	v := Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sb}, nil), Inputs{Owned: []*spec.Pod{m}})
+	v := Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sb}, nil), Inputs{StaticPods: []*spec.Pod{m}})
 	p := mustPod(t, v, m.UID)
 	require.NotNil(t, p.Sandbox, "the agent's sandbox is its pod's")
 	assert.Equal(t, "sb1", p.Sandbox.ID)

@@ -73,11 +73,11 @@ func readJSON(t *testing.T, path string, v any) {
 	require.NoError(t, json.Unmarshal(data, v))
 }
 
-// oraclePod is the case's pod as the View has it: an owned pod (a static
+// oraclePod is the case's pod as the View has it: a static pod (a static
 // pod, as kubelet's: never terminal by losing its sandbox) of the case's
-// manifest, resolved from the runtime's sandboxes and containers, with
-// the pod sync's waiting reasons (kubelet's reason cache).
-func oraclePod(t *testing.T, c oracleCase) *Pod {
+// manifest, resolved from the runtime's sandboxes and containers, and
+// what the pod sync adds: its waiting reasons (kubelet's reason cache).
+func oraclePod(t *testing.T, c oracleCase) (*Pod, PodStatus) {
 	t.Helper()
 	obj := c.Pod
 	m := &spec.Pod{Source: "oracle", Namespace: obj.Namespace, Name: obj.Name, UID: string(obj.UID), RestartPolicy: obj.Spec.RestartPolicy,
@@ -122,16 +122,17 @@ func oraclePod(t *testing.T, c oracleCase) *Pod {
 		i.State = map[string]cri.ContainerState{"running": cri.StateRunning, "exited": cri.StateExited, "created": cri.StateCreated}[ct.State]
 		containers = append(containers, i)
 	}
-	v := Resolve(cri.NewSnapshot(time.Unix(1000, 0), sandboxes, containers), Inputs{Owned: []*spec.Pod{m}})
+	v := Resolve(cri.NewSnapshot(time.Unix(1000, 0), sandboxes, containers), Inputs{StaticPods: []*spec.Pod{m}})
 	p, ok := v.Pod(string(obj.UID))
 	require.True(t, ok)
 	p.Terminating = c.Deleting
+	added := PodStatus{Waiting: map[string]Waiting{}}
 	for _, pc := range p.Containers {
 		if r, ok := c.Reasons[pc.Name]; ok {
-			pc.Waiting = &Waiting{Reason: r.Reason, Message: r.Message}
+			added.Waiting[pc.Name] = Waiting{Reason: r.Reason, Message: r.Message}
 		}
 	}
-	return p
+	return p, added
 }
 
 // fromKubelet is a kubelet state as the report writes it.
@@ -186,7 +187,8 @@ func TestKubeletStatusOracle(t *testing.T) {
 		want := answers[i]
 		t.Run(c.Name, func(t *testing.T) {
 			require.Equal(t, c.Name, want.Name)
-			r := ReportPod(oraclePod(t, c), results.NewStore(), GateSet{})
+			p, added := oraclePod(t, c)
+			r := ReportPod(p, added, results.NewStore(), GateSet{})
 			assert.Equal(t, want.Phase, r.Phase, "phase")
 			var wantConds, gotConds []cond
 			var wantTypes, gotTypes []corev1.PodConditionType

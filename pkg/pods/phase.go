@@ -24,44 +24,36 @@ func inSpec(p *Pod, c *Container) bool {
 	return ok
 }
 
-// noResults is the store of a view resolved without the probes' results:
-// none yet.
-var noResults = results.NewStore()
-
-// podPhase is the pod's phase, kubelet 1.36's getPhase, with each
-// container's Started flag from the probes' results (containerStarted;
-// store nil: no results yet). The view (Resolve) and the report
-// (ReportPod) both take it from here.
-func podPhase(p *Pod, store *results.Store) corev1.PodPhase {
-	return phase(p, func(c *Container) bool { return containerStarted(c, store) })
-}
-
 // containerStarted is a container's Started flag, kubelet's
 // isContainerStarted over its status (UpdatePodStatus): running, and for
 // a probed container (one with probes and no problem with them) the
 // startup probe's result, if it has one (results.Store.Started). A
 // regular init container has no startup probe; a container whose probes
-// have problems is not probed at all.
+// have problems is not probed at all. The report reads it (ReportPod), as
+// pod sync's plan reads the startup results (computePodActions): where
+// the results meet the view, which knows nothing of them.
 func containerStarted(c *Container, store *results.Store) bool {
 	running := c.Running()
 	if !running || c.Kind == spec.Init || !c.Probed() {
 		return running
 	}
-	if store == nil {
-		store = noResults
-	}
 	return store.Started(results.Container{ID: c.Current.ID, Running: running, HasStartupProbe: c.Spec.Startup != nil})
 }
 
 // phase is kubelet 1.36's getPhase (ContainerRestartRules on) over the
-// pod's containers' statuses (statusOf). started says whether a running
-// sidecar has started (passed its startup probe). A pod someone else made
+// pod's containers' statuses (statusOf, with what the pod's syncs add:
+// added). started says whether a running sidecar has started (passed its
+// startup probe): only a phase that is not terminal depends on it (a
+// running sidecar counts as running, which no terminal phase has but for
+// a failed init container or an active deadline, which come first), so
+// the view's phase, which takes every running sidecar as started, is
+// terminal exactly when the report's is. A pod someone else made
 // is terminal once it has no ready sandbox (the agent does not make
-// sandboxes for it); an owned pod's sandbox is made again, so only its
+// sandboxes for it); a static pod's sandbox is made again, so only its
 // removal ends it.
-func phase(p *Pod, started func(*Container) bool) corev1.PodPhase {
+func phase(p *Pod, added PodStatus, started func(*Container) bool) corev1.PodPhase {
 	in := initFactsOf(p)
-	return phaseOf(p, in, func(c *Container) apiStatus { return statusOf(p, c, in) }, started)
+	return phaseOf(p, in, func(c *Container) apiStatus { return statusOf(p, c, in, added) }, started)
 }
 
 // phaseOf is phase with the containers' statuses given.
@@ -76,7 +68,7 @@ func phaseOf(p *Pod, in initFacts, status func(*Container) apiStatus, started fu
 		// handler's ShouldEvict overrides the phase).
 		return corev1.PodFailed
 	}
-	terminal := !p.Owned && !p.SandboxReady() || p.Orphaned
+	terminal := !p.Static && !p.SandboxReady() || p.Orphaned
 	var pendingInit, pendingSidecars, failedInitNotRestartable int
 	var unknown, running, waiting, stopped, stoppedNotRestartable, succeeded int
 	for _, c := range p.Containers {

@@ -127,17 +127,17 @@ func TestSameNameTwice(t *testing.T) {
 	assert.Equal(t, "old", p.UID, "a ready sandbox wins over a newer stopped one")
 }
 
-// An owned pod is in the view from its manifest alone, before any sandbox
+// A static pod is in the view from its manifest alone, before any sandbox
 // exists, under its UID; sandboxes join it by UID, and an attach-mode
 // manifest of the same name does not apply to it.
-func TestOwnedPods(t *testing.T) {
+func TestStaticPods(t *testing.T) {
 	owned := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", RestartPolicy: corev1.RestartPolicyAlways,
 		TerminationGracePeriodSeconds: 30, Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
 	attach := &spec.Pod{Source: "attach.yaml:1", Namespace: "ns", Name: "web-node", RestartPolicy: corev1.RestartPolicyNever}
 
-	v := Resolve(cri.NewSnapshot(t0, nil, nil), Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}})
+	v := Resolve(cri.NewSnapshot(t0, nil, nil), Inputs{StaticPods: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}})
 	p := mustPod(t, v, "hash1")
-	assert.True(t, p.Owned)
+	assert.True(t, p.Static)
 	assert.Nil(t, p.Sandbox, "no sandbox yet")
 	assert.False(t, p.SandboxReady())
 	assert.Equal(t, corev1.PodPending, p.Phase)
@@ -151,7 +151,7 @@ func TestOwnedPods(t *testing.T) {
 
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{agents(sandbox("sb1", "web-node", "hash1", true, 0))},
 		[]*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1), ctr("x0", "sb1", "extra", 0, cri.StateRunning, 1)})
-	p = mustPod(t, Resolve(snap, Inputs{Owned: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{StaticPods: []*spec.Pod{owned}, Manifests: []*spec.Pod{attach}}), "hash1")
 	assert.Equal(t, "sb1", p.Sandbox.ID)
 	assert.Equal(t, corev1.RestartPolicyAlways, p.Policy.RestartPolicy, "the owned manifest, not the attach one")
 	assert.Equal(t, "a0", mustContainer(t, p, "app").Current.ID)
@@ -170,10 +170,10 @@ func TestOrphans(t *testing.T) {
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sb}, []*cri.Container{app})
 
 	p := mustPod(t, Resolve(snap, Inputs{}), "hash1")
-	assert.False(t, p.Owned, "without the agent's records it is someone else's pod")
+	assert.False(t, p.Static, "without the agent's records it is someone else's pod")
 
-	p = mustPod(t, Resolve(snap, Inputs{Made: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}}), "hash1")
-	assert.True(t, p.Owned)
+	p = mustPod(t, Resolve(snap, Inputs{Records: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}}), "hash1")
+	assert.True(t, p.Static)
 	assert.True(t, p.Orphaned)
 	assert.True(t, p.Terminating)
 	assert.Equal(t, int64(7), p.Policy.TerminationGracePeriodSeconds)
@@ -184,7 +184,7 @@ func TestOrphans(t *testing.T) {
 
 	last := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "hash1", TerminationGracePeriodSeconds: 3,
 		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
-	p = mustPod(t, Resolve(snap, Inputs{Made: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
+	p = mustPod(t, Resolve(snap, Inputs{Records: map[string]Record{"hash1": {Namespace: "ns", Name: "web-node", Created: t0}}, Removed: map[string]*spec.Pod{"hash1": last}}), "hash1")
 	assert.True(t, p.Orphaned)
 	assert.Equal(t, int64(3), p.Policy.TerminationGracePeriodSeconds, "its last manifest")
 	assert.Equal(t, "web.yaml:1 (removed)", p.Source)
@@ -213,18 +213,20 @@ func TestActiveDeadline(t *testing.T) {
 
 	owned := *m
 	owned.UID = "u"
-	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Sandbox{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{Owned: []*spec.Pod{&owned},
-		Made: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
+	p = mustPod(t, Resolve(cri.NewSnapshot(t0.Add(60*time.Second), []*cri.Sandbox{agents(sandbox("sb1", "web", "u", true, 0))}, ctrs), Inputs{StaticPods: []*spec.Pod{&owned},
+		Records: map[string]Record{"u": {Created: t0.Add(30 * time.Second)}}}), "u")
 	assert.Equal(t, t0.Add(30*time.Second), p.StartTime, "an owned pod started when the agent first made it")
 	assert.Empty(t, p.Reason)
 }
 
-// View.With replaces pods by key and keeps the name index right.
-func TestViewWith(t *testing.T) {
+// A status shows held pods in place of the view's, by key, and keeps the
+// name index right; what the pods' syncs add is kept beside them, by key.
+func TestStatusHoldsPods(t *testing.T) {
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "u1", true, 0), sandbox("sb2", "db", "u2", true, 0)}, nil)
 	v := Resolve(snap, Inputs{})
 	frozen := &Pod{Key: "u1", Namespace: "ns", Name: "web", UID: "u1", Sandbox: sandbox("sb1", "web", "u1", true, 0)}
-	w := v.With(map[string]*Pod{"u1": frozen, "gone": {Key: "gone"}})
+	st := NewStatus(v, map[string]*Pod{"u1": frozen, "gone": {Key: "gone"}}, map[string]PodStatus{"u2": {Initialized: true}})
+	w := st.View
 	assert.Same(t, frozen, mustPod(t, w, "u1"))
 	byName, _ := w.ByName("ns", "web")
 	assert.Same(t, frozen, byName)
@@ -232,7 +234,9 @@ func TestViewWith(t *testing.T) {
 	_, ok := w.Pod("gone")
 	assert.False(t, ok)
 	assert.NotSame(t, frozen, mustPod(t, v, "u1"), "v itself is unchanged")
-	assert.Same(t, v, v.With(nil))
+	assert.Same(t, v, NewStatus(v, nil, nil).View)
+	assert.True(t, st.For("u2").Initialized)
+	assert.Equal(t, PodStatus{}, st.For("u1"), "nothing added")
 }
 
 // Specs: a manifest lists every container (init containers first) and
@@ -364,7 +368,9 @@ func TestPhase(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sb := sandbox("sb1", "web", "u", tt.sandboxReady, 0)
 			p := &Pod{Key: "u", Sandbox: sb, Sandboxes: []*cri.Sandbox{sb}, Policy: spec.PodPolicy{RestartPolicy: tt.policy}, Containers: tt.containers}
-			assert.Equal(t, tt.want, phase(p, func(c *Container) bool { return c.Running() }))
+			assert.Equal(t, tt.want, phase(p, PodStatus{}, func(c *Container) bool { return c.Running() }))
+			assert.Equal(t, terminal(tt.want), terminal(phase(p, PodStatus{}, func(*Container) bool { return false })),
+				"no sidecar started: terminal in both or in neither")
 		})
 	}
 }
@@ -380,13 +386,13 @@ func TestReportReadiness(t *testing.T) {
 			ctr("s", "sb1", "setup", 0, cri.StateExited, 1), ctr("p", "sb1", "proxy", 0, proxy, 2), ctr("a", "sb1", "app", 0, cri.StateRunning, 3)})
 	}
 	store := results.NewStore()
-	r := ReportPod(mustPod(t, Resolve(snap(cri.StateRunning), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store, GateSet{})
+	r := ReportPod(mustPod(t, Resolve(snap(cri.StateRunning), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), PodStatus{}, store, GateSet{})
 	assert.True(t, r.Ready, "the completed init container does not hold readiness back")
 	assert.Equal(t, corev1.PodRunning, r.Phase)
 	assert.True(t, r.Containers[0].Ready, "a completed init container shows ready")
 	assert.True(t, r.Containers[0].Completed())
 
-	r = ReportPod(mustPod(t, Resolve(snap(cri.StateExited), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), store, GateSet{})
+	r = ReportPod(mustPod(t, Resolve(snap(cri.StateExited), Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web"), PodStatus{}, store, GateSet{})
 	assert.False(t, r.Ready, "a sidecar that is down does")
 }
 
@@ -408,11 +414,11 @@ func TestChangedPods(t *testing.T) {
 func TestReportNotReadyWithoutContainers(t *testing.T) {
 	store := results.NewStore()
 	v := Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0)}, nil), Inputs{})
-	assert.False(t, ReportPod(mustPod(t, v, "uid-web"), store, GateSet{}).Ready)
+	assert.False(t, ReportPod(mustPod(t, v, "uid-web"), PodStatus{}, store, GateSet{}).Ready)
 	invalid := []*spec.Error{{Source: "pods.yaml:7", Namespace: "ns", Pod: "web", Field: "spec.readinessGates", Detail: "Forbidden"}}
 	v = Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", true, 0)}, []*cri.Container{ctr("a", "sb1", "app", 0, cri.StateRunning, 1)}),
 		Inputs{ManifestErrors: invalid})
-	r := ReportPod(mustPod(t, v, "uid-web"), store, GateSet{})
+	r := ReportPod(mustPod(t, v, "uid-web"), PodStatus{}, store, GateSet{})
 	assert.False(t, r.Ready)
 	assert.Equal(t, []string{"pods.yaml:7: pod ns/web: spec.readinessGates: Forbidden"}, r.Problems)
 }
@@ -444,13 +450,15 @@ func TestPodIPPrefersTheNodesFamily(t *testing.T) {
 	}
 }
 
-// The phase is one computation (podPhase) read by the view, on which the
-// prober's workers stop, and by the report that status shows: in a pod
+// The phase is one computation (phase): the report that status shows
+// computes it with the startup probes' results, the view from the runtime
+// and the specs alone, every running sidecar taken as started. In a pod
 // made again (a new sandbox) whose regular container is not in it yet, a
-// running sidecar whose startup probe has not succeeded keeps the pod
-// Pending in both (kubelet's getPhase: not initialized), and it is
-// Running in both once the probe succeeds. Only a phase that is not
-// terminal depends on it, so the workers stop when they did.
+// running sidecar whose startup probe has not succeeded keeps the report
+// Pending (kubelet's getPhase: not initialized), and it is Running once
+// the probe succeeds, with no new view. Only a phase that is not terminal
+// depends on it, so the view's, on which the prober's workers stop and
+// pod sync ends a pod, is terminal exactly when the report's is.
 func TestViewAndReportShareOnePhase(t *testing.T) {
 	startup := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"up"}}}}
 	spec.DefaultProbe(startup)
@@ -461,7 +469,8 @@ func TestViewAndReportShareOnePhase(t *testing.T) {
 	snap := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "uid-web", false, 0), sandbox("sb2", "web", "uid-web", true, 5)},
 		[]*cri.Container{app, ctr("p", "sb2", "proxy", 0, cri.StateRunning, 6)})
 	store := results.NewStore()
-	in := Inputs{Manifests: []*spec.Pod{manifest}, Results: store}
+	p := mustPod(t, Resolve(snap, Inputs{Manifests: []*spec.Pod{manifest}}), "uid-web")
+	assert.Equal(t, corev1.PodRunning, p.Phase, "the view's phase: the runtime's and the specs'")
 	key := results.Key{ContainerID: "p", Type: results.Startup}
 
 	for _, step := range []struct {
@@ -474,8 +483,12 @@ func TestViewAndReportShareOnePhase(t *testing.T) {
 		{"sidecar started", results.Success, corev1.PodRunning},
 	} {
 		store.Set(key, step.result, "uid-web")
-		p := mustPod(t, Resolve(snap, in), "uid-web")
-		assert.Equal(t, step.want, p.Phase, "%s: the view's phase", step.name)
-		assert.Equal(t, step.want, ReportPod(p, store, GateSet{}).Phase, "%s: the report's phase", step.name)
+		r := ReportPod(p, PodStatus{}, store, GateSet{})
+		assert.Equal(t, step.want, r.Phase, "%s: the report's phase", step.name)
+		assert.Equal(t, terminal(r.Phase), terminal(p.Phase), "%s: terminal in both or in neither", step.name)
 	}
+}
+
+func terminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }

@@ -103,19 +103,20 @@ type ProbeReport struct {
 	Last   *results.Observation
 }
 
-// Report describes every pod of v, probed or not, with the results in
-// store and the readiness gates' conditions in gates.
-func Report(v *View, store *results.Store, gates GateSet) []PodReport {
-	out := make([]PodReport, 0, len(v.Pods()))
-	for _, p := range v.Pods() {
-		out = append(out, ReportPod(p, store, gates))
+// Report describes every pod of the pods' status st, probed or not, with
+// the results in store and the readiness gates' conditions in gates.
+func Report(st *Status, store *results.Store, gates GateSet) []PodReport {
+	out := make([]PodReport, 0, len(st.Pods()))
+	for _, p := range st.Pods() {
+		out = append(out, ReportPod(p, st.For(p.Key), store, gates))
 	}
 	return out
 }
 
-// ReportPod describes one pod, with the conditions set on it in gates
-// (the zero GateSet: none).
-func ReportPod(p *Pod, store *results.Store, gates GateSet) PodReport {
+// ReportPod describes one pod, with what its syncs add to its status
+// (added: Status.For; the zero PodStatus with no pod sync) and the
+// conditions set on it in gates (the zero GateSet: none).
+func ReportPod(p *Pod, added PodStatus, store *results.Store, gates GateSet) PodReport {
 	pr := PodReport{Key: p.Key, Namespace: p.Namespace, Name: p.Name, UID: p.UID, IP: p.IP(), Source: p.Source,
 		Reason: p.Reason, Message: p.Message, StartTime: p.StartTime, Terminating: p.Terminating}
 	if p.Manifest != nil && p.Manifest.Object != nil {
@@ -132,7 +133,7 @@ func ReportPod(p *Pod, store *results.Store, gates GateSet) PodReport {
 		if p.Sandbox == nil {
 			pr.HostNetwork = obj.Spec.HostNetwork
 		}
-		if p.Owned && obj.Spec.NodeName != "" {
+		if p.Static && obj.Spec.NodeName != "" {
 			pr.Owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: obj.Spec.NodeName, Controller: ptr.To(true)}}
 		}
 	}
@@ -146,8 +147,8 @@ func ReportPod(p *Pod, store *results.Store, gates GateSet) PodReport {
 	statuses := make(map[*Container]apiStatus, len(p.Containers))
 	started := make(map[*Container]bool, len(p.Containers))
 	for _, c := range p.Containers {
-		st := statusOf(p, c, in)
-		cr := containerReport(c, st, store)
+		st := statusOf(p, c, in, added)
+		cr := containerReport(c, st, added, store)
 		if p.ManifestInvalid {
 			cr.Ready = false // its manifest is invalid: nothing is checked
 		}
@@ -156,7 +157,7 @@ func ReportPod(p *Pod, store *results.Store, gates GateSet) PodReport {
 		pr.Containers = append(pr.Containers, cr)
 	}
 	pr.Phase = phaseOf(p, in, func(c *Container) apiStatus { return statuses[c] }, func(c *Container) bool { return started[c] })
-	pr.Conditions = conditions(p, pr.Phase, facts, gates.For(p.Key))
+	pr.Conditions = conditions(p, pr.Phase, facts, gates.For(p.Key), added.Initialized)
 	final := terminatedStatuses(p, pr.Phase, statuses, started)
 	for i, c := range p.Containers {
 		if st, ok := final[c]; ok {
@@ -169,8 +170,9 @@ func ReportPod(p *Pod, store *results.Store, gates GateSet) PodReport {
 	return pr
 }
 
-func containerReport(c *Container, st apiStatus, store *results.Store) ContainerReport {
-	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed(), Waiting: c.Waiting, Status: st.write(), RestartCount: restartCount(c)}
+func containerReport(c *Container, st apiStatus, added PodStatus, store *results.Store) ContainerReport {
+	cr := ContainerReport{Name: c.Name, Kind: c.Kind, Probed: c.Probed(), Waiting: added.waiting(c.Name), Status: st.write(),
+		RestartCount: restartCount(c, added.reset(c.Name))}
 	for _, e := range c.Problems {
 		cr.Problems = append(cr.Problems, e.Error())
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
-	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -38,16 +37,16 @@ func ReadAnnotationsWith(probeHosts string) AnnotationReader {
 type Inputs struct {
 	Manifests      []*spec.Pod
 	ManifestErrors []*spec.Error
-	// Owned are the pods the agent makes (static pod manifests, their
-	// identity applied: spec.StaticPod). Each is in the view whether or
-	// not the runtime has a sandbox of it yet, under its UID.
-	Owned []*spec.Pod
-	// Made are the pods the agent has made and not yet removed (its
-	// records on disk), by UID: one that no manifest in Owned names any
-	// more is an orphan, the agent's to stop and remove (its sandboxes,
+	// StaticPods are the pods the agent makes (static pod manifests,
+	// their identity applied: spec.StaticPod). Each is in the view whether
+	// or not the runtime has a sandbox of it yet, under its UID.
+	StaticPods []*spec.Pod
+	// Records are the pod records of the static pods the agent has made
+	// and not yet removed (on disk), by UID: one that no manifest in
+	// StaticPods names any more is an orphan, the agent's to stop and remove (its sandboxes,
 	// then what it left on the host), as kubelet removes a static pod
 	// whose file is gone.
-	Made map[string]Record
+	Records map[string]Record
 	// Removed are the last manifests of orphans that the agent saw before
 	// they went (by UID): an orphan is stopped with its spec (preStop,
 	// grace period, termination order). Without one (the agent restarted
@@ -60,10 +59,6 @@ type Inputs struct {
 	// operator's choice, --spec-sources: beside kubelet, whoever creates a
 	// Pod sets its sandbox's annotations).
 	IgnoreAnnotations bool
-	// Results are the probes' results, which say whether a container
-	// started (its startup probe): the pods' phase depends on it (a
-	// sidecar not started keeps a pod Pending). Nil: none yet.
-	Results *results.Store
 	// HostIP is probed for host-network pods, which have no IP of their
 	// own (kubelet probes the node's address).
 	HostIP string
@@ -74,7 +69,7 @@ type Inputs struct {
 
 // Resolve builds the view of snap under the specs. A pod is a UID and a
 // namespace/name: a sandbox that reuses another pod's UID is kept apart
-// (identify). An owned pod is the pod of its manifest, matched to the
+// (identify). A static pod is the pod of its manifest, matched to the
 // sandboxes the agent made for it by UID. A manifest applies to the other
 // pods with its namespace and name (and UID, when it sets one);
 // CRI annotations apply to containers no manifest lists. A pod named by
@@ -82,7 +77,7 @@ type Inputs struct {
 // never reported ready, rather than treated as unprobed.
 func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	v := &View{ManifestErrors: in.ManifestErrors}
-	for _, m := range slices.Concat(in.Manifests, in.Owned) {
+	for _, m := range slices.Concat(in.Manifests, in.StaticPods) {
 		v.ManifestWarnings = append(v.ManifestWarnings, m.Warnings...)
 	}
 	if snap == nil {
@@ -105,10 +100,10 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		}
 		return p
 	}
-	owned := map[string]*spec.Pod{}
-	for _, m := range in.Owned {
-		owned[m.UID] = m
-		add(m.UID, m.Namespace, m.Name, m.UID).Owned = true
+	static := map[string]*spec.Pod{}
+	for _, m := range in.StaticPods {
+		static[m.UID] = m
+		add(m.UID, m.Namespace, m.Name, m.UID).Static = true
 	}
 	apart, conflicts := identify(snap.Sandboxes(), claims(in))
 	for _, sb := range snap.Sandboxes() {
@@ -118,8 +113,8 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		}
 		p := add(key, sb.Namespace, sb.Name, sb.UID)
 		p.Sandboxes = append(p.Sandboxes, sb)
-		if _, made := in.Made[sb.UID]; owned[sb.UID] == nil && made && key == sb.UID {
-			p.Owned, p.Orphaned = true, true
+		if _, made := in.Records[sb.UID]; static[sb.UID] == nil && made && key == sb.UID {
+			p.Static, p.Orphaned = true, true
 		}
 		for _, c := range snap.PodContainers(sb.ID) {
 			instances[key][c.Name] = append(instances[key][c.Name], c)
@@ -127,10 +122,10 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	}
 	// An orphan whose sandboxes are gone still has its directory, logs
 	// and record to remove (an agent stopped in the middle of it).
-	for uid, rec := range in.Made {
-		if _, ok := byKey[uid]; !ok && owned[uid] == nil {
+	for uid, rec := range in.Records {
+		if _, ok := byKey[uid]; !ok && static[uid] == nil {
 			p := add(uid, rec.Namespace, rec.Name, uid)
-			p.Owned, p.Orphaned = true, true
+			p.Static, p.Orphaned = true, true
 		}
 	}
 	slices.SortFunc(v.pods, func(a, b *Pod) int {
@@ -144,8 +139,8 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 			p.Sandbox = p.Sandboxes[0]
 		}
 		switch {
-		case owned[p.UID] != nil && p.Owned:
-			resolveOwned(p, owned[p.UID], instances[p.Key])
+		case static[p.UID] != nil && p.Static:
+			resolveStatic(p, static[p.UID], instances[p.Key])
 		case p.Orphaned:
 			resolveOrphan(p, in.Removed[p.UID], instances[p.Key])
 		default:
@@ -158,12 +153,12 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		for _, c := range p.Containers {
 			setInstances(c, instances[p.Key][c.Name])
 		}
-		p.StartTime = startTime(p, in.Made)
-		p.Phase = podPhase(p, in.Results)
+		p.StartTime = startTime(p, in.Records)
+		p.Phase = phase(p, PodStatus{}, (*Container).Running)
 		if pastActiveDeadline(p, snap.Time) {
 			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 		}
-		p.Terminating = !p.Owned && !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running) ||
+		p.Terminating = !p.Static && !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running) ||
 			p.Orphaned
 		setProbeAddress(p, in)
 	}
@@ -171,7 +166,8 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 	return v
 }
 
-// Record is what the agent's record of a pod it made says.
+// Record is what the pod record of a static pod the agent made says
+// (podfs.Record, as the view needs it).
 type Record struct {
 	Namespace, Name string
 	// Created is when the agent first made the pod (its start time).
@@ -188,7 +184,7 @@ const (
 // status.startTime: when the agent first made it (its record), else its
 // oldest sandbox's creation; zero before it has one.
 func startTime(p *Pod, made map[string]Record) time.Time {
-	if rec, ok := made[p.UID]; ok && p.Owned && !rec.Created.IsZero() {
+	if rec, ok := made[p.UID]; ok && p.Static && !rec.Created.IsZero() {
 		return rec.Created
 	}
 	var t time.Time
@@ -215,11 +211,11 @@ func pastActiveDeadline(p *Pod, now time.Time) bool {
 	return d > 0 && !p.StartTime.IsZero() && now.Sub(p.StartTime) >= d
 }
 
-// resolveOwned gives an owned pod its manifest's spec: every container of
+// resolveStatic gives a static pod its manifest's spec: every container of
 // it is the agent's, and containers the runtime has that the manifest
 // does not list (a manifest is immutable: none should exist) are shown
 // but never touched.
-func resolveOwned(p *Pod, m *spec.Pod, observed map[string][]*cri.Container) {
+func resolveStatic(p *Pod, m *spec.Pod, observed map[string][]*cri.Container) {
 	p.Source, p.Manifest = m.Source, m
 	p.Policy = spec.PodPolicy{RestartPolicy: m.RestartPolicy, TerminationGracePeriodSeconds: m.TerminationGracePeriodSeconds, ProbeNetwork: m.ProbeNetwork}
 	for i := range m.Containers {
@@ -241,7 +237,7 @@ func resolveOwned(p *Pod, m *spec.Pod, observed map[string][]*cri.Container) {
 func resolveOrphan(p *Pod, last *spec.Pod, observed map[string][]*cri.Container) {
 	p.Source = "(manifest removed)"
 	if last != nil {
-		resolveOwned(p, last, observed)
+		resolveStatic(p, last, observed)
 		p.Source = last.Source + " (removed)"
 		return
 	}

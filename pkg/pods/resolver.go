@@ -10,7 +10,6 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -46,10 +45,9 @@ type Resolver struct {
 	readContainer AnnotationReader
 	recorder      Recorder
 	clock         clock.PassiveClock
-	results       *results.Store
 
-	owned  OwnedSource
-	owners OwnerRecords
+	static  StaticSource
+	records RecordSource
 
 	view      atomic.Pointer[View]
 	publisher Publisher
@@ -58,22 +56,24 @@ type Resolver struct {
 	snapshot    *cri.Snapshot
 	annotations map[string]annotationSpec // by container ID: configs never change
 	reported    map[string]bool           // problems already logged
-	lastOwned   map[string]*spec.Pod      // by UID: the owned pods' manifests, kept while an orphan lingers
+	lastStatic  map[string]*spec.Pod      // by UID: the static pods' manifests, kept while an orphan lingers
 	timed       bool                      // some pod's view depends on the time (an active deadline to come)
 }
 
-// OwnedSource gives the pods the agent makes: a static pod directory
-// (spec.ManifestDir in static mode) or the files `play` was given.
-type OwnedSource interface {
+// StaticSource gives the static pods, the pods the agent makes: a static
+// pod directory (spec.ManifestDir in static mode) or the files `play` was
+// given.
+type StaticSource interface {
 	Pods() ([]*spec.Pod, []*spec.Error)
 	Changed() <-chan struct{}
 }
 
-// OwnerRecords says which pods the agent has made and not yet removed,
-// by UID (its records on disk survive the agent), so that a pod whose
-// manifest went while the agent was away is still known to be its own.
-type OwnerRecords interface {
-	Made() map[string]Record
+// RecordSource says which static pods the agent has made and not yet
+// removed, by UID (their pod records on disk survive the agent), so that a
+// pod whose manifest went while the agent was away is still known to be
+// its own.
+type RecordSource interface {
+	Records() map[string]Record
 	// Changed is signalled when a record is made or removed.
 	Changed() <-chan struct{}
 }
@@ -89,10 +89,10 @@ type Option func(*Resolver)
 // WithManifests adds Pod manifests as a spec source.
 func WithManifests(src ManifestSource) Option { return func(r *Resolver) { r.manifests = src } }
 
-// WithOwned adds the pods the agent makes, and its records of the pods
-// it made (nil: none survive the agent).
-func WithOwned(src OwnedSource, records OwnerRecords) Option {
-	return func(r *Resolver) { r.owned, r.owners = src, records }
+// WithStaticPods adds the static pods (the pods the agent makes), and
+// the pod records of those it made (nil: none survive the agent).
+func WithStaticPods(src StaticSource, records RecordSource) Option {
+	return func(r *Resolver) { r.static, r.records = src, records }
 }
 
 // WithHostIP sets the address probed for host-network pods (default
@@ -116,12 +116,6 @@ func WithAnnotationProbeHosts(hosts string) Option {
 // WithRecorder receives configuration problems as events (default: logged).
 func WithRecorder(rec Recorder) Option { return func(r *Resolver) { r.recorder = rec } }
 
-// WithResults gives the probes' results, on which the pods' phase depends
-// (a container's Started flag): a startup result that changes resolves
-// the view again. Without it no container with a startup probe has
-// started.
-func WithResults(store *results.Store) Option { return func(r *Resolver) { r.results = store } }
-
 // WithClock replaces the real clock (event times).
 func WithClock(c clock.PassiveClock) Option { return func(r *Resolver) { r.clock = c } }
 
@@ -133,7 +127,7 @@ func NewResolver(opts ...Option) *Resolver {
 		readContainer: ReadAnnotations,
 		annotations:   map[string]annotationSpec{},
 		reported:      map[string]bool{},
-		lastOwned:     map[string]*spec.Pod{},
+		lastStatic:    map[string]*spec.Pod{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -149,6 +143,15 @@ func (r *Resolver) View() *View {
 	return Resolve(nil, Inputs{})
 }
 
+// Status returns the pods' status as the latest view alone shows it,
+// with nothing added: theirs when no pod sync runs.
+func (r *Resolver) Status() *Status {
+	if s := r.publisher.LatestStatus(); s != nil {
+		return s
+	}
+	return NewStatus(r.View(), nil, nil)
+}
+
 // Run resolves every change of the runtime (changes, a Poller.Watch
 // subscription) and of the manifests until ctx is done. What changed for
 // the readers is the one diff of the views (ChangedPods).
@@ -156,22 +159,15 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
 	}
-	var manifestsChanged, ownedChanged, recordsChanged <-chan struct{}
+	var manifestsChanged, staticChanged, recordsChanged <-chan struct{}
 	if r.manifests != nil {
 		manifestsChanged = r.manifests.Changed()
 	}
-	if r.owned != nil {
-		ownedChanged = r.owned.Changed()
+	if r.static != nil {
+		staticChanged = r.static.Changed()
 	}
-	if r.owners != nil {
-		recordsChanged = r.owners.Changed()
-	}
-	var updates *results.Subscription
-	var resultsChanged <-chan struct{}
-	if r.results != nil {
-		updates = r.results.Subscribe()
-		defer updates.Close()
-		resultsChanged = updates.Ready()
+	if r.records != nil {
+		recordsChanged = r.records.Changed()
 	}
 	for {
 		select {
@@ -194,12 +190,8 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 				}
 			}
 		case <-manifestsChanged:
-		case <-ownedChanged:
+		case <-staticChanged:
 		case <-recordsChanged:
-		case <-resultsChanged:
-			if !slices.ContainsFunc(updates.Next(), func(u results.Update) bool { return u.Type == results.Startup }) {
-				continue // only a startup result moves a phase
-			}
 		}
 		if r.snapshot != nil {
 			r.publish(ctx, r.resolve())
@@ -209,18 +201,18 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 
 // resolve builds the view of the last snapshot under the current specs.
 func (r *Resolver) resolve() *View {
-	in := Inputs{Results: r.results, HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
+	in := Inputs{HostIP: r.hostIP, ProbeNetwork: r.probeNetwork, Annotations: r.readAnnotations, IgnoreAnnotations: r.ignoreAnnotations}
 	if r.manifests != nil {
 		in.Manifests, in.ManifestErrors = r.manifests.Pods()
 	}
-	if r.owned != nil {
+	if r.static != nil {
 		var errs []*spec.Error
-		in.Owned, errs = r.owned.Pods()
+		in.StaticPods, errs = r.static.Pods()
 		in.ManifestErrors = append(slices.Clip(in.ManifestErrors), errs...)
-		in.Removed = r.removedOwned(in.Owned)
+		in.Removed = r.removedStatic(in.StaticPods)
 	}
-	if r.owners != nil {
-		in.Made = r.owners.Made()
+	if r.records != nil {
+		in.Records = r.records.Records()
 	}
 	for id := range r.annotations {
 		if _, ok := r.snapshot.Container(id); !ok {
@@ -230,23 +222,23 @@ func (r *Resolver) resolve() *View {
 	return Resolve(r.snapshot, in)
 }
 
-// removedOwned remembers the owned pods' manifests and returns those of
+// removedStatic remembers the static pods' manifests and returns those of
 // pods whose manifest went while their sandboxes linger, so that they are
 // stopped with their spec. A manifest is forgotten once no sandbox of its
 // pod is left.
-func (r *Resolver) removedOwned(owned []*spec.Pod) map[string]*spec.Pod {
-	current := make(map[string]bool, len(owned))
-	for _, m := range owned {
+func (r *Resolver) removedStatic(static []*spec.Pod) map[string]*spec.Pod {
+	current := make(map[string]bool, len(static))
+	for _, m := range static {
 		current[m.UID] = true
-		r.lastOwned[m.UID] = m
+		r.lastStatic[m.UID] = m
 	}
 	var removed map[string]*spec.Pod
-	for uid, m := range r.lastOwned {
+	for uid, m := range r.lastStatic {
 		if current[uid] {
 			continue
 		}
 		if !r.hasSandbox(uid, m) {
-			delete(r.lastOwned, uid)
+			delete(r.lastStatic, uid)
 			continue
 		}
 		if removed == nil {
@@ -257,7 +249,7 @@ func (r *Resolver) removedOwned(owned []*spec.Pod) map[string]*spec.Pod {
 	return removed
 }
 
-// hasSandbox reports whether the agent's sandbox of the owned pod of uid
+// hasSandbox reports whether the agent's sandbox of the static pod of uid
 // (manifest m) is left.
 func (r *Resolver) hasSandbox(uid string, m *spec.Pod) bool {
 	return slices.ContainsFunc(r.snapshot.Sandboxes(), func(sb *cri.Sandbox) bool {
@@ -305,7 +297,7 @@ func samePod(a, b *Pod) bool {
 		return true
 	}
 	if a.Source != b.Source || a.Manifest != b.Manifest || a.Policy != b.Policy || a.Phase != b.Phase || a.Terminating != b.Terminating ||
-		a.Owned != b.Owned || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
+		a.Static != b.Static || a.Orphaned != b.Orphaned || a.Reason != b.Reason ||
 		a.ProbeHost != b.ProbeHost || a.InPodNetwork != b.InPodNetwork || len(a.Problems) != len(b.Problems) ||
 		!slices.EqualFunc(a.Conflicts, b.Conflicts, func(x, y *spec.Error) bool { return *x == *y }) ||
 		!slices.EqualFunc(a.Sandboxes, b.Sandboxes, func(x, y *cri.Sandbox) bool { return x.ID == y.ID && x.State == y.State && slices.Equal(x.IPs, y.IPs) }) ||

@@ -157,17 +157,19 @@ func TestConflictsAndManifestWarningsAreTold(t *testing.T) {
 	assert.Equal(t, 3, recorder.count(), "told once while it lasts")
 }
 
-// The pods' phase depends on the startup probes' results (podPhase): a
-// resolver given them resolves the view again when one changes, so the
-// view's phase is the report's without waiting for the next relist.
-func TestResolverResolvesAgainOnAStartupResult(t *testing.T) {
+// The pods' phase depends on the startup probes' results, which the
+// report reads where they meet the view (ReportPod): a startup result
+// moves the report's phase with no relist and no view resolved again (the
+// resolver takes no results), so the one wake-up it causes is pod sync's
+// own.
+func TestAStartupResultMovesTheReportsPhase(t *testing.T) {
 	rt, poller := fakePoller(t)
 	startup := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"up"}}}}
 	spec.DefaultProbe(startup)
 	manifests := &manifestsSource{changed: make(chan struct{}, 1), pods: []*spec.Pod{{Source: "pods.yaml:1", Namespace: "ns", Name: "web",
 		RestartPolicy: corev1.RestartPolicyAlways, Containers: []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Startup: startup}, {Name: "app"}}}}}
 	store := results.NewStore()
-	r := NewResolver(WithManifests(manifests), WithResults(store), WithRecorder(&eventRecorder{}))
+	r := NewResolver(WithManifests(manifests), WithRecorder(&eventRecorder{}))
 	criSub, sub := poller.Watch(), r.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -185,16 +187,10 @@ func TestResolverResolvesAgainOnAStartupResult(t *testing.T) {
 	_, err = poller.Relist(context.Background())
 	require.NoError(t, err)
 
-	phase := func() corev1.PodPhase {
-		p, ok := r.View().Pod("uid-web")
-		if !ok {
-			return ""
-		}
-		return p.Phase
-	}
-	require.Eventually(t, func() bool { return phase() == corev1.PodPending }, 5*time.Second, time.Millisecond, "the sidecar not started: Pending")
-	store.Set(results.Key{ContainerID: proxy, Type: results.Startup}, results.Success, "uid-web")
-	require.Eventually(t, func() bool { return phase() == corev1.PodRunning }, 5*time.Second, time.Millisecond, "started, with no relist: Running")
+	require.Eventually(t, func() bool { _, ok := r.View().Pod("uid-web"); return ok }, 5*time.Second, time.Millisecond, "the pod resolved")
 	p, _ := r.View().Pod("uid-web")
-	assert.Equal(t, corev1.PodRunning, ReportPod(p, store, GateSet{}).Phase, "the report agrees")
+	assert.Equal(t, corev1.PodPending, ReportPod(p, PodStatus{}, store, GateSet{}).Phase, "the sidecar not started: Pending")
+	store.Set(results.Key{ContainerID: proxy, Type: results.Startup}, results.Success, "uid-web")
+	assert.Equal(t, corev1.PodRunning, ReportPod(p, PodStatus{}, store, GateSet{}).Phase, "started, with no relist and the same view: Running")
+	assert.Equal(t, corev1.PodRunning, p.Phase, "the view's phase, every running sidecar taken as started, agrees")
 }

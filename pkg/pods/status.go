@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,15 +202,17 @@ func initFactsOf(p *Pod) initFacts {
 	return in
 }
 
-// statusOf is convertToAPIContainerStatuses for one container of pod p.
-func statusOf(p *Pod, c *Container, in initFacts) apiStatus {
-	s := runtimeStatus(p, c, in)
-	if c.Reset != nil && s.last == nil {
+// statusOf is convertToAPIContainerStatuses for one container of pod p,
+// with what the pod's syncs add (added).
+func statusOf(p *Pod, c *Container, in initFacts, added PodStatus) apiStatus {
+	waiting := added.waiting(c.Name)
+	s := runtimeStatus(p, c, in, waiting)
+	if added.reset(c.Name) != nil && s.last == nil {
 		// Reset and no newer exit since: kubelet carries the removal over
 		// from its previous status as the last termination state, and a
 		// container not made again yet waits with it (not missing).
 		s.lastReset, s.missing = true, false
-		if s.kind == stateWaiting && s.of == nil && c.Waiting == nil && restartAllExit(p) != nil {
+		if s.kind == stateWaiting && s.of == nil && waiting == nil && restartAllExit(p) != nil {
 			s.reason, s.message = ReasonRestartingAllContainers, messageRestartingAll
 		}
 	}
@@ -217,8 +220,8 @@ func statusOf(p *Pod, c *Container, in initFacts) apiStatus {
 }
 
 // runtimeStatus is statusOf from the runtime's instances and the pod
-// sync's waiting reason.
-func runtimeStatus(p *Pod, c *Container, in initFacts) apiStatus {
+// sync's waiting reason (nil: none).
+func runtimeStatus(p *Pod, c *Container, in initFacts, waiting *Waiting) apiStatus {
 	s := apiStatus{kind: stateWaiting, missing: true, reason: ReasonContainerCreating}
 	if in.hasInit {
 		s.reason = ReasonPodInitializing
@@ -248,12 +251,12 @@ func runtimeStatus(p *Pod, c *Container, in initFacts) apiStatus {
 	// The pod sync's reason (kubelet's reasonCache) for a container it is
 	// to start and does not: the exit it waits after becomes the last
 	// state.
-	if c.Waiting != nil && shouldStart(p, c) {
+	if waiting != nil && shouldStart(p, c) {
 		last := s.last
 		if s.terminated() {
 			last = s.of
 		}
-		s = apiStatus{kind: stateWaiting, reason: c.Waiting.Reason, message: c.Waiting.Message, last: last, missing: s.missing}
+		s = apiStatus{kind: stateWaiting, reason: waiting.Reason, message: waiting.Message, last: last, missing: s.missing}
 	}
 	return s
 }
@@ -305,11 +308,12 @@ func shouldStart(p *Pod, c *Container) bool {
 
 // restartCount is kubelet's: the count its annotation on the newest
 // instance carries (toKubeContainerStatus); an instance without it (not
-// made with kubelet's annotations) counts by its attempt.
-func restartCount(c *Container) int32 {
+// made with kubelet's annotations) counts by its attempt; after a reset
+// (nil: none), never below the count it kept.
+func restartCount(c *Container, reset *Reset) int32 {
 	n := c.RestartCount()
-	if c.Reset != nil {
-		n = max(n, c.Reset.RestartCount) // kubelet's: never below its previous status's
+	if reset != nil {
+		n = max(n, reset.RestartCount) // kubelet's: never below its previous status's
 	}
 	return n
 }
@@ -317,7 +321,7 @@ func restartCount(c *Container) int32 {
 // RestartCount is the container's restart count as kubelet shows it: the
 // count kubelet's annotation on its newest instance carries, else that
 // instance's attempt; 0 before any instance. The agent's next instance of
-// an owned container is one more.
+// a static pod's container is one more.
 func (c *Container) RestartCount() int32 {
 	cur := c.Current
 	if cur == nil {
@@ -327,6 +331,16 @@ func (c *Container) RestartCount() int32 {
 		return int32(podconfig.RestartCount(cur.Annotations))
 	}
 	return int32(cur.Attempt)
+}
+
+// SetRestartCount sets kubelet's restart count annotation to n in the
+// annotations of an instance copied from another's config, when they
+// carry it (an instance made with kubelet's annotations): the copy's
+// restart count is its attempt, as RestartCount reads it back.
+func SetRestartCount(annotations map[string]string, n uint32) {
+	if _, ok := annotations[podconfig.AnnotationRestartCount]; ok {
+		annotations[podconfig.AnnotationRestartCount] = strconv.FormatUint(uint64(n), 10)
+	}
 }
 
 // write turns s into the report's ContainerStatus.
@@ -409,13 +423,13 @@ func terminatedStatuses(p *Pod, phase corev1.PodPhase, statuses map[*Container]a
 // hasPodInitialized is the status manager's: a pod without init
 // containers, or one whose status shows a container that left waiting or
 // its last init container done. Kubelet reads the pod object's status,
-// which for a static pod (an owned one) is never filled: so an owned pod
+// which for a static pod (one the agent makes) is never filled: so a static pod
 // with init containers never counts as initialized there.
 func hasPodInitialized(p *Pod, inits, regular []*Container, statuses map[*Container]apiStatus, started map[*Container]bool) bool {
 	if len(inits) == 0 {
 		return true
 	}
-	if p.Owned {
+	if p.Static {
 		return false
 	}
 	for _, c := range regular {

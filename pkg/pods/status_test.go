@@ -34,8 +34,8 @@ func inst(id string, state cri.ContainerState, created int, exit int32) *cri.Con
 	return i
 }
 
-// pcont is a container of a pod shape: its kind, its instances (newest
-// first) and the pod sync's waiting reason.
+// pcont is a container of a pod shape: its kind and its instances (newest
+// first).
 func pcont(name string, kind spec.Kind, instances ...*cri.Container) *Container {
 	c := &Container{Name: name, Kind: kind, Spec: &spec.Container{Name: name, Kind: kind}, Managed: true, Instances: instances}
 	if len(instances) > 0 {
@@ -44,9 +44,10 @@ func pcont(name string, kind spec.Kind, instances ...*cri.Container) *Container 
 	return c
 }
 
-func waiting(c *Container, reason, message string) *Container {
-	c.Waiting = &Waiting{Reason: reason, Message: message}
-	return c
+// waitingIn is what the pod sync adds to a pod whose container name waits
+// with reason and message.
+func waitingIn(name, reason, message string) PodStatus {
+	return PodStatus{Waiting: map[string]Waiting{name: {Reason: reason, Message: message}}}
 }
 
 // podOf is a pod of a ready sandbox sb1 (IP 10.0.0.1) made at t0, with
@@ -81,6 +82,7 @@ func TestContainerStatus(t *testing.T) {
 	tests := []struct {
 		name      string
 		pod       *Pod
+		added     PodStatus // what the pod sync adds
 		container string
 		want      ContainerStatus
 	}{
@@ -122,41 +124,40 @@ func TestContainerStatus(t *testing.T) {
 			pod: podOf(never, pcont("app", spec.Regular, oom)),
 			want: ContainerStatus{State: ContainerState{Terminated: &StateTerminated{ExitCode: 137, Reason: "OOMKilled", Message: "out of memory: the app's last words",
 				StartedAt: at(11), FinishedAt: at(12), ContainerID: "c1"}}}},
-		{name: "exited and in back-off → CrashLoopBackOff, the exit as last state", container: "app",
-			pod: podOf("", waiting(pcont("app", spec.Regular, inst("c2", cri.StateExited, 10, 1), inst("c1", cri.StateExited, 5, 1)),
-				"CrashLoopBackOff", "back-off 10s restarting failed container=app pod=web_ns(u)")),
+		{name: "exited and in back-off → CrashLoopBackOff, the exit as last state", container: "app", added: waitingIn("app", "CrashLoopBackOff", "back-off 10s restarting failed container=app pod=web_ns(u)"),
+			pod: podOf("", pcont("app", spec.Regular, inst("c2", cri.StateExited, 10, 1), inst("c1", cri.StateExited, 5, 1))),
 			want: ContainerStatus{State: waitingState("CrashLoopBackOff", "back-off 10s restarting failed container=app pod=web_ns(u)"),
 				LastState: terminatedState("c2", 10, 1, "Error")}},
-		{name: "image not pulled, no instance → ErrImagePull", container: "app",
-			pod:  podOf("", waiting(pcont("app", spec.Regular), "ErrImagePull", `failed to pull image "x": not found`)),
+		{name: "image not pulled, no instance → ErrImagePull", container: "app", added: waitingIn("app", "ErrImagePull", `failed to pull image "x": not found`),
+			pod:  podOf("", pcont("app", spec.Regular)),
 			want: ContainerStatus{State: waitingState("ErrImagePull", `failed to pull image "x": not found`)}},
-		{name: "image pull backing off → ImagePullBackOff", container: "app",
-			pod:  podOf("", waiting(pcont("app", spec.Regular), "ImagePullBackOff", `Back-off pulling image "x"`)),
+		{name: "image pull backing off → ImagePullBackOff", container: "app", added: waitingIn("app", "ImagePullBackOff", `Back-off pulling image "x"`),
+			pod:  podOf("", pcont("app", spec.Regular)),
 			want: ContainerStatus{State: waitingState("ImagePullBackOff", `Back-off pulling image "x"`)}},
-		{name: "pull policy Never, image absent → ErrImageNeverPull", container: "app",
-			pod:  podOf("", waiting(pcont("app", spec.Regular), "ErrImageNeverPull", `Container image "x" is not present with pull policy of Never`)),
+		{name: "pull policy Never, image absent → ErrImageNeverPull", container: "app", added: waitingIn("app", "ErrImageNeverPull", `Container image "x" is not present with pull policy of Never`),
+			pod:  podOf("", pcont("app", spec.Regular)),
 			want: ContainerStatus{State: waitingState("ErrImageNeverPull", `Container image "x" is not present with pull policy of Never`)}},
-		{name: "config not made → CreateContainerConfigError", container: "app",
-			pod:  podOf("", waiting(pcont("app", spec.Regular), "CreateContainerConfigError", `secret "s" not found`)),
+		{name: "config not made → CreateContainerConfigError", container: "app", added: waitingIn("app", "CreateContainerConfigError", `secret "s" not found`),
+			pod:  podOf("", pcont("app", spec.Regular)),
 			want: ContainerStatus{State: waitingState("CreateContainerConfigError", `secret "s" not found`)}},
-		{name: "created, start failed → RunContainerError over the created instance", container: "app",
-			pod:  podOf("", waiting(pcont("app", spec.Regular, inst("c1", cri.StateCreated, 10, 0)), "RunContainerError", "exec: not found")),
+		{name: "created, start failed → RunContainerError over the created instance", container: "app", added: waitingIn("app", "RunContainerError", "exec: not found"),
+			pod:  podOf("", pcont("app", spec.Regular, inst("c1", cri.StateCreated, 10, 0))),
 			want: ContainerStatus{State: waitingState("RunContainerError", "exec: not found")}},
-		{name: "a waiting reason does not hide a running instance", container: "app",
-			pod:  podOf("", waiting(pcont("app", spec.Regular, inst("c1", cri.StateRunning, 10, 0)), "CrashLoopBackOff", "stale")),
+		{name: "a waiting reason does not hide a running instance", container: "app", added: waitingIn("app", "CrashLoopBackOff", "stale"),
+			pod:  podOf("", pcont("app", spec.Regular, inst("c1", cri.StateRunning, 10, 0))),
 			want: ContainerStatus{State: runningState(11)}},
-		{name: "nor an exit that is not restarted (Never)", container: "app",
-			pod:  podOf(never, waiting(pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 1)), "CrashLoopBackOff", "stale")),
+		{name: "nor an exit that is not restarted (Never)", container: "app", added: waitingIn("app", "CrashLoopBackOff", "stale"),
+			pod:  podOf(never, pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 1))),
 			want: ContainerStatus{State: terminatedState("c1", 10, 1, "Error")}},
-		{name: "nor an init container that completed", container: "init1",
-			pod:  podOf("", waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)), "CrashLoopBackOff", "stale"), pcont("app", spec.Regular)),
+		{name: "nor an init container that completed", container: "init1", added: waitingIn("init1", "CrashLoopBackOff", "stale"),
+			pod:  podOf("", pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 0)), pcont("app", spec.Regular)),
 			want: ContainerStatus{State: terminatedState("i1", 1, 0, "Completed")}},
-		{name: "a failed init container in back-off → CrashLoopBackOff", container: "init1",
-			pod:  podOf("", waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), "CrashLoopBackOff", "back-off"), pcont("app", spec.Regular)),
+		{name: "a failed init container in back-off → CrashLoopBackOff", container: "init1", added: waitingIn("init1", "CrashLoopBackOff", "back-off"),
+			pod:  podOf("", pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), pcont("app", spec.Regular)),
 			want: ContainerStatus{State: waitingState("CrashLoopBackOff", "back-off"), LastState: terminatedState("i1", 1, 1, "Error")}},
-		{name: "a pod being deleted → no waiting reason", container: "app",
+		{name: "a pod being deleted → no waiting reason", container: "app", added: waitingIn("app", "CrashLoopBackOff", "back-off"),
 			pod: func() *Pod {
-				p := podOf("", waiting(pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 1)), "CrashLoopBackOff", "back-off"))
+				p := podOf("", pcont("app", spec.Regular, inst("c1", cri.StateExited, 10, 1)))
 				p.Terminating = true
 				return p
 			}(),
@@ -171,7 +172,7 @@ func TestContainerStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
+			r := ReportPod(tt.pod, tt.added, results.NewStore(), GateSet{})
 			for _, c := range r.Containers {
 				if c.Name == tt.container {
 					assert.Equal(t, tt.want, c.Status)
@@ -202,11 +203,11 @@ func TestRestartCount(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			i := inst("c1", cri.StateRunning, 1, 0)
 			i.Annotations, i.Attempt = tt.annotations, tt.attempt
-			r := ReportPod(podOf("", pcont("app", spec.Regular, i)), results.NewStore(), GateSet{})
+			r := ReportPod(podOf("", pcont("app", spec.Regular, i)), PodStatus{}, results.NewStore(), GateSet{})
 			assert.Equal(t, tt.want, r.Containers[0].RestartCount)
 		})
 	}
-	r := ReportPod(podOf("", pcont("app", spec.Regular)), results.NewStore(), GateSet{})
+	r := ReportPod(podOf("", pcont("app", spec.Regular)), PodStatus{}, results.NewStore(), GateSet{})
 	assert.Equal(t, int32(0), r.Containers[0].RestartCount, "no instance: 0")
 }
 
@@ -254,7 +255,7 @@ func TestConditions(t *testing.T) {
 		{name: "a ready sandbox and every container ready → all True", pod: podOf("", app()), want: allTrue},
 		{name: "an owned pod with no sandbox yet → not ready to start containers", pod: func() *Pod {
 			p := podOf("", pcont("app", spec.Regular))
-			p.Sandbox, p.Sandboxes, p.Owned = nil, nil, true
+			p.Sandbox, p.Sandboxes, p.Static = nil, nil, true
 			return p
 		}(), want: with(map[corev1.PodConditionType]cond{corev1.PodReadyToStartContainers: {Status: F},
 			corev1.PodReady:        {F, ReasonContainersNotReady, "containers with unready status: [app]"},
@@ -339,7 +340,7 @@ func TestConditions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
+			r := ReportPod(tt.pod, PodStatus{}, results.NewStore(), GateSet{})
 			var types []corev1.PodConditionType
 			got := map[corev1.PodConditionType]cond{}
 			for _, c := range r.Conditions {
@@ -362,7 +363,7 @@ func TestConditionTimes(t *testing.T) {
 	p.Sandboxes = append(p.Sandboxes, sandbox("sb0", "web", "u", false, -60))
 	p.StartTime = at(-60) // as Resolve sets it: the first sandbox's creation
 	times := map[corev1.PodConditionType]time.Time{}
-	for _, c := range ReportPod(p, results.NewStore(), GateSet{}).Conditions {
+	for _, c := range ReportPod(p, PodStatus{}, results.NewStore(), GateSet{}).Conditions {
 		times[c.Type] = c.LastTransitionTime
 	}
 	assert.Equal(t, at(-60), times[corev1.PodScheduled], "the pod's start: its first sandbox")
@@ -374,7 +375,7 @@ func TestConditionTimes(t *testing.T) {
 	p.StartTime = at(-30)
 	p.Containers[2] = pcont("worker", spec.Regular, inst("w2", cri.StateRunning, 20, 0), inst("w1", cri.StateExited, 4, 1))
 	times = map[corev1.PodConditionType]time.Time{}
-	for _, c := range ReportPod(p, results.NewStore(), GateSet{}).Conditions {
+	for _, c := range ReportPod(p, PodStatus{}, results.NewStore(), GateSet{}).Conditions {
 		times[c.Type] = c.LastTransitionTime
 	}
 	assert.Equal(t, at(-30), times[corev1.PodScheduled], "the start time the pod sync set")
@@ -386,18 +387,18 @@ func TestConditionTimes(t *testing.T) {
 func TestDeadlineExceeded(t *testing.T) {
 	p := podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0)))
 	p.Reason, p.Message = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
-	r := ReportPod(p, results.NewStore(), GateSet{})
+	r := ReportPod(p, PodStatus{}, results.NewStore(), GateSet{})
 	assert.Equal(t, corev1.PodFailed, r.Phase)
 	assert.Equal(t, "DeadlineExceeded", r.Reason)
 	assert.Equal(t, "Pod was active on the node longer than the specified deadline", r.Message)
 	assert.False(t, r.Ready)
-	assert.Equal(t, corev1.PodFailed, phase(p, func(c *Container) bool { return c.Running() }), "one rule for the phase")
+	assert.Equal(t, corev1.PodFailed, phase(p, PodStatus{}, func(c *Container) bool { return c.Running() }), "one rule for the phase")
 }
 
 // kubelet's TerminatePod, once a pod terminated: a container not
 // terminated shows terminated with 137 (ContainerStatusUnknown), in a pod
 // that initialized, and an init container that tried to start; the phase
-// stays. Compared with kubelet 1.36.3 on static pods (an owned pod with
+// stays. Compared with kubelet 1.36.3 on static pods (a static pod with
 // init containers never counts as initialized: a static pod's object has
 // no status).
 func TestTerminatedPodStatuses(t *testing.T) {
@@ -415,57 +416,57 @@ func TestTerminatedPodStatuses(t *testing.T) {
 		return p
 	}
 	owned := func(p *Pod) *Pod {
-		p.Owned = true
+		p.Static = true
 		return p
 	}
-	backingOff := func() *Container {
-		return waiting(pcont("fail", spec.Regular, inst("f1", cri.StateExited, 5, 1)), "CrashLoopBackOff", "back-off 10s")
-	}
-	noImage := func() *Container {
-		return waiting(pcont("nopull", spec.Regular), "ErrImageNeverPull", "not present")
-	}
+	backingOff := func() *Container { return pcont("fail", spec.Regular, inst("f1", cri.StateExited, 5, 1)) }
+	noImage := func() *Container { return pcont("nopull", spec.Regular) }
+	// What the pod sync adds: why backingOff and noImage wait.
+	backingOffWaits := waitingIn("fail", "CrashLoopBackOff", "back-off 10s")
+	bothWait := PodStatus{Waiting: map[string]Waiting{"fail": backingOffWaits.Waiting["fail"], "nopull": {Reason: "ErrImageNeverPull", Message: "not present"}}}
 	tests := []struct {
-		name string
-		pod  *Pod
-		want map[string]ContainerStatus
+		name  string
+		pod   *Pod
+		added PodStatus
+		want  map[string]ContainerStatus
 	}{
-		{name: "past its deadline, no init containers: the ones waiting are unknown, the last exit kept",
+		{name: "past its deadline, no init containers: the ones waiting are unknown, the last exit kept", added: bothWait,
 			pod: deadline(podOf(corev1.RestartPolicyOnFailure, pcont("app", spec.Regular, inst("a1", cri.StateExited, 1, 0)), backingOff(), noImage())),
 			want: map[string]ContainerStatus{
 				"app":    {State: terminatedState("a1", 1, 0, "Completed")},
 				"fail":   unknown(&exit1),
 				"nopull": unknown(nil),
 			}},
-		{name: "an owned pod with init containers: its regular containers stay as they were",
+		{name: "an owned pod with init containers: its regular containers stay as they were", added: bothWait,
 			pod: owned(deadline(podOf(corev1.RestartPolicyOnFailure, pcont("init", spec.Init, inst("i1", cri.StateExited, 0, 0)), backingOff(), noImage()))),
 			want: map[string]ContainerStatus{
 				"init":   {State: terminatedState("i1", 0, 0, "Completed")},
 				"fail":   {State: waitingState("CrashLoopBackOff", "back-off 10s"), LastState: exit1},
 				"nopull": waitingStatus("ErrImageNeverPull", "not present"),
 			}},
-		{name: "a pod someone else made, initialized (its init container completed): every container",
+		{name: "a pod someone else made, initialized (its init container completed): every container", added: bothWait,
 			pod: deadline(podOf(corev1.RestartPolicyOnFailure, pcont("init", spec.Init, inst("i1", cri.StateExited, 0, 0)), backingOff(), noImage())),
 			want: map[string]ContainerStatus{
 				"init":   {State: terminatedState("i1", 0, 0, "Completed")},
 				"fail":   unknown(&exit1),
 				"nopull": unknown(nil),
 			}},
-		{name: "init containers: the ones that tried to start, at least the first",
+		{name: "init containers: the ones that tried to start, at least the first", added: waitingIn("init1", "CrashLoopBackOff", "back-off"),
 			pod: owned(deadline(podOf(corev1.RestartPolicyAlways,
-				waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 0, 1)), "CrashLoopBackOff", "back-off"),
+				pcont("init1", spec.Init, inst("i1", cri.StateExited, 0, 1)),
 				pcont("init2", spec.Init), pcont("app", spec.Regular)))),
 			want: map[string]ContainerStatus{
 				"init1": unknown(&ContainerState{Terminated: terminatedState("i1", 0, 1, "Error").Terminated}),
 				"init2": waitingStatus(ReasonPodInitializing, ""),
 				"app":   waitingStatus(ReasonPodInitializing, ""),
 			}},
-		{name: "not while a container still runs",
+		{name: "not while a container still runs", added: backingOffWaits,
 			pod: deadline(podOf(corev1.RestartPolicyOnFailure, pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0)), backingOff())),
 			want: map[string]ContainerStatus{
 				"app":  {State: runningState(2)},
 				"fail": {State: waitingState("CrashLoopBackOff", "back-off 10s"), LastState: exit1},
 			}},
-		{name: "not in a pod that is not terminal",
+		{name: "not in a pod that is not terminal", added: backingOffWaits,
 			pod: podOf(corev1.RestartPolicyOnFailure, backingOff()),
 			want: map[string]ContainerStatus{
 				"fail": {State: waitingState("CrashLoopBackOff", "back-off 10s"), LastState: exit1},
@@ -473,7 +474,7 @@ func TestTerminatedPodStatuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
+			r := ReportPod(tt.pod, tt.added, results.NewStore(), GateSet{})
 			got := map[string]ContainerStatus{}
 			for _, c := range r.Containers {
 				got[c.Name] = c.Status
@@ -504,9 +505,14 @@ func TestRestartAllStatus(t *testing.T) {
 		c.Spec.RestartPolicy, c.Spec.RestartPolicyRules = &never, rules
 		return c
 	}
-	reset := func(c *Container, n int32) *Container {
-		c.Reset = &Reset{RestartCount: n}
-		return c
+	// resetTo is what the pod sync adds to the pod once its reset removed
+	// the named containers, each with restart count n.
+	resetTo := func(n int32, names ...string) PodStatus {
+		s := PodStatus{Resets: map[string]Reset{}}
+		for _, name := range names {
+			s.Resets[name] = Reset{RestartCount: n}
+		}
+		return s
 	}
 	removed := ContainerState{Terminated: &StateTerminated{ExitCode: 137, Reason: "RestartingAllContainers",
 		Message: "The container is removed because RestartAllContainers in place"}}
@@ -517,6 +523,7 @@ func TestRestartAllStatus(t *testing.T) {
 	tests := []struct {
 		name       string
 		pod        *Pod
+		added      PodStatus
 		want       map[string]want
 		phase      corev1.PodPhase
 		restarting corev1.ConditionStatus
@@ -530,8 +537,8 @@ func TestRestartAllStatus(t *testing.T) {
 				"other": {status: ContainerStatus{State: runningState(4)}},
 			},
 			phase: corev1.PodRunning, restarting: corev1.ConditionTrue},
-		{name: "others removed, main last",
-			pod: podOf("", reset(pcont("init", spec.Init), 1), mainOf(inst("m1", cri.StateExited, 3, 42)), reset(pcont("other", spec.Regular), 1)),
+		{name: "others removed, main last", added: resetTo(1, "init", "other"),
+			pod: podOf("", pcont("init", spec.Init), mainOf(inst("m1", cri.StateExited, 3, 42)), pcont("other", spec.Regular)),
 			want: map[string]want{
 				// kubelet too: an init container gone while a regular one
 				// has an instance counts as completed.
@@ -541,25 +548,25 @@ func TestRestartAllStatus(t *testing.T) {
 				"other": {status: ContainerStatus{State: waitingState("RestartingAllContainers", "The container is removed because RestartAllContainers in place"), LastState: removed}, restarts: 1},
 			},
 			phase: corev1.PodRunning, restarting: corev1.ConditionTrue},
-		{name: "all removed: waiting as usual, the removal as last state",
-			pod: podOf("", reset(pcont("init", spec.Init), 1), reset(mainOf(), 1), reset(pcont("other", spec.Regular), 1)),
+		{name: "all removed: waiting as usual, the removal as last state", added: resetTo(1, "init", "main", "other"),
+			pod: podOf("", pcont("init", spec.Init), mainOf(), pcont("other", spec.Regular)),
 			want: map[string]want{
 				"init":  {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
 				"main":  {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
 				"other": {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
 			},
 			phase: corev1.PodRunning, restarting: corev1.ConditionFalse},
-		{name: "started over: init runs, the others wait",
-			pod: podOf("", reset(pcont("init", spec.Init, inst("i2", cri.StateRunning, 10, 0)), 1), reset(mainOf(), 1), reset(pcont("other", spec.Regular), 1)),
+		{name: "started over: init runs, the others wait", added: resetTo(1, "init", "main", "other"),
+			pod: podOf("", pcont("init", spec.Init, inst("i2", cri.StateRunning, 10, 0)), mainOf(), pcont("other", spec.Regular)),
 			want: map[string]want{
 				"init":  {status: ContainerStatus{State: runningState(11), LastState: removed}, restarts: 1},
 				"main":  {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
 				"other": {status: ContainerStatus{State: waitingState(ReasonPodInitializing, ""), LastState: removed}, restarts: 1},
 			},
 			phase: corev1.PodPending, restarting: corev1.ConditionFalse},
-		{name: "a newer exit replaces the removal as last state",
-			pod: podOf("", reset(pcont("init", spec.Init, inst("i2", cri.StateExited, 10, 0)), 1), reset(mainOf(inst("m2", cri.StateRunning, 13, 0)), 1),
-				reset(pcont("other", spec.Regular, inst("o3", cri.StateRunning, 20, 0), inst("o2", cri.StateExited, 13, 1)), 1)),
+		{name: "a newer exit replaces the removal as last state", added: resetTo(1, "init", "main", "other"),
+			pod: podOf("", pcont("init", spec.Init, inst("i2", cri.StateExited, 10, 0)), mainOf(inst("m2", cri.StateRunning, 13, 0)),
+				pcont("other", spec.Regular, inst("o3", cri.StateRunning, 20, 0), inst("o2", cri.StateExited, 13, 1))),
 			want: map[string]want{
 				"init":  {status: ContainerStatus{State: terminatedState("i2", 10, 0, "Completed"), LastState: removed}, restarts: 1},
 				"main":  {status: ContainerStatus{State: runningState(14), LastState: removed}, restarts: 1},
@@ -569,7 +576,7 @@ func TestRestartAllStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ReportPod(tt.pod, results.NewStore(), GateSet{})
+			r := ReportPod(tt.pod, tt.added, results.NewStore(), GateSet{})
 			got := map[string]want{}
 			for _, c := range r.Containers {
 				got[c.Name] = want{status: c.Status, restarts: c.RestartCount}
@@ -581,7 +588,7 @@ func TestRestartAllStatus(t *testing.T) {
 			assert.Equal(t, tt.restarting, cond.Status)
 		})
 	}
-	plain := ReportPod(podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0))), results.NewStore(), GateSet{})
+	plain := ReportPod(podOf("", pcont("app", spec.Regular, inst("a1", cri.StateRunning, 1, 0))), PodStatus{}, results.NewStore(), GateSet{})
 	for _, c := range plain.Conditions {
 		assert.NotEqual(t, corev1.AllContainersRestarting, c.Type, "only for a pod with a RestartAllContainers rule")
 	}
@@ -594,8 +601,8 @@ func TestInitializedStaysOnceInitialized(t *testing.T) {
 	initializing := func() *Pod {
 		return podOf("", pcont("init", spec.Init, inst("i2", cri.StateRunning, 10, 0)), pcont("app", spec.Regular))
 	}
-	initialized := func(p *Pod) corev1.ConditionStatus {
-		for _, c := range ReportPod(p, results.NewStore(), GateSet{}).Conditions {
+	initialized := func(p *Pod, added PodStatus) corev1.ConditionStatus {
+		for _, c := range ReportPod(p, added, results.NewStore(), GateSet{}).Conditions {
 			if c.Type == corev1.PodInitialized {
 				return c.Status
 			}
@@ -603,10 +610,8 @@ func TestInitializedStaysOnceInitialized(t *testing.T) {
 		t.Fatal("no Initialized condition")
 		return ""
 	}
-	assert.Equal(t, corev1.ConditionFalse, initialized(initializing()), "never initialized: not yet")
-	p := initializing()
-	p.WasInitialized = true
-	assert.Equal(t, corev1.ConditionTrue, initialized(p), "initialized before: still")
+	assert.Equal(t, corev1.ConditionFalse, initialized(initializing(), PodStatus{}), "never initialized: not yet")
+	assert.Equal(t, corev1.ConditionTrue, initialized(initializing(), PodStatus{Initialized: true}), "initialized before: still")
 }
 
 // Readiness is one rule: the report's Ready, the Ready condition, and a
@@ -616,12 +621,12 @@ func TestReadyFollowsProbes(t *testing.T) {
 	c.Spec.Readiness = &corev1.Probe{}
 	p := podOf("", c)
 	store := results.NewStore()
-	r := ReportPod(p, store, GateSet{})
+	r := ReportPod(p, PodStatus{}, store, GateSet{})
 	require.False(t, r.Ready)
 	assert.Equal(t, cond{corev1.ConditionFalse, ReasonContainersNotReady, "containers with unready status: [app]"},
 		cond{r.Conditions[2].Status, r.Conditions[2].Reason, r.Conditions[2].Message})
 	store.Set(results.Key{ContainerID: "a1", Type: results.Readiness}, results.Success, "u")
-	r = ReportPod(p, store, GateSet{})
+	r = ReportPod(p, PodStatus{}, store, GateSet{})
 	assert.True(t, r.Ready)
 	assert.Equal(t, corev1.ConditionTrue, r.Conditions[2].Status)
 }
@@ -633,26 +638,29 @@ func TestPhaseInitialization(t *testing.T) {
 	inOldSandbox := inst("a1", cri.StateRunning, 10, 0)
 	inOldSandbox.SandboxID = "sb0"
 	tests := []struct {
-		name string
-		pod  *Pod
-		want corev1.PodPhase
+		name  string
+		pod   *Pod
+		added PodStatus // what the pod sync adds
+		want  corev1.PodPhase
 	}{
-		{"an init container the runtime lost after the app was made → running, not pending",
-			podOf(never, pcont("init1", spec.Init), pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))), corev1.PodRunning},
-		{"a sidecar not started yet, the app running in this sandbox → running (initialized before)",
-			podOf("", pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 20, 0)), pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))), corev1.PodRunning},
-		{"a sidecar not started yet, the app only in an old sandbox → pending",
-			podOf("", pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 20, 0)), pcont("app", spec.Regular, inOldSandbox)), corev1.PodPending},
-		{"a failed init container in back-off under Never → failed",
-			podOf(never, waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), "CrashLoopBackOff", ""), pcont("app", spec.Regular)), corev1.PodFailed},
-		{"a failed init container in back-off under Always → pending",
-			podOf("", waiting(pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), "CrashLoopBackOff", ""), pcont("app", spec.Regular)), corev1.PodPending},
-		{"an app in back-off after a failure → running (restarting)",
-			podOf("", waiting(pcont("app", spec.Regular, inst("a1", cri.StateExited, 1, 1)), "CrashLoopBackOff", "")), corev1.PodRunning},
+		{name: "an init container the runtime lost after the app was made → running, not pending",
+			pod: podOf(never, pcont("init1", spec.Init), pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))), want: corev1.PodRunning},
+		{name: "a sidecar not started yet, the app running in this sandbox → running (initialized before)",
+			pod: podOf("", pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 20, 0)), pcont("app", spec.Regular, inst("a1", cri.StateRunning, 10, 0))), want: corev1.PodRunning},
+		{name: "a sidecar not started yet, the app only in an old sandbox → pending",
+			pod: podOf("", pcont("proxy", spec.Sidecar, inst("p1", cri.StateRunning, 20, 0)), pcont("app", spec.Regular, inOldSandbox)), want: corev1.PodPending},
+		{name: "a failed init container in back-off under Never → failed", added: waitingIn("init1", "CrashLoopBackOff", ""),
+			pod: podOf(never, pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), pcont("app", spec.Regular)), want: corev1.PodFailed},
+		{name: "a failed init container in back-off under Always → pending", added: waitingIn("init1", "CrashLoopBackOff", ""),
+			pod: podOf("", pcont("init1", spec.Init, inst("i1", cri.StateExited, 1, 1)), pcont("app", spec.Regular)), want: corev1.PodPending},
+		{name: "an app in back-off after a failure → running (restarting)", added: waitingIn("app", "CrashLoopBackOff", ""),
+			pod: podOf("", pcont("app", spec.Regular, inst("a1", cri.StateExited, 1, 1))), want: corev1.PodRunning},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, phase(tt.pod, notStarted))
+			assert.Equal(t, tt.want, phase(tt.pod, tt.added, notStarted))
+			assert.Equal(t, terminal(tt.want), terminal(phase(tt.pod, tt.added, (*Container).Running)),
+				"every sidecar started: terminal in both or in neither")
 		})
 	}
 }

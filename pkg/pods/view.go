@@ -2,10 +2,16 @@
 // manifests and CRI annotations) and publishes one immutable View per
 // relist: every pod with its current sandbox, each container's current
 // instance and older ones, its spec, its role and its policies, resolved
-// under one set of rules. Every reader — the prober's workers, the
-// restarter, the state API, the CLI and the hooks — reads the same View,
-// so that no two of them can disagree about which instance is current or
-// what a pod's policy is.
+// under one set of rules from the runtime and the specs alone. Pod sync
+// (pkg/restart) reads the View and publishes the pods' Status, kubelet's
+// status manager's: the View, with a pod a sync acts on held as the sync
+// found it, and what the syncs know that the runtime does not say
+// (PodStatus: waiting reasons, resets, initialized). The prober's workers,
+// the state API, the CLI and the hooks read that Status; what kubelet's
+// status says of a pod is made from it and the probes' results in one
+// place (ReportPod), where the results meet the view. So no two readers
+// can disagree about which instance is current, what a pod's policy is or
+// whether it is ready.
 package pods
 
 import (
@@ -86,11 +92,10 @@ func (v *View) at(t time.Time, seq uint64) *View {
 	return &out
 }
 
-// With returns a view like v in which the pods of the given keys are
-// replaced by the given ones (a key v does not have is ignored). The pod
-// sync publishes the pods' status this way: a pod it is acting on stays
-// as its action began until the runtime shows the outcome.
-func (v *View) With(replaced map[string]*Pod) *View {
+// with returns a view like v in which the pods of the given keys are
+// replaced by the given ones (a key v does not have is ignored): the pods'
+// status shows a pod held by a sync this way (NewStatus).
+func (v *View) with(replaced map[string]*Pod) *View {
 	if len(replaced) == 0 {
 		return v
 	}
@@ -148,21 +153,19 @@ type Pod struct {
 	Namespace string
 	Name      string
 	UID       string
-	// Owned says the agent makes this pod from a static pod manifest, as
-	// kubelet makes static pods: its sandbox and every container are
-	// created from the spec (Manifest.Object). Otherwise someone else
-	// made the pod and the agent only acts on what the runtime has.
-	Owned bool
-	// WasInitialized says the pod sync saw the pod initialized (a regular
-	// container made) since the agent started: kubelet never turns a
-	// pod's Initialized condition back to False (a pod restarting in
-	// place, a new sandbox). Set only in the pods' status.
-	WasInitialized bool
-	// Orphaned is an owned pod whose manifest is gone (or changed, which
-	// makes it another pod): it is to be stopped and removed.
+	// Static says the pod is a static pod: the agent makes it from a
+	// static pod manifest (--static-pod-path, or play's files), as kubelet
+	// makes static pods, and keeps a pod record of it on disk; its sandbox
+	// and every container are created from the spec (Manifest.Object).
+	// Otherwise someone else made the pod and the agent only acts on what
+	// the runtime has.
+	Static bool
+	// Orphaned is a static pod whose manifest is gone (or changed, which
+	// makes it another pod), known by its pod record alone (kubelet's
+	// orphaned pod): it is to be stopped and removed.
 	Orphaned bool
 	// Sandbox is the current sandbox: a ready one if any, else the newest;
-	// nil for an owned pod whose sandbox is not made yet.
+	// nil for a static pod whose sandbox is not made yet.
 	Sandbox *cri.Sandbox
 	// Sandboxes are all of the pod's sandboxes, the current one first,
 	// then newest first.
@@ -188,8 +191,12 @@ type Pod struct {
 	// its regular containers, then containers the runtime has that no
 	// spec lists, by name.
 	Containers []*Container
-	// Phase is kubelet's pod phase, computed as if every running sidecar
-	// had started (Report refines it with the startup results).
+	// Phase is kubelet's pod phase from the runtime and the specs alone,
+	// every running sidecar taken as started: the report (ReportPod)
+	// computes the phase with the startup probes' results, which move it
+	// only between Pending and Running, never in or out of Succeeded and
+	// Failed (phase). What reads it here, the prober's workers and pod
+	// sync, reads only whether it is terminal.
 	Phase corev1.PodPhase
 	// Reason and Message say why a pod failed as a whole, as kubelet's
 	// status does: DeadlineExceeded ("Pod was active on the node longer
@@ -273,32 +280,6 @@ type Container struct {
 	Current *cri.Container
 	// Instances are all of its instances, newest first.
 	Instances []*cri.Container
-	// Waiting says why the pod sync does not start it now (kubelet's
-	// waiting reason: CrashLoopBackOff, ErrImagePull…); nil when nothing
-	// holds it back. Set only in the pods' status (the pod sync's view).
-	Waiting *Waiting
-	// Reset says the pod sync removed the container's instances to
-	// restart every container of the pod in place (RestartAllContainers);
-	// nil if it did not. Set only in the pods' status.
-	Reset *Reset
-}
-
-// Reset is what kubelet's status keeps of a container a
-// RestartAllContainers reset removed: its restart count, one more than
-// before (and the removal as its last termination state, until a newer
-// instance exits).
-type Reset struct {
-	RestartCount int32
-}
-
-// Waiting is why a container that is to start does not, and until when.
-type Waiting struct {
-	// Reason is kubelet's: CrashLoopBackOff, ImagePullBackOff,
-	// ErrImagePull, CreateContainerConfigError, …
-	Reason  string
-	Message string
-	// Until is when it is tried again (zero: at the next change).
-	Until time.Time
 }
 
 // Probed reports whether the container is probed.

@@ -66,8 +66,9 @@ type Manager struct {
 	// on rather than holding (nil: never).
 	killWaits func(containerID string) bool
 
-	// view is the latest view, read by the workers.
-	view atomic.Pointer[pods.View]
+	// status is the latest pods' status (their view, with what the pod
+	// sync adds), read by the workers and the readiness metric.
+	status atomic.Pointer[pods.Status]
 
 	// stateDir keeps the probes' state across agent restarts ("": none);
 	// restoredState is what the previous agent left, read by NewManager
@@ -96,8 +97,8 @@ type workerHandle struct {
 type Option func(*Manager) error
 
 // WithKillWaits keeps probing a container whose liveness or startup
-// failure is not acted on yet (waits reports so: the restarter's restart
-// budget or pause), where kubelet holds the probe until the container is
+// failure is not acted on yet (waits reports so: killbudget.Budget.Waits,
+// the restart budget or pause), where kubelet holds the probe until the container is
 // replaced: its probes go on reporting, and a kill that goes ahead later
 // acts on a result still current.
 func WithKillWaits(waits func(containerID string) bool) Option {
@@ -247,7 +248,7 @@ func NewManager(execRunner ExecRunner, store *results.Store, opts ...Option) (*M
 	if m.noStartupJitter {
 		m.start = time.Time{} // as if up for ages: no worker jitters
 	}
-	m.view.Store(pods.Resolve(nil, pods.Inputs{}))
+	m.status.Store(pods.NewStatus(pods.Resolve(nil, pods.Inputs{}), nil, nil))
 	return m, nil
 }
 
@@ -256,7 +257,7 @@ func (m *Manager) Histories() *results.Histories { return m.histories }
 
 // pod implements podReader for the workers.
 func (m *Manager) pod(key string) (*pods.Pod, bool) {
-	return m.view.Load().Pod(key)
+	return m.status.Load().Pod(key)
 }
 
 // Run follows the views (changes) and keeps the workers in step until ctx
@@ -304,7 +305,7 @@ func (m *Manager) Run(ctx context.Context, changes *pods.Subscription) {
 			return
 		case <-changes.Ready():
 			b := changes.Next()
-			m.reconcile(ctx, b.View)
+			m.reconcile(ctx, b.Status)
 			for _, key := range b.Changed {
 				m.syncPod(key)
 			}
@@ -324,7 +325,7 @@ func (m *Manager) Run(ctx context.Context, changes *pods.Subscription) {
 					m.finished[h.w.key] = h.exitID
 				}
 			}
-			m.reconcile(ctx, m.view.Load())
+			m.reconcile(ctx, m.status.Load())
 		case <-resync.C():
 			m.saveState(logger)
 			now := m.clock.Now()
@@ -366,12 +367,12 @@ func (m *Manager) resumeResults(desired map[workerKey]desiredWorker) {
 	}
 }
 
-// reconcile publishes v to the workers and starts and stops workers to
+// reconcile publishes st to the workers and starts and stops workers to
 // match it. Repeating it changes nothing.
-func (m *Manager) reconcile(ctx context.Context, v *pods.View) {
+func (m *Manager) reconcile(ctx context.Context, st *pods.Status) {
 	desired := map[workerKey]desiredWorker{}
 	probedPods := map[string]bool{}
-	for _, p := range v.Pods() {
+	for _, p := range st.Pods() {
 		if !p.Probed() || (m.podFilter != nil && !m.podFilter(p.Namespace, p.Name)) {
 			continue
 		}
@@ -385,7 +386,7 @@ func (m *Manager) reconcile(ctx context.Context, v *pods.View) {
 		}
 	}
 	m.resumeResults(desired)
-	m.view.Store(v)
+	m.status.Store(st)
 
 	for key, h := range m.workers {
 		d, ok := desired[key]

@@ -154,7 +154,7 @@ func (mt *managerTest) relist(t *testing.T) {
 func (mt *managerTest) report(name string) (pods.PodReport, bool) {
 	for _, p := range mt.resolver.View().Pods() {
 		if p.Name == name {
-			return pods.ReportPod(p, mt.store, pods.GateSet{}), true
+			return pods.ReportPod(p, pods.PodStatus{}, mt.store, pods.GateSet{}), true
 		}
 	}
 	return pods.PodReport{}, false

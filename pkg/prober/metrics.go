@@ -232,12 +232,12 @@ func (c readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- readyDesc }
 // lingers would otherwise give two series with the same labels, and a
 // scrape error.
 func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
-	v := c.m.view.Load()
-	for _, pod := range v.Pods() {
-		if current, _ := v.ByName(pod.Namespace, pod.Name); current != pod {
+	st := c.m.status.Load()
+	for _, pod := range st.Pods() {
+		if current, _ := st.ByName(pod.Namespace, pod.Name); current != pod {
 			continue
 		}
-		p := pods.ReportPod(pod, c.m.results, pods.GateSet{})
+		p := pods.ReportPod(pod, st.For(pod.Key), c.m.results, pods.GateSet{})
 		for _, ctr := range p.Containers {
 			if ctr.ID == "" {
 				continue

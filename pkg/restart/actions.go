@@ -32,7 +32,7 @@ const (
 	// rule: every container is killed at once and the pod starts over in
 	// its sandbox.
 	CauseRestartAll Cause = "RestartAllContainers"
-	// CauseFirstStart: the container's first start (an owned pod's).
+	// CauseFirstStart: the container's first start (a static pod's).
 	CauseFirstStart Cause = ""
 )
 
@@ -55,6 +55,10 @@ type containerToKill struct {
 	// message is kubelet's Killing event text.
 	message string
 	cause   Cause
+	// restarts: the container is started again after the kill (decided
+	// with the kill, as kubelet does): its ledger entry is recorded when
+	// the replacement starts, else at once as a stop.
+	restarts bool
 }
 
 // podActions is what one pass over a pod does, as kubelet's podActions:
@@ -63,11 +67,11 @@ type containerToKill struct {
 type podActions struct {
 	killPod bool
 	// createSandbox: a new sandbox of attempt sandboxAttempt is made, then
-	// the pod's containers from the start (an owned pod only).
+	// the pod's containers from the start (a static pod only).
 	createSandbox  bool
 	sandboxAttempt uint32
 	// reset lists every instance to remove, after killing the running ones
-	// with no grace period, for a RestartAllContainers (an owned pod
+	// with no grace period, for a RestartAllContainers (a static pod
 	// only): the pod then starts over in its sandbox.
 	reset     []*cri.Container
 	kill      []containerToKill
@@ -86,13 +90,13 @@ type resultReader interface {
 // RestartAllContainersOnContainerExits). It is pure: the same view and
 // results always give the same actions.
 //
-// A pod someone else made (not p.Owned) differs, because the agent does
+// A pod someone else made (not p.Static) differs, because the agent does
 // not own it: it never gets a new sandbox (a stopped one ends it), its
 // containers the agent does not manage are never killed or started, and a
 // running one keeps the pod alive.
 func computePodActions(p *pods.Pod, res resultReader) podActions {
 	var a podActions
-	if p.Owned {
+	if p.Static {
 		if changed, attempt := pods.SandboxChanged(p); changed {
 			return computeNewSandbox(p, attempt)
 		}
@@ -122,7 +126,8 @@ func computePodActions(p *pods.Pod, res resultReader) podActions {
 				if cur != nil && cur.State == cri.StateUnknown {
 					// Killed first so that two instances never run.
 					a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseUnknown,
-						message: fmt.Sprintf("Container is in %q state, try killing it before restart", cur.State)})
+						message:  fmt.Sprintf("Container is in %q state, try killing it before restart", cur.State),
+						restarts: c.Spec.RestartsAfterKill(p.Policy.RestartPolicy)})
 				}
 			}
 			continue
@@ -140,11 +145,12 @@ func computePodActions(p *pods.Pod, res resultReader) podActions {
 		}
 		// For a probe kill only the container's own policy counts, else the
 		// pod's: there is no exit code for the rules yet.
-		if c.Spec.RestartsAfterKill(p.Policy.RestartPolicy) {
+		restarts := c.Spec.RestartsAfterKill(p.Policy.RestartPolicy)
+		if restarts {
 			message += ", will be restarted"
 			a.start = append(a.start, c)
 		}
-		a.kill = append(a.kill, containerToKill{container: c, instance: cur, message: message, cause: cause})
+		a.kill = append(a.kill, containerToKill{container: c, instance: cur, message: message, cause: cause, restarts: restarts})
 	}
 	if keep == 0 && len(a.start) == 0 {
 		// Nothing left to run: the pod is over. Sidecars must not keep it
@@ -333,7 +339,7 @@ func computeInitContainerActions(p *pods.Pod, res resultReader, a *podActions) b
 				}
 				if r != results.Success {
 					if r == results.Failure {
-						a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseStartup,
+						a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseStartup, restarts: true,
 							message: fmt.Sprintf("Init container %s failed startup probe", c.Name)})
 						start = append(start, c)
 					}
@@ -349,7 +355,7 @@ func computeInitContainerActions(p *pods.Pod, res resultReader, a *podActions) b
 			if c.Spec != nil && c.Spec.Liveness != nil {
 				r, found := res.Get(results.Key{ContainerID: cur.ID, Type: results.Liveness})
 				if found && r == results.Failure {
-					a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseLiveness,
+					a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseLiveness, restarts: true,
 						message: fmt.Sprintf("Init container %s failed liveness probe", c.Name)})
 					start = append(start, c)
 				}
@@ -381,7 +387,8 @@ func computeInitContainerActions(p *pods.Pod, res resultReader, a *podActions) b
 				a.killPod, a.startInit = true, nil
 				return false
 			}
-			a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseUnknown,
+			// Killed only to be started again (else the pod is killed).
+			a.kill = append(a.kill, containerToKill{container: c, instance: cur, cause: CauseUnknown, restarts: true,
 				message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cur.State)})
 			start = append(start, c)
 		}

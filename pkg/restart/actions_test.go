@@ -12,13 +12,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// fakeResults is a resultReader the test fills.
-type fakeResults map[results.Key]results.Result
-
-func (f fakeResults) Get(k results.Key) (results.Result, bool) {
-	r, ok := f[k]
-	return r, ok
-}
+// fakeResults are the probes' results a test gives a plan.
+type fakeResults = podResults
 
 // testPod builds a pod of the given containers (in spec order), all
 // managed, its sandbox ready.
@@ -72,8 +67,11 @@ func containerPolicy(p corev1.ContainerRestartPolicy, rules ...corev1.ContainerR
 
 // summary renders actions by container name, for comparison.
 type summary struct {
-	killPod   bool
-	kill      []string // name: message
+	killPod bool
+	kill    []string // name: message
+	// restarts are the killed instances whose container starts again
+	// (containerToKill.restarts).
+	restarts  []string
 	startInit []string
 	start     []string
 }
@@ -83,6 +81,9 @@ func summarize(a podActions) summary {
 	s.killPod = a.killPod
 	for _, k := range a.kill {
 		s.kill = append(s.kill, k.instance.ID+": "+k.message)
+		if k.restarts {
+			s.restarts = append(s.restarts, k.instance.ID)
+		}
 	}
 	for _, c := range a.startInit {
 		s.startInit = append(s.startInit, c.Name)
@@ -143,13 +144,13 @@ func TestComputePodActions(t *testing.T) {
 			name:    "kill and recreate the container if the liveness check has failed",
 			pod:     testPod(corev1.RestartPolicyAlways, regular("foo1", nil, runningState), regular("foo2", nil, runningState)),
 			results: fakeResults{{ContainerID: "foo2-0", Type: results.Liveness}: results.Failure},
-			want:    summary{kill: []string{"foo2-0: Container foo2 failed liveness probe, will be restarted"}, start: []string{"foo2"}},
+			want:    summary{kill: []string{"foo2-0: Container foo2 failed liveness probe, will be restarted"}, restarts: []string{"foo2-0"}, start: []string{"foo2"}},
 		},
 		{
 			name:    "kill and recreate the container if the startup check has failed",
 			pod:     testPod(corev1.RestartPolicyAlways, regular("foo1", nil, runningState), regular("foo2", nil, runningState)),
 			results: fakeResults{{ContainerID: "foo2-0", Type: results.Startup}: results.Failure},
-			want:    summary{kill: []string{"foo2-0: Container foo2 failed startup probe, will be restarted"}, start: []string{"foo2"}},
+			want:    summary{kill: []string{"foo2-0: Container foo2 failed startup probe, will be restarted"}, restarts: []string{"foo2-0"}, start: []string{"foo2"}},
 		},
 		{
 			name:    "kill without restart under Never while another container runs",
@@ -166,9 +167,16 @@ func TestComputePodActions(t *testing.T) {
 			want:    summary{killPod: true, kill: []string{"foo1-0: Container foo1 failed liveness probe"}},
 		},
 		{
+			// Started again, but the kill restarts only per the policy
+			// (Never): the ledger notes it as a stop.
 			name: "kill and recreate the container if the container is in unknown state",
 			pod:  testPod(corev1.RestartPolicyNever, regular("foo1", nil, runningState), regular("foo2", nil, unknownState)),
 			want: summary{kill: []string{`foo2-0: Container is in "Unknown" state, try killing it before restart`}, start: []string{"foo2"}},
+		},
+		{
+			name: "kill and recreate the container in unknown state if RestartPolicy == Always: the kill restarts it",
+			pod:  testPod(corev1.RestartPolicyAlways, regular("foo1", nil, runningState), regular("foo2", nil, unknownState)),
+			want: summary{kill: []string{`foo2-0: Container is in "Unknown" state, try killing it before restart`}, restarts: []string{"foo2-0"}, start: []string{"foo2"}},
 		},
 		{
 			name: "restart the container if the container is in created state",
@@ -274,7 +282,7 @@ func TestComputePodActionsWithInitContainers(t *testing.T) {
 		{
 			name: "init container state unknown; kill and recreate the last init container if RestartPolicy == Always",
 			pod:  testPod(corev1.RestartPolicyAlways, initC("init1", nil, unknownState), regular("foo1")),
-			want: summary{kill: []string{`init1-0: Init container is in "Unknown" state, try killing it before restart`}, startInit: []string{"init1"}},
+			want: summary{kill: []string{`init1-0: Init container is in "Unknown" state, try killing it before restart`}, restarts: []string{"init1-0"}, startInit: []string{"init1"}},
 		},
 		{
 			name: "init container state unknown; kill pod if RestartPolicy == Never",
@@ -323,7 +331,7 @@ func TestComputePodActionsWithInitContainers(t *testing.T) {
 			name:    "kill and recreate the restartable init container if the startup check has failed",
 			pod:     testPod(corev1.RestartPolicyAlways, sidecar("side1", withStartupProbe(), runningState), regular("foo1")),
 			results: fakeResults{{ContainerID: "side1-0", Type: results.Startup}: results.Failure},
-			want:    summary{kill: []string{"side1-0: Init container side1 failed startup probe"}, startInit: []string{"side1"}},
+			want:    summary{kill: []string{"side1-0: Init container side1 failed startup probe"}, restarts: []string{"side1-0"}, startInit: []string{"side1"}},
 		},
 		{
 			name:    "livenessProbe has not been run; the pod goes on",
@@ -334,7 +342,7 @@ func TestComputePodActionsWithInitContainers(t *testing.T) {
 			name:    "kill and recreate the restartable init container if the liveness check has failed",
 			pod:     testPod(corev1.RestartPolicyNever, sidecar("side1", withLivenessProbe(), runningState), regular("foo1", runningState)),
 			results: fakeResults{{ContainerID: "side1-0", Type: results.Liveness}: results.Failure},
-			want:    summary{kill: []string{"side1-0: Init container side1 failed liveness probe"}, startInit: []string{"side1"}},
+			want:    summary{kill: []string{"side1-0: Init container side1 failed liveness probe"}, restarts: []string{"side1-0"}, startInit: []string{"side1"}},
 		},
 		{
 			name: "restart terminated restartable init container and next init container",

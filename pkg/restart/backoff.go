@@ -55,7 +55,8 @@ func NewCrashLoopBackoff[K comparable](max time.Duration) (*Backoff[K], error) {
 // gone once that long has passed, even when the event a decision is
 // measured from is older than the entry (a liveness kill is decided from
 // the exit before it). A container that ran 10 minutes without needing a
-// restart starts over at initial.
+// restart starts over at initial. Reads never delete: an entry expired by
+// now counts as gone, and GC, an explicit step of its owner, drops it.
 type Backoff[K comparable] struct {
 	initial, max time.Duration
 	// expiry: flowcontrol's default 2×max (image pulls), or kubelet's
@@ -66,9 +67,28 @@ type Backoff[K comparable] struct {
 	entries map[K]*backoffEntry
 }
 
+// backoffEntry is one key's back-off: its delay and when it was last
+// updated.
 type backoffEntry struct {
 	delay      time.Duration
 	lastUpdate time.Time
+}
+
+// live reports whether the entry counts for an event at eventTime asked
+// about at now: expired by neither (kubelet's GC would have collected it
+// by now).
+func (e backoffEntry) live(expiry time.Duration, eventTime, now time.Time) bool {
+	return now.Sub(e.lastUpdate) <= expiry && eventTime.Sub(e.lastUpdate) <= expiry
+}
+
+// wait is how much longer a restart must wait given that the last instance
+// finished at finishedAt (flowcontrol's IsInBackOffSince, with the time
+// left): 0 when it may restart now.
+func (e backoffEntry) wait(expiry time.Duration, finishedAt, now time.Time) time.Duration {
+	if !e.live(expiry, finishedAt, now) {
+		return 0
+	}
+	return max(e.delay-now.Sub(finishedAt), 0)
 }
 
 // NewBackoff returns a back-off with the given initial and maximum delays.
@@ -77,38 +97,17 @@ func NewBackoff[K comparable](initial, max time.Duration) *Backoff[K] {
 	return &Backoff[K]{initial: initial, max: max, expiry: 2 * max, entries: map[K]*backoffEntry{}}
 }
 
-func (b *Backoff[K]) expired(e *backoffEntry, eventTime time.Time) bool {
-	return eventTime.Sub(e.lastUpdate) > b.expiry
-}
-
-// live returns key's entry unless it expired by eventTime or was
-// collected by now (dropping it then, as kubelet's GC would have).
-func (b *Backoff[K]) live(key K, eventTime, now time.Time) (*backoffEntry, bool) {
-	e, ok := b.entries[key]
-	if !ok {
-		return nil, false
-	}
-	if b.expired(e, now) {
-		delete(b.entries, key)
-		return nil, false
-	}
-	return e, !b.expired(e, eventTime)
-}
-
 // Wait returns how much longer a restart of key must wait given that its
 // last instance finished at finishedAt; 0 means it may restart now
 // (flowcontrol's IsInBackOffSince, with the time left).
 func (b *Backoff[K]) Wait(key K, finishedAt, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.live(key, finishedAt, now)
+	e, ok := b.entries[key]
 	if !ok {
 		return 0
 	}
-	if left := e.delay - now.Sub(finishedAt); left > 0 {
-		return left
-	}
-	return 0
+	return e.wait(b.expiry, finishedAt, now)
 }
 
 // WaitSinceUpdate returns how much longer key must wait counted from its
@@ -117,14 +116,11 @@ func (b *Backoff[K]) Wait(key K, finishedAt, now time.Time) time.Duration {
 func (b *Backoff[K]) WaitSinceUpdate(key K, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.live(key, now, now)
-	if !ok {
+	e, ok := b.entries[key]
+	if !ok || !e.live(b.expiry, now, now) {
 		return 0
 	}
-	if left := e.delay - now.Sub(e.lastUpdate); left > 0 {
-		return left
-	}
-	return 0
+	return max(e.delay-now.Sub(e.lastUpdate), 0)
 }
 
 // Next records a restart of key, or a failed pull: the next one waits
@@ -132,8 +128,8 @@ func (b *Backoff[K]) WaitSinceUpdate(key K, now time.Time) time.Duration {
 func (b *Backoff[K]) Next(key K, finishedAt, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.live(key, finishedAt, now)
-	if !ok {
+	e, ok := b.entries[key]
+	if !ok || !e.live(b.expiry, finishedAt, now) {
 		b.entries[key] = &backoffEntry{delay: b.initial, lastUpdate: now}
 		return
 	}
@@ -141,7 +137,8 @@ func (b *Backoff[K]) Next(key K, finishedAt, now time.Time) {
 	e.lastUpdate = now
 }
 
-// Delay returns key's current delay (0 if none).
+// Delay returns key's current delay (0 if none; an expired entry's until
+// GC drops it).
 func (b *Backoff[K]) Delay(key K) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -153,14 +150,43 @@ func (b *Backoff[K]) Delay(key K) time.Duration {
 
 // GC drops the entries that expired by now (flowcontrol's GC, which
 // kubelet runs after each successful pull and at every housekeeping tick
-// for restarts); a consulted entry is dropped as soon as it expired
-// anyway, so this only bounds the memory of keys no longer asked about.
+// for restarts). Reads already count an expired entry as gone: this only
+// bounds the memory of keys no longer asked about.
 func (b *Backoff[K]) GC(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, e := range b.entries {
-		if b.expired(e, now) {
+		if now.Sub(e.lastUpdate) > b.expiry {
 			delete(b.entries, k)
 		}
 	}
+}
+
+// backoffSnapshot is the restart back-off of one pod's containers, by
+// name, as a plan reads it: a value, taken once per plan.
+type backoffSnapshot struct {
+	expiry  time.Duration
+	entries map[string]backoffEntry
+}
+
+// snapshot returns the entries of keys, each under its name.
+func (b *Backoff[K]) snapshot(keys map[string]K) backoffSnapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := backoffSnapshot{expiry: b.expiry, entries: map[string]backoffEntry{}}
+	for name, key := range keys {
+		if e, ok := b.entries[key]; ok {
+			s.entries[name] = *e
+		}
+	}
+	return s
+}
+
+// wait is Backoff.Wait of container name; delay its current delay.
+func (s backoffSnapshot) wait(name string, finishedAt, now time.Time) (wait, delay time.Duration) {
+	e, ok := s.entries[name]
+	if !ok {
+		return 0, 0
+	}
+	return e.wait(s.expiry, finishedAt, now), e.delay
 }

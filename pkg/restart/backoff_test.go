@@ -205,3 +205,23 @@ func TestCrashLoopBackoffMaximum(t *testing.T) {
 		assert.ErrorContains(t, err, "want 1s to 5m0s", "kubelet's range, %s", bad)
 	}
 }
+
+// Reading a back-off changes nothing: an entry expired by now counts as
+// gone for Wait, WaitSinceUpdate and the plan's snapshot, and stays until
+// GC, its owner's explicit step, drops it; Next then starts it over.
+func TestBackoffReadsDoNotCollect(t *testing.T) {
+	b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
+	require.NoError(t, err)
+	b.Next(appKey, at(0), at(0))
+	b.Next(appKey, at(1), at(1)) // 20 s
+	late := at(1 + 601)
+	assert.Zero(t, b.Wait(appKey, late, late), "expired: may restart")
+	assert.Zero(t, b.WaitSinceUpdate(appKey, late))
+	wait, _ := readBackoff(b, &pods.Pod{Key: appKey.pod, Containers: []*pods.Container{{Name: appKey.container}}}).wait(appKey.container, late, late)
+	assert.Zero(t, wait, "the snapshot agrees")
+	assert.Equal(t, 20*time.Second, b.Delay(appKey), "not deleted by a read")
+	b.GC(late)
+	assert.Zero(t, b.Delay(appKey), "collected by GC")
+	b.Next(appKey, late, late)
+	assert.Equal(t, DefaultInitialBackoff, b.Delay(appKey), "started over")
+}

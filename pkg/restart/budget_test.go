@@ -2,9 +2,6 @@ package restart
 
 import (
 	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,26 +13,26 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
-	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
 // budgetAt is a budget snapshot at planNow: kills of pods at the given
 // seconds before it ("uid" is the planned pod).
-func budgetAt(cfg BudgetConfig, paused bool, kills map[string][]int) budgetSnapshot {
-	s := budgetSnapshot{cfg: cfg, paused: paused}
+func budgetAt(cfg killbudget.Config, paused bool, kills map[string][]int) killbudget.Snapshot {
+	s := killbudget.Snapshot{Config: cfg, Paused: paused}
 	for pod, agos := range kills {
 		for _, ago := range agos {
-			s.kills = append(s.kills, budgetKill{pod: pod, at: planNow.Add(-time.Duration(ago) * time.Second)})
+			s.Kills = append(s.Kills, killbudget.Kill{Pod: pod, At: planNow.Add(-time.Duration(ago) * time.Second)})
 		}
 	}
 	// oldest first, as the budget keeps them
-	for i := range s.kills {
-		for j := i + 1; j < len(s.kills); j++ {
-			if s.kills[j].at.Before(s.kills[i].at) {
-				s.kills[i], s.kills[j] = s.kills[j], s.kills[i]
+	for i := range s.Kills {
+		for j := i + 1; j < len(s.Kills); j++ {
+			if s.Kills[j].At.Before(s.Kills[i].At) {
+				s.Kills[i], s.Kills[j] = s.Kills[j], s.Kills[i]
 			}
 		}
 	}
@@ -61,8 +58,8 @@ func deferredSummary(pl plan) []string {
 func TestMakePlanUnderKillBudget(t *testing.T) {
 	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
 	ready := cri.SandboxReady
-	node3 := BudgetConfig{Node: 3, Interval: 20 * time.Second}
-	pod1 := BudgetConfig{Pod: 1, Interval: 20 * time.Second}
+	node3 := killbudget.Config{Node: 3, Interval: 20 * time.Second}
+	pod1 := killbudget.Config{Pod: 1, Interval: 20 * time.Second}
 	live := func(name string) *pods.Container {
 		return planContainer(name, spec.Regular, &spec.Container{Liveness: &corev1.Probe{}}, inst(name+"-0", "sb0", cri.StateRunning, 0, 0))
 	}
@@ -77,7 +74,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 		name     string
 		pod      *pods.Pod
 		results  fakeResults
-		budget   budgetSnapshot
+		budget   killbudget.Snapshot
 		mode     Mode
 		want     planSummary
 		deferred []string
@@ -137,7 +134,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 			name:     "both budgets: the node's is spent first",
 			pod:      planPod(true, always, sandboxes(ready), live("app")),
 			results:  failing("app-0"),
-			budget:   budgetAt(BudgetConfig{Node: 2, Pod: 1, Interval: 20 * time.Second}, false, map[string][]int{"uid": {10}, "x": {4}}),
+			budget:   budgetAt(killbudget.Config{Node: 2, Pod: 1, Interval: 20 * time.Second}, false, map[string][]int{"uid": {10}, "x": {4}}),
 			want:     planSummary{retry: 10 * time.Second, waiting: []string{}},
 			deferred: []string{"app-0: liveness node-budget until +10s"},
 		},
@@ -145,7 +142,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 			name:     "paused: every probe kill waits, no retry (resume syncs the pod)",
 			pod:      planPod(true, always, sandboxes(ready), live("app")),
 			results:  failing("app-0"),
-			budget:   budgetAt(BudgetConfig{}, true, nil),
+			budget:   budgetAt(killbudget.Config{}, true, nil),
 			want:     planSummary{waiting: []string{}},
 			deferred: []string{"app-0: liveness paused"},
 		},
@@ -154,7 +151,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 			pod: planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, &spec.Container{Startup: &corev1.Probe{}},
 				inst("app-0", "sb0", cri.StateRunning, 0, 0))),
 			results:  fakeResults{{ContainerID: "app-0", Type: results.Startup}: results.Failure},
-			budget:   budgetAt(BudgetConfig{}, true, nil),
+			budget:   budgetAt(killbudget.Config{}, true, nil),
 			want:     planSummary{waiting: []string{}},
 			deferred: []string{"app-0: startup paused"},
 		},
@@ -163,7 +160,7 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 			pod: planPod(true, always, sandboxes(ready), planContainer("proxy", spec.Sidecar, &spec.Container{Liveness: &corev1.Probe{}},
 				inst("proxy-0", "sb0", cri.StateRunning, 0, 0)), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
 			results:  failing("proxy-0"),
-			budget:   budgetAt(BudgetConfig{}, true, nil),
+			budget:   budgetAt(killbudget.Config{}, true, nil),
 			want:     planSummary{waiting: []string{}},
 			deferred: []string{"proxy-0: liveness paused"},
 		},
@@ -186,25 +183,16 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 			name:    "--restart=none: told, never deferred",
 			pod:     planPod(true, always, sandboxes(ready), live("app")),
 			results: failing("app-0"),
-			budget:  budgetAt(BudgetConfig{}, true, nil),
+			budget:  budgetAt(killbudget.Config{}, true, nil),
 			mode:    Observe,
 			want:    planSummary{kill: []string{"app-0: liveness"}, starts: []string{"app"}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-			require.NoError(t, err)
-			mode := tt.mode
-			if mode == "" {
-				mode = Recreate
-			}
-			res := tt.results
-			if res == nil {
-				res = fakeResults{}
-			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: newPodState(), now: planNow, mode: mode,
-				syncFrequency: DefaultSyncFrequency, budget: tt.budget}
+			in := rowInput(tt.pod, tt.results, tt.mode)
+			in.budget = tt.budget
+			mode := in.mode
 			summary := func(pl plan) planSummary {
 				got := summarizePlan(pl)
 				if mode == Observe {
@@ -229,30 +217,28 @@ func TestMakePlanUnderKillBudget(t *testing.T) {
 }
 
 // The plan says which deferrals to tell: a kill deferred for a reason is
-// told once (podState.deferTold), and again when it waits for another.
+// told once (planMemory.deferTold), and again when it waits for another.
 func TestMakePlanTellsADeferralOncePerReason(t *testing.T) {
-	node1 := BudgetConfig{Node: 1, Interval: 20 * time.Second}
+	node1 := killbudget.Config{Node: 1, Interval: 20 * time.Second}
 	for _, tt := range []struct {
 		name     string
 		told     string // the reason already told for app-0 ("": none)
-		budget   budgetSnapshot
+		budget   killbudget.Snapshot
 		wantTell bool
 	}{
 		{"first deferral: told", "", budgetAt(node1, false, map[string][]int{"other": {5}}), true},
-		{"the same reason again: not told", DeferNode, budgetAt(node1, false, map[string][]int{"other": {5}}), false},
-		{"another reason: told", DeferNode, budgetAt(node1, true, nil), true},
+		{"the same reason again: not told", killbudget.DeferNode, budgetAt(node1, false, map[string][]int{"other": {5}}), false},
+		{"another reason: told", killbudget.DeferNode, budgetAt(node1, true, nil), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-			require.NoError(t, err)
 			c := planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}}, inst("app-0", "sb0", cri.StateRunning, 0, 0))
-			state := newPodState()
+			memory := newPlanMemory()
 			if tt.told != "" {
-				state.deferTold["app-0"] = tt.told
+				memory.deferTold["app-0"] = tt.told
 			}
 			pl := makePlan(planInput{pod: planPod(true, corev1.RestartPolicyAlways, sandboxes(cri.SandboxReady), c),
-				viewTime: planNow, results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure}, backoff: b,
-				state: state, now: planNow, mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: tt.budget})
+				viewTime: planNow, results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+				memory: memory, now: planNow, mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: tt.budget})
 			require.Len(t, pl.deferred, 1)
 			assert.Equal(t, tt.wantTell, pl.deferred[0].tell)
 		})
@@ -265,9 +251,7 @@ func TestMakePlanTellsADeferralOncePerReason(t *testing.T) {
 // executor does, on an injected clock.
 func TestKillBudgetWindow(t *testing.T) {
 	clk := clocktesting.NewFakeClock(planNow)
-	budget, err := NewKillBudget(BudgetConfig{Node: 3, Interval: 20 * time.Second}, "")
-	require.NoError(t, err)
-	b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
+	budget, err := killbudget.New(killbudget.Config{Node: 3, Interval: 20 * time.Second}, "")
 	require.NoError(t, err)
 	round := func() (killed, deferred int, retry time.Duration) {
 		for i := range 10 {
@@ -277,9 +261,9 @@ func TestKillBudgetWindow(t *testing.T) {
 			p.Key = "pod" + itoa(int64(i))
 			res := fakeResults{{ContainerID: c.Current.ID, Type: results.Liveness}: results.Failure}
 			for {
-				pl := makePlan(planInput{pod: p, viewTime: clk.Now(), results: res, backoff: b, state: newPodState(), now: clk.Now(),
-					mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: budget.snapshot()})
-				if !budget.commit(pl.budgetVersion, p.Key, probeKills(&pl), clk.Now()) {
+				pl := makePlan(planInput{pod: p, viewTime: clk.Now(), results: res, memory: newPlanMemory(), now: clk.Now(),
+					mode: Recreate, syncFrequency: DefaultSyncFrequency, budget: budget.Snapshot()})
+				if !budget.Commit(pl.budgetVersion, p.Key, probeKills(&pl), clk.Now()) {
 					continue
 				}
 				killed += len(pl.kill)
@@ -307,80 +291,13 @@ func TestKillBudgetWindow(t *testing.T) {
 	assert.Equal(t, []int{3, 7}, []int{killed, deferred}, "the window passed: three more")
 }
 
-// A commit made from a snapshot the budget has moved past spends nothing:
-// the plan is made again (two pods racing for the last kill, a pause).
-func TestKillBudgetCommitIsOptimistic(t *testing.T) {
-	budget, err := NewKillBudget(BudgetConfig{Node: 1, Interval: time.Minute}, "")
-	require.NoError(t, err)
-	s := budget.snapshot()
-	assert.True(t, budget.commit(s.version, "a", 1, planNow))
-	assert.False(t, budget.commit(s.version, "b", 1, planNow), "b planned from the same snapshot: made again")
-	assert.Equal(t, 1, budget.Status(planNow).KillsInWindow)
-	assert.True(t, budget.commit(s.version, "b", 0, planNow), "nothing spent: nothing to check")
-
-	s = budget.snapshot()
-	_, _, err = budget.setPause(&Pause{By: "test"})
-	require.NoError(t, err)
-	assert.False(t, budget.commit(s.version, "c", 1, planNow), "paused meanwhile")
-}
-
-// The pause is kept under --state-dir: a new agent starts paused; resume
-// removes it.
-func TestKillPauseSurvivesRestart(t *testing.T) {
-	dir := t.TempDir()
-	budget, err := NewKillBudget(BudgetConfig{}, dir)
-	require.NoError(t, err)
-	r, err := New(nil, nil, results.NewStore(), WithKillBudget(budget), WithClock(clocktesting.NewFakeClock(planNow)), WithRecorder(newEventLog()))
-	require.NoError(t, err)
-	st, err := r.PauseKills(context.Background(), "uid 0", "maintenance")
-	require.NoError(t, err)
-	require.NotNil(t, st.Paused)
-
-	again, err := NewKillBudget(BudgetConfig{}, dir)
-	require.NoError(t, err)
-	restored := again.Status(planNow).Paused
-	require.NotNil(t, restored, "paused after the agent's restart")
-	assert.Equal(t, "uid 0", restored.By)
-	assert.Equal(t, "maintenance", restored.Reason)
-	assert.True(t, restored.Since.Equal(planNow), "since %s", restored.Since)
-
-	r2, err := New(nil, nil, results.NewStore(), WithKillBudget(again), WithClock(clocktesting.NewFakeClock(planNow)), WithRecorder(newEventLog()))
-	require.NoError(t, err)
-	st, err = r2.ResumeKills(context.Background(), "uid 0")
-	require.NoError(t, err)
-	assert.Nil(t, st.Paused)
-	third, err := NewKillBudget(BudgetConfig{}, dir)
-	require.NoError(t, err)
-	assert.Nil(t, third.Status(planNow).Paused, "resumed for good")
-}
-
-func TestBudgetConfigCheck(t *testing.T) {
-	for _, tt := range []struct {
-		cfg  BudgetConfig
-		want string
-	}{
-		{BudgetConfig{}, ""},
-		{BudgetConfig{Node: 3, Pod: 1, Interval: time.Minute}, ""},
-		{BudgetConfig{Node: -1, Interval: time.Minute}, "want 0 (no budget)"},
-		{BudgetConfig{Node: 3}, "--kill-budget-interval 0s: want a positive window"},
-		{BudgetConfig{Node: 1, Pod: 2, Interval: time.Minute}, "--pod-kill-budget 2 is above --kill-budget 1"},
-	} {
-		err := tt.cfg.Check()
-		if tt.want == "" {
-			assert.NoError(t, err)
-		} else {
-			assert.ErrorContains(t, err, tt.want)
-		}
-	}
-}
-
 // The executor under a pod budget of one kill per 20 s: the first
 // liveness failure kills; the replacement's failure waits (one
 // KillDeferred event however many syncs, the kill shown as waiting, its
 // probe to go on); once the window passed, the kill goes ahead.
 func TestSyncKillDeferredThenReleased(t *testing.T) {
 	st := newSyncTest(t)
-	budget, err := NewKillBudget(BudgetConfig{Pod: 1, Interval: 20 * time.Second}, "")
+	budget, err := killbudget.New(killbudget.Config{Pod: 1, Interval: 20 * time.Second}, "", killbudget.WithClock(st.clock))
 	require.NoError(t, err)
 	st.r.budget = budget
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{}})
@@ -401,17 +318,17 @@ func TestSyncKillDeferredThenReleased(t *testing.T) {
 	deferred := st.events.messagesOf(ReasonKillDeferred)
 	require.Len(t, deferred, 1, "told once")
 	assert.Contains(t, deferred[0], "Container app failed liveness probe, will be restarted, kill deferred: the pod's restart budget of 1 kill per 20s (--pod-kill-budget) is spent; it frees at ")
-	assert.True(t, st.r.KillWaits(second), "its probe goes on")
-	ks := st.r.Kills()
+	assert.True(t, st.r.budget.Waits(second), "its probe goes on")
+	ks := st.r.budget.Kills()
 	require.Len(t, ks.Deferred, 1)
-	assert.Equal(t, DeferredKill{Namespace: "ns", Pod: "web-node", Container: "app", ContainerID: second, Probe: "Liveness", Reason: DeferPod,
+	assert.Equal(t, killbudget.DeferredKill{Namespace: "ns", Pod: "web-node", Container: "app", ContainerID: second, Probe: "Liveness", Reason: killbudget.DeferPod,
 		Since: planNow.Add(5 * time.Second), Until: planNow.Add(20 * time.Second)}, ks.Deferred[0])
 
 	st.clock.Step(15 * time.Second)
 	sync()
 	assert.Equal(t, []string{"app#1:CONTAINER_EXITED", "app#2:CONTAINER_RUNNING"}, st.states(sb), "released (the oldest dead instance removed, as kubelet keeps one)")
-	assert.False(t, st.r.KillWaits(second))
-	assert.Empty(t, st.r.Kills().Deferred)
+	assert.False(t, st.r.budget.Waits(second))
+	assert.Empty(t, st.r.budget.Kills().Deferred)
 }
 
 // The executor under a pause: a liveness kill waits (told once, shown
@@ -422,7 +339,7 @@ func TestSyncKillPausedThenResumed(t *testing.T) {
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular, Liveness: &corev1.Probe{}})
 	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	_, err := st.r.PauseKills(context.Background(), "uid 0", "maintenance")
+	_, err := st.r.budget.PauseKills(context.Background(), "uid 0", "maintenance")
 	require.NoError(t, err)
 	st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
 
@@ -433,22 +350,22 @@ func TestSyncKillPausedThenResumed(t *testing.T) {
 	deferred := st.events.messagesOf(ReasonKillDeferred)
 	require.Len(t, deferred, 1, "told once")
 	assert.Contains(t, deferred[0], "kills are paused on this node (cri-prober pause)")
-	assert.True(t, st.r.KillWaits(id))
-	require.Len(t, st.r.Kills().Deferred, 1)
-	assert.Equal(t, DeferPaused, st.r.Kills().Deferred[0].Reason)
+	assert.True(t, st.r.budget.Waits(id))
+	require.Len(t, st.r.budget.Kills().Deferred, 1)
+	assert.Equal(t, killbudget.DeferPaused, st.r.budget.Kills().Deferred[0].Reason)
 
-	_, err = st.r.ResumeKills(context.Background(), "uid 0")
+	_, err = st.r.budget.ResumeKills(context.Background(), "uid 0")
 	require.NoError(t, err)
 	select {
-	case <-st.r.budget.changed:
+	case <-st.r.budget.Resumed():
 	default:
 		t.Fatal("resume did not signal the run loop")
 	}
-	assert.Equal(t, []string{"uid"}, st.r.budget.deferredPods(), "the pods the run loop syncs again")
+	assert.Equal(t, []string{"uid"}, st.r.budget.DeferredPods(), "the pods the run loop syncs again")
 	st.sync(t, st.view(t, m, true))
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb), "killed once resumed")
-	assert.False(t, st.r.KillWaits(id))
-	assert.Empty(t, st.r.Kills().Deferred)
+	assert.False(t, st.r.budget.Waits(id))
+	assert.Empty(t, st.r.budget.Kills().Deferred)
 }
 
 // messagesOf returns the messages of the events with reason.
@@ -462,50 +379,4 @@ func (r *recorded) messagesOf(reason string) []string {
 		}
 	}
 	return out
-}
-
-// A pause file written by today's agent (testdata/kills-paused.json)
-// restores the pause.
-func TestKillPauseLoadsTodaysFile(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", pauseFile))
-	require.NoError(t, err)
-	dir := filepath.Join(t.TempDir(), "state")
-	require.NoError(t, os.Mkdir(dir, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, pauseFile), raw, 0o600))
-	b, err := NewKillBudget(BudgetConfig{}, dir)
-	require.NoError(t, err)
-	p := b.Status(planNow).Paused
-	require.NotNil(t, p)
-	assert.Equal(t, Pause{By: "uid 0 (pid 1) on the unix socket", Reason: "maintenance", Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}, *p)
-}
-
-// A pause file that cannot be read is not set aside, as the other state
-// files are (statefile's Keep): that would resume the node's kills by
-// itself. The agent does not start, and the error says what to do.
-func TestKillPauseBadFileIsKept(t *testing.T) {
-	for _, tt := range []struct{ name, content string }{
-		{name: "not JSON", content: "{"},
-		{name: "a list", content: "[]"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "state")
-			require.NoError(t, os.Mkdir(dir, 0o700))
-			require.NoError(t, os.WriteFile(filepath.Join(dir, pauseFile), []byte(tt.content), 0o600))
-			b, err := NewKillBudget(BudgetConfig{}, dir)
-			require.Error(t, err)
-			assert.Nil(t, b)
-			assert.ErrorContains(t, err, "remove it to resume kills, or run cri-prober pause again")
-			var w *statefile.Warning
-			assert.False(t, errors.As(err, &w), "an error, not a warning")
-			assertFile(t, filepath.Join(dir, pauseFile), tt.content)
-			assert.NoFileExists(t, filepath.Join(dir, pauseFile+".bad"))
-		})
-	}
-}
-
-func assertFile(t *testing.T, path, want string) {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, want, string(raw))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -40,14 +41,14 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 		return 0
 	}
 	w.state.prune(p)
-	if regularMade(p) {
+	pl := r.plan(p, v.Time, w.state)
+	if pl.initialized {
 		r.setInitialized(w.key)
 	}
-	pl := r.plan(p, v.Time, w.state)
 	w.needView = pl.needView
 	r.tellDeferred(w, p, pl)
 	for _, c := range pl.backoffEvents {
-		w.state.reported[lastExit(c).ID] = true
+		w.state.memory.reported[lastExit(c).ID] = true
 		r.eventf(p, c.Name, events.Warning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, p.Name, p.Namespace, p.UID)
 	}
 	if r.mode == Observe {
@@ -76,16 +77,21 @@ func (r *Restarter) syncPod(ctx context.Context, w *podWorker) time.Duration {
 	return retry
 }
 
-// plan makes the pod's plan and spends its probe-triggered kills in the
-// restart budget; a plan made from a budget that changed meanwhile (kills
-// of another pod, a pause) is made again from the new one.
+// plan makes the pod's plan from what it reads once — the probes' results
+// of its instances, its back-off (expired entries collected first, as
+// kubelet's housekeeping does) and the plan's memory — and spends its
+// probe-triggered kills in the restart budget; a plan made from a budget
+// that changed meanwhile (kills of another pod, a pause) is made again
+// from the new one.
 func (r *Restarter) plan(p *pods.Pod, viewTime time.Time, state *podState) plan {
 	jitter := r.jitter()
+	r.backoff.GC(r.clock.Now())
+	res, backoff := readResults(r.results, p), readBackoff(r.backoff, p)
 	for {
 		now := r.clock.Now()
-		pl := makePlan(planInput{pod: p, viewTime: viewTime, results: r.results, backoff: r.backoff, state: state,
-			now: now, mode: r.mode, syncFrequency: r.syncFrequency, jitter: jitter, budget: r.budget.snapshot()})
-		if r.mode == Observe || r.budget.commit(pl.budgetVersion, p.Key, probeKills(&pl), now) {
+		pl := makePlan(planInput{pod: p, viewTime: viewTime, results: res, backoff: backoff, memory: state.memory,
+			now: now, mode: r.mode, syncFrequency: r.syncFrequency, jitter: jitter, budget: r.budget.Snapshot()})
+		if r.mode == Observe || r.budget.Commit(pl.budgetVersion, p.Key, probeKills(&pl), now) {
 			return pl
 		}
 	}
@@ -97,30 +103,29 @@ func (r *Restarter) tellDeferred(w *podWorker, p *pods.Pod, pl plan) {
 	if r.mode == Observe {
 		return
 	}
-	var list []DeferredKill
+	var list []killbudget.DeferredKill
 	now := r.clock.Now()
 	for _, d := range pl.deferred {
 		probe, _ := probeOf(d.cause)
-		list = append(list, DeferredKill{Namespace: p.Namespace, Pod: p.Name, Container: d.container.Name, ContainerID: d.instance.ID,
+		list = append(list, killbudget.DeferredKill{Namespace: p.Namespace, Pod: p.Name, Container: d.container.Name, ContainerID: d.instance.ID,
 			Probe: probe.String(), Reason: d.reason, Since: now, Until: d.until})
 		if !d.tell {
 			continue
 		}
-		w.state.deferTold[d.instance.ID] = d.reason
+		w.state.memory.deferTold[d.instance.ID] = d.reason
 		r.metrics.deferredTotal.WithLabelValues(d.reason).Inc()
 		r.eventf(p, d.container.Name, events.Warning, ReasonKillDeferred, "%s, kill deferred: %s", d.message, r.deferredWhy(d.killDecision, now))
 	}
-	r.budget.setDeferred(p.Key, list)
-	r.updateDeferredGauge()
+	r.budget.SetDeferred(p.Key, list)
 }
 
 // deferredWhy says why a kill waits and until when, naming the setting.
 func (r *Restarter) deferredWhy(d killDecision, now time.Time) string {
 	cfg := r.budget.Config()
 	switch d.reason {
-	case DeferPaused:
+	case killbudget.DeferPaused:
 		return "kills are paused on this node (cri-prober pause); it goes ahead after cri-prober resume if the probe still fails"
-	case DeferNode:
+	case killbudget.DeferNode:
 		return fmt.Sprintf("the node's restart budget of %s per %s (--kill-budget) is spent; it frees at %s (in %s), and the kill goes ahead then if the probe still fails",
 			plural(cfg.Node, "kill"), cfg.Interval, d.until.UTC().Format(time.RFC3339), d.until.Sub(now).Round(time.Second))
 	default:
@@ -134,13 +139,6 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// updateDeferredGauge sets how many kills wait, by reason.
-func (r *Restarter) updateDeferredGauge() {
-	for reason, n := range r.budget.deferredCounts() {
-		r.metrics.deferred.WithLabelValues(reason).Set(float64(n))
-	}
 }
 
 // updateWaiting shows why the pod's containers that are to start do not,
@@ -162,17 +160,6 @@ func (r *Restarter) updateWaiting(w *podWorker, p *pods.Pod, pl plan) {
 	r.setWaiting(w.key, waiting)
 }
 
-// regularMade reports whether a regular container of p has an instance:
-// the pod initialized (its init containers done) before it was made.
-func regularMade(p *pods.Pod) bool {
-	for _, c := range p.Containers {
-		if c.Kind == spec.Regular && len(c.Instances) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // isRunning reports whether container name of p runs.
 func isRunning(p *pods.Pod, name string) bool {
 	c, ok := p.Container(name)
@@ -180,9 +167,10 @@ func isRunning(p *pods.Pod, name string) bool {
 }
 
 // execute carries a plan out through CRI in kubelet's SyncPod order: the
-// pod killed (or the containers to kill), the sandbox made, the init
-// containers then the containers started, dead instances removed. It
-// returns when to look again after a failed call (0: at the next change).
+// pod killed (or the containers to kill), the instances no longer needed
+// removed, the sandbox made, the init containers then the containers
+// started. It returns when to look again after a failed call (0: at the
+// next change).
 func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl plan) time.Duration {
 	for _, c := range pl.abandon {
 		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
@@ -210,6 +198,11 @@ func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl p
 			}
 		}
 	}
+	for _, c := range pl.remove {
+		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
+			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", c.ID, "err", err)
+		}
+	}
 	sandbox := p.Sandbox
 	if pl.createSandbox {
 		var err error
@@ -224,11 +217,6 @@ func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl p
 			if s.container.Kind.IsInit() && s.container.Kind != spec.Sidecar {
 				break // the pod cannot go on until this one runs
 			}
-		}
-	}
-	for _, c := range pl.remove {
-		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
-			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", c.ID, "err", err)
 		}
 	}
 	return retry

@@ -20,7 +20,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// fakeMaker makes owned pods' configs without a host: the sandbox and
+// fakeMaker makes static pods' configs without a host: the sandbox and
 // container configs name what they are for; fail makes a container's
 // config fail with it.
 type fakeMaker struct {
@@ -69,6 +69,7 @@ type syncTest struct {
 	hooks  *fakeHooks
 	clock  *testingclock.FakeClock
 	store  *results.Store
+	calls  *callLog // the runtime's mutating calls, in order
 }
 
 func newSyncTest(t *testing.T) *syncTest {
@@ -76,8 +77,9 @@ func newSyncTest(t *testing.T) *syncTest {
 	st := &syncTest{rt: fakeruntime.New(), maker: &fakeMaker{}, events: &recorded{}, hooks: &fakeHooks{release: make(chan struct{})},
 		clock: testingclock.NewFakeClock(planNow), store: results.NewStore()}
 	st.rt.SetClock(st.clock.Now)
+	st.calls = &callLog{Runtime: st.rt.Direct()}
 	var err error
-	st.r, err = New(st.rt.Direct(), st.hooks, st.store, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
+	st.r, err = New(st.calls, st.hooks, st.store, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
 	require.NoError(t, err)
 	st.r.jitter = func() float64 { return 0 } // a back-off's retry at its expiry
 	st.w = &podWorker{key: "uid", state: newPodState(), gone: make(chan struct{})}
@@ -110,7 +112,7 @@ func (st *syncTest) view(t *testing.T, m *spec.Pod, owned bool) *pods.Pod {
 	}
 	in := pods.Inputs{Manifests: []*spec.Pod{m}}
 	if owned {
-		in = pods.Inputs{Owned: []*spec.Pod{m}}
+		in = pods.Inputs{StaticPods: []*spec.Pod{m}}
 	}
 	p, ok := pods.Resolve(cri.NewSnapshot(st.clock.Now(), podList, ctrs), in).Pod("uid")
 	require.True(t, ok)
@@ -130,6 +132,10 @@ func (st *syncTest) sync(t *testing.T, p *pods.Pod) plan {
 	t.Helper()
 	st.w.state.prune(p)
 	pl := st.r.plan(p, st.clock.Now(), st.w.state)
+	if st.r.mode == Observe {
+		st.r.tellWhatWouldBeDone(st.w, p, pl)
+		return pl
+	}
 	st.r.tellDeferred(st.w, p, pl)
 	st.r.execute(context.Background(), st.w, p, pl)
 	st.r.updateWaiting(st.w, p, pl)
@@ -150,7 +156,7 @@ func ownedPod(containers ...spec.Container) *spec.Pod {
 		TerminationGracePeriodSeconds: 30, Containers: containers, Object: &corev1.Pod{}}
 }
 
-// An owned pod from nothing, sync by sync as kubelet's SyncPod: the
+// A static pod from nothing, sync by sync as kubelet's SyncPod: the
 // sandbox and the first init container, the next init container once it
 // completed, then the containers; postStart after each start.
 func TestSyncOwnedPodFromNothing(t *testing.T) {
@@ -212,9 +218,7 @@ func TestSyncStartFailures(t *testing.T) {
 	sb := st.view(t, m, true).Sandbox.ID
 	assert.Empty(t, st.states(sb))
 	st.r.updateWaiting(st.w, st.view(t, m, true), pl)
-	st.r.statusMu.Lock()
-	defer st.r.statusMu.Unlock()
-	assert.Equal(t, "CreateContainerConfigError", st.r.shown[st.w.key].waiting["a"].Reason, "shown as the container's waiting reason")
+	assert.Equal(t, "CreateContainerConfigError", st.r.addedTo(st.w.key).Waiting["a"].Reason, "shown as the container's waiting reason")
 }
 
 // A liveness kill and its restart, in one sync: preStop, the stop with the
@@ -254,14 +258,7 @@ func TestSyncBackoffAfterALongHealthyRun(t *testing.T) {
 		require.NoError(t, st.rt.SetContainerState(c.Current.ID, runtimeapi.ContainerState_CONTAINER_EXITED, 1))
 		st.clock.Step(time.Second) // past the exit's settle
 	}
-	waiting := func() string {
-		st.r.statusMu.Lock()
-		defer st.r.statusMu.Unlock()
-		if s, ok := st.r.shown[st.w.key]; ok {
-			return s.waiting["app"].Message
-		}
-		return ""
-	}
+	waiting := func() string { return st.r.addedTo(st.w.key).Waiting["app"].Message }
 	st.sync(t, st.view(t, m, true)) // the first start
 	exit()
 	st.sync(t, st.view(t, m, true)) // restarted at once
@@ -330,7 +327,7 @@ func TestSyncOrphanTeardown(t *testing.T) {
 	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed, edited or no longer loads", st.events.messages()[0])
 }
 
-// A sandbox someone else made with an owned pod's UID and name is not the
+// A sandbox someone else made with a static pod's UID and name is not the
 // pod's: tearing the pod down removes the agent's sandbox and never stops
 // or removes that one, nor its containers.
 func TestSyncOwnedPodSparesOthersSandbox(t *testing.T) {
@@ -361,8 +358,150 @@ func TestSyncRuntimeError(t *testing.T) {
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
 	st.rt.SetError("RunPodSandbox", errors.New("no network"))
 	retry := st.r.execute(context.Background(), st.w, st.view(t, m, true), makePlan(planInput{pod: st.view(t, m, true), viewTime: planNow,
-		results: st.store, backoff: st.r.backoff, state: st.w.state, now: planNow, mode: Recreate}))
+		results: readResults(st.store, st.view(t, m, true)), backoff: readBackoff(st.r.backoff, st.view(t, m, true)), memory: st.w.state.memory,
+		now: planNow, mode: Recreate}))
 	assert.Equal(t, failedActionBackoff, retry)
 	assert.Contains(t, st.events.messages(), "FailedCreatePodSandBox: Failed to create pod sandbox: no network")
 	assert.Equal(t, []string{"sandbox 0"}, st.maker.calls, "no container without a sandbox")
+}
+
+// theirPod is the manifest of pod ns/web (uid), which someone else made:
+// its containers with the given restart policy and a 30 s grace period.
+// Its sandbox is added with theirSandbox.
+func theirPod(policy corev1.RestartPolicy, containers ...spec.Container) *spec.Pod {
+	return &spec.Pod{Source: "pods.yaml:1", Namespace: "ns", Name: "web", RestartPolicy: policy, TerminationGracePeriodSeconds: 30,
+		Containers: containers}
+}
+
+func (st *syncTest) theirSandbox() string { return st.rt.AddSandbox("ns", "web", "uid") }
+
+// A startup kill gets the probe's grace period.
+func TestSyncStartupFailureUsesTheProbeGracePeriod(t *testing.T) {
+	st := newSyncTest(t)
+	five := int64(5)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app", Startup: &corev1.Probe{TerminationGracePeriodSeconds: &five}})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.store.Set(results.Key{ContainerID: id, Type: results.Startup}, results.Failure, "uid")
+	st.sync(t, st.view(t, m, false))
+	assert.Contains(t, st.events.messages(), "Killing: Container app failed startup probe, will be restarted")
+	g, _ := st.rt.StopTimeout(id)
+	assert.Equal(t, int64(5), g, "stopped with the probe's grace period")
+}
+
+// restartPolicy Never, and the failed container is the last one running:
+// kubelet kills the whole pod, with the pod's grace period (not the
+// probe's) and "Stopping container", then its sandbox.
+func TestSyncNeverPolicyKillsThePod(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyNever, spec.Container{Name: "app", Liveness: &corev1.Probe{TerminationGracePeriodSeconds: new(int64(1))}})
+	m.TerminationGracePeriodSeconds = 4
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
+	st.sync(t, st.view(t, m, false))
+	s, _ := st.rt.SandboxState(sb)
+	assert.Equal(t, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, s, "sandbox stopped")
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, st.states(sb))
+	grace, _ := st.rt.StopTimeout(id)
+	assert.Equal(t, int64(4), grace, "the pod's grace period, not the probe's")
+	assert.Equal(t, []string{
+		"StoppingPod: Stopping pod ns/web: no container is left running or to be restarted (restartPolicy Never)",
+		"Killing: Stopping container app",
+	}, st.events.messages())
+	assert.Equal(t, []string{"stop " + id, "stopp"}, st.calls.list())
+}
+
+func TestSyncNeverPolicyKeepsTheSandboxWhileOthersRun(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyNever, spec.Container{Name: "app"}, spec.Container{Name: "other"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.rt.AddContainer(sb, "other", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
+	st.sync(t, st.view(t, m, false))
+	assert.Contains(t, st.events.messages(), "Killing: Container app failed liveness probe")
+	s, _ := st.rt.SandboxState(sb)
+	assert.Equal(t, runtimeapi.PodSandboxState_SANDBOX_READY, s)
+}
+
+func TestSyncModes(t *testing.T) {
+	t.Run("stop only", func(t *testing.T) {
+		st := newSyncTest(t)
+		st.r.mode = StopOnly
+		m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+		sb := st.theirSandbox()
+		id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
+		st.sync(t, st.view(t, m, false))
+		assert.Equal(t, "app#0:CONTAINER_EXITED", st.states(sb)[0], "stopped")
+		st.sync(t, st.view(t, m, false))
+		assert.Len(t, st.states(sb), 1, "never re-created")
+		assert.Equal(t, "Killing: Container app failed liveness probe, will be restarted", st.events.messages()[0])
+	})
+	t.Run("none observes", func(t *testing.T) {
+		st := newSyncTest(t)
+		st.r.mode = Observe
+		m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+		sb := st.theirSandbox()
+		id := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
+		st.sync(t, st.view(t, m, false))
+		assert.Contains(t, st.events.messages(), "WouldKill: Container app failed liveness probe, will be restarted (--restart=none: nothing done)")
+		assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, st.states(sb))
+		_, stopped := st.rt.StopTimeout(id)
+		assert.False(t, stopped)
+	})
+}
+
+// A sidecar is restarted on any exit and on a failed liveness probe,
+// whatever the pod's policy, with kubelet's message.
+func TestSyncSidecarRestarts(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyNever, spec.Container{Name: "proxy", Kind: spec.Sidecar, Liveness: &corev1.Probe{}}, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	proxy := st.rt.AddContainer(sb, "proxy", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	st.store.Set(results.Key{ContainerID: proxy, Type: results.Liveness}, results.Failure, "uid")
+	st.sync(t, st.view(t, m, false))
+	assert.Contains(t, st.events.messages(), "Started: Container started")
+	assert.Equal(t, "Killing: Init container proxy failed liveness probe", st.events.messages()[0])
+	assert.Contains(t, st.states(sb), "proxy#1:CONTAINER_RUNNING")
+
+	var cur string
+	for _, c := range st.rt.Containers(sb) {
+		if c.Name == "proxy" && c.Attempt == 1 {
+			cur = c.ID
+		}
+	}
+	require.NoError(t, st.rt.SetContainerState(cur, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
+	st.clock.Step(exitSettle) // listed after the exit's settle time
+	st.sync(t, st.view(t, m, false))
+	assert.Contains(t, st.states(sb), "proxy#2:CONTAINER_RUNNING", "an exit 0 restarted too")
+}
+
+// A Job-style pod (Never): once its main container is done, its sidecars
+// are stopped — after the regular containers, later sidecars first — and
+// the sandbox with them: a sidecar never outlives the job.
+func TestSyncJobSidecarsStopWithThePod(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyNever, spec.Container{Name: "first", Kind: spec.Sidecar}, spec.Container{Name: "second", Kind: spec.Sidecar,
+		Lifecycle: &corev1.Lifecycle{PreStop: hook("preStop", "ok")}}, spec.Container{Name: "main"})
+	m.TerminationGracePeriodSeconds = 5
+	sb := st.theirSandbox()
+	first := st.rt.AddContainer(sb, "first", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	second := st.rt.AddContainer(sb, "second", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	main := st.rt.AddContainer(sb, "main", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	require.NoError(t, st.rt.SetContainerState(main, runtimeapi.ContainerState_CONTAINER_EXITED, 0))
+	st.sync(t, st.view(t, m, false))
+	s, _ := st.rt.SandboxState(sb)
+	assert.Equal(t, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, s, "sandbox stopped")
+	assert.Equal(t, []string{"stop " + second, "stop " + first, "stopp"}, st.calls.list(), "later sidecars first")
+	assert.Equal(t, []hookCall{{kind: "preStop", containerID: second}}, st.hooks.called())
+	for _, id := range []string{first, second} {
+		g, _ := st.rt.StopTimeout(id)
+		assert.Equal(t, int64(5), g, "the pod's grace period")
+	}
+	assert.Contains(t, st.events.messages(), "Killing: Stopping container first")
+	assert.NotContains(t, st.events.messages(), "Started: Container started", "sidecars are not restarted")
 }

@@ -12,21 +12,22 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// killForCause kills one container that computePodActions marked, and
-// notes it in the ledger: at once if it will not be restarted, else when
-// its replacement starts.
+// killForCause kills one container that the plan lists, and notes it in
+// the ledger: at once if the plan does not restart it, else when its
+// replacement starts.
 func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod, k containerToKill) error {
 	grace, err := r.killContainer(ctx, p, k.container, k.instance, k.message, k.cause, nil)
 	if err != nil {
 		return err
 	}
-	w.state.killed[k.instance.ID] = true
+	w.state.memory.killed[k.instance.ID] = true
 	if t, ok := probeOf(k.cause); ok {
 		r.metrics.killed(p, k.container.Name, t.String())
 	}
@@ -35,22 +36,13 @@ func (r *Restarter) killForCause(ctx context.Context, w *podWorker, p *pods.Pod,
 	if t, ok := probeOf(k.cause); ok {
 		e.Failures = failures(r.histories.FailuresBehind(results.HistoryKey{Pod: p.Key, Container: k.container.Name, Type: t}, k.instance.ID))
 	}
-	if r.mode == StopOnly || !restartsAfter(p, k.container, k.cause) {
-		e.Action = ActionStopped
+	if !k.restarts {
+		e.Action = ledger.ActionStopped
 		r.record(ctx, e)
 		return nil
 	}
 	w.state.pending[k.instance.ID] = e // recorded when the replacement starts
 	return nil
-}
-
-// restartsAfter reports whether a container killed for cause is started
-// again (decided with the kill, as kubelet does).
-func restartsAfter(p *pods.Pod, c *pods.Container, cause Cause) bool {
-	if c.Kind == spec.Sidecar {
-		return true
-	}
-	return c.Spec.RestartsAfterKill(p.Policy.RestartPolicy)
 }
 
 // probeOf returns the probe behind a kill's cause.
@@ -214,19 +206,6 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 			r.eventf(p, "", events.Warning, ReasonFailed, "Stopping pod sandbox %s failed: %v", sb.ID, err)
 		}
 	}
-	if ok && pl.createSandbox {
-		// kubelet's purgeInitContainers: the new sandbox runs them again.
-		for _, c := range p.Containers {
-			if !c.Kind.IsInit() {
-				continue
-			}
-			for _, i := range c.Instances {
-				if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
-					klog.FromContext(ctx).V(2).Info("Cannot remove an init container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", i.ID, "err", err)
-				}
-			}
-		}
-	}
 	return ok
 }
 
@@ -381,10 +360,10 @@ func (o *terminationOrdering) terminated(name string) {
 	}
 }
 
-func failures(list []results.Observation) []Failure {
-	out := make([]Failure, 0, len(list))
+func failures(list []results.Observation) []ledger.Failure {
+	out := make([]ledger.Failure, 0, len(list))
 	for _, o := range list {
-		out = append(out, Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
+		out = append(out, ledger.Failure{Time: o.Time, Output: o.Output, Consecutive: o.Consecutive, Threshold: o.Threshold})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
@@ -14,12 +15,10 @@ import (
 type metrics struct {
 	kills    *prometheus.CounterVec
 	restarts *prometheus.CounterVec
-	// deferred and deferredTotal: the probe-triggered kills that wait (the
-	// restart budget, a pause), and every deferral told; paused: 1 while
-	// kills are paused.
-	deferred      *prometheus.GaugeVec
+	// deferredTotal: every deferral of a probe-triggered kill told (the
+	// restart budget, a pause); the kills that wait now are the budget's
+	// (pkg/killbudget).
 	deferredTotal *prometheus.CounterVec
-	paused        prometheus.Gauge
 
 	mu   sync.Mutex
 	pods map[string]prometheus.Labels // pod key → the labels its series carry
@@ -39,26 +38,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "cri_prober_container_restarts_total",
 			Help: "Containers re-created, by pod, container and reason: liveness or startup (after a probe kill), postStart (after its hook failed), unknown (a container in an unknown state), or exit.",
 		}, append(podLabels, "reason")),
-		deferred: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cri_prober_kills_deferred",
-			Help: "Probe-triggered kills that wait now, by reason: node-budget (--kill-budget spent), pod-budget (--pod-kill-budget spent) or paused (cri-prober pause).",
-		}, []string{"reason"}),
 		deferredTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cri_prober_kills_deferred_total",
 			Help: "Probe-triggered kills deferred (each container instance once per reason), by reason: node-budget, pod-budget or paused.",
 		}, []string{"reason"}),
-		paused: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cri_prober_kills_paused",
-			Help: "1 while probe-triggered kills are paused on the node (cri-prober pause), else 0.",
-		}),
 		pods: map[string]prometheus.Labels{},
 	}
-	for _, reason := range []string{DeferNode, DeferPod, DeferPaused} {
-		m.deferred.WithLabelValues(reason)
+	for _, reason := range []string{killbudget.DeferNode, killbudget.DeferPod, killbudget.DeferPaused} {
 		m.deferredTotal.WithLabelValues(reason)
 	}
 	if reg != nil {
-		reg.MustRegister(m.kills, m.restarts, m.deferred, m.deferredTotal, m.paused)
+		reg.MustRegister(m.kills, m.restarts, m.deferredTotal)
 	}
 	return m
 }

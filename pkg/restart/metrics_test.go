@@ -41,24 +41,17 @@ cri_prober_container_restarts_total{container="postgres",namespace="shop",pod="d
 	assert.Equal(t, 1, testutil.CollectAndCount(m.restarts), "db's series stays")
 }
 
-// The deferred kills' series exist at 0 from the start, so that an alert
-// on them works before the first deferral.
+// The deferrals' series exist at 0 from the start, so that an alert on
+// them works before the first deferral (the kills that wait now, and the
+// pause, are pkg/killbudget's series).
 func TestKillsDeferredSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	newMetrics(reg)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP cri_prober_kills_deferred Probe-triggered kills that wait now, by reason: node-budget (--kill-budget spent), pod-budget (--pod-kill-budget spent) or paused (cri-prober pause).
-# TYPE cri_prober_kills_deferred gauge
-cri_prober_kills_deferred{reason="node-budget"} 0
-cri_prober_kills_deferred{reason="paused"} 0
-cri_prober_kills_deferred{reason="pod-budget"} 0
 # HELP cri_prober_kills_deferred_total Probe-triggered kills deferred (each container instance once per reason), by reason: node-budget, pod-budget or paused.
 # TYPE cri_prober_kills_deferred_total counter
 cri_prober_kills_deferred_total{reason="node-budget"} 0
 cri_prober_kills_deferred_total{reason="paused"} 0
 cri_prober_kills_deferred_total{reason="pod-budget"} 0
-# HELP cri_prober_kills_paused 1 while probe-triggered kills are paused on the node (cri-prober pause), else 0.
-# TYPE cri_prober_kills_paused gauge
-cri_prober_kills_paused 0
 `)))
 }

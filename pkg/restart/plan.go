@@ -7,27 +7,37 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// podState is what a pod's worker remembers between its syncs. The plan
-// reads it; the executor writes it. Owned by the worker's goroutine.
-type podState struct {
+// planMemory is what a pod's plans remember of the syncs before: the
+// plan reads it, the executor writes it as the plan's outputs say.
+type planMemory struct {
 	// killed are the instances the agent killed, by ID: their exit is not
 	// one of their own (no settle time before the restart).
 	killed map[string]bool
 	// reported are the exits whose back-off was reported (one BackOff
 	// event per exit, not one per sync).
 	reported map[string]bool
-	// told are the actions --restart=none told (once each).
-	told map[string]bool
 	// deferTold are the kills whose deferral was told, with the reason
 	// told (once per reason).
 	deferTold map[string]string
+}
+
+// podState is what a pod's worker remembers between its syncs: the plan's
+// memory, and the executor's bookkeeping, which no plan reads. Owned by
+// the worker's goroutine.
+type podState struct {
+	memory planMemory
+	// told are the actions --restart=none told (once each).
+	told map[string]bool
 	// pending are the ledger entries of kills whose restart waits, by the
 	// killed instance's ID: recorded when the replacement starts.
-	pending map[string]Entry
+	pending map[string]ledger.Entry
 	// failed says why the last attempt to start a container failed, by
 	// name (kubelet's reasonCache: ErrImagePull, CreateContainerConfigError
 	// …), until it starts.
@@ -40,8 +50,11 @@ type podState struct {
 }
 
 func newPodState() *podState {
-	return &podState{killed: map[string]bool{}, reported: map[string]bool{}, told: map[string]bool{},
-		deferTold: map[string]string{}, pending: map[string]Entry{}, failed: map[string]pods.Waiting{}}
+	return &podState{memory: newPlanMemory(), told: map[string]bool{}, pending: map[string]ledger.Entry{}, failed: map[string]pods.Waiting{}}
+}
+
+func newPlanMemory() planMemory {
+	return planMemory{killed: map[string]bool{}, reported: map[string]bool{}, deferTold: map[string]string{}}
 }
 
 // prune drops what the state keeps about instances the pod no longer has
@@ -58,7 +71,7 @@ func (s *podState) prune(p *pods.Pod) {
 			live[i.ID] = true
 		}
 	}
-	for _, m := range []map[string]bool{s.killed, s.reported, s.told} {
+	for _, m := range []map[string]bool{s.memory.killed, s.memory.reported, s.told} {
 		for id := range m {
 			if !live[id] {
 				delete(m, id)
@@ -70,9 +83,9 @@ func (s *podState) prune(p *pods.Pod) {
 			delete(s.pending, id)
 		}
 	}
-	for id := range s.deferTold {
+	for id := range s.memory.deferTold {
 		if !live[id] {
-			delete(s.deferTold, id)
+			delete(s.memory.deferTold, id)
 		}
 	}
 	for name := range s.failed {
@@ -82,16 +95,19 @@ func (s *podState) prune(p *pods.Pod) {
 	}
 }
 
-// planInput is everything one sync of a pod decides from.
+// planInput is everything one sync of a pod decides from: values, read
+// once, so that the same input always gives the same plan.
 type planInput struct {
 	pod *pods.Pod
 	// viewTime is when the relist the pod comes from started.
 	viewTime time.Time
-	results  resultReader
-	backoff  *Backoff[containerKey]
-	state    *podState
-	now      time.Time
-	mode     Mode
+	// results are the probes' results of the pod's current instances.
+	results podResults
+	// backoff is the restart back-off of the pod's containers.
+	backoff backoffSnapshot
+	memory  planMemory
+	now     time.Time
+	mode    Mode
 	// syncFrequency caps the wait before the retry after a back-off, and
 	// jitter, in [0, 1), places that retry in kubelet's window (its pod
 	// worker's requeue, jittered by up to half).
@@ -99,7 +115,7 @@ type planInput struct {
 	jitter        float64
 	// budget is the node's restart budget and pause, as the sync found
 	// them: probe-triggered kills past it wait (deferred).
-	budget budgetSnapshot
+	budget killbudget.Snapshot
 }
 
 // plan is what one sync of a pod does: kubelet's podActions, and every
@@ -117,9 +133,16 @@ type plan struct {
 	// then regular ones. A regular init container that cannot start ends
 	// the list (the next ones wait for it).
 	starts []startAction
-	// remove are dead instances no longer needed: kubelet keeps the newest
-	// dead one of each container, for its logs and exit.
+	// remove are instances no longer needed, removed before the sandbox is
+	// made and anything started: the dead ones of a container that starts
+	// again but the newest (kubelet keeps it, for its logs and exit:
+	// pruneInitContainersBeforeStart), or with a new sandbox every init
+	// container's (purgeInitContainers: the new sandbox runs them again).
 	remove []*cri.Container
+	// initialized: a regular container of the pod has an instance, so the
+	// pod initialized (its init containers done) before it was made; its
+	// status then keeps kubelet's Initialized condition.
+	initialized bool
 	// abandon are replacements created by an interrupted restart of a
 	// container that runs again: removed, never started beside it.
 	abandon []*cri.Container
@@ -180,18 +203,18 @@ func (pl *plan) empty() bool {
 // startAction is one container to start, and how.
 type startAction struct {
 	container *pods.Container
-	// cause is why it starts (a first start of an owned pod: CauseFirstStart).
+	// cause is why it starts (a first start of a static pod: CauseFirstStart).
 	cause Cause
 	// resume is an instance created but not started (the agent's, after an
 	// interruption): it is started, nothing is created.
 	resume *cri.Container
 	// from is the instance whose CRI config a container someone else made
-	// is re-created from; nil for an owned pod (made from its spec).
+	// is re-created from; nil for a static pod (made from its spec).
 	from *cri.Container
 	// replaces is the instance the new one replaces (the ledger's), nil
 	// for a first start.
 	replaces *cri.Container
-	// attempt is the new instance's (kubelet's restart count for an owned
+	// attempt is the new instance's (kubelet's restart count for a static
 	// pod); -1: not known from the view, found from the log directory.
 	attempt int64
 	// backoffFrom is the exit the back-off is measured from (zero: none):
@@ -219,9 +242,9 @@ const DefaultSyncFrequency = time.Minute
 // gives the same plan.
 func makePlan(in planInput) plan {
 	p := in.pod
-	var pl plan
+	pl := plan{initialized: regularMade(p)}
 	switch {
-	case !p.Managed() && !p.Owned, p.ManifestInvalid:
+	case !p.Managed() && !p.Static, p.ManifestInvalid:
 		return pl
 	case p.Orphaned:
 		pl.killPod, pl.teardown, pl.why = anythingRunning(p), true, killRemoved
@@ -231,19 +254,19 @@ func makePlan(in planInput) plan {
 		// again.
 		pl.killPod, pl.why = anythingRunning(p), killDeadline
 		return pl
-	case p.Owned && terminal(p):
+	case p.Static && terminal(p):
 		// kubelet's pod worker stops syncing a pod that completed: what
 		// runs is stopped and nothing starts again.
 		pl.killPod, pl.why = anythingRunning(p), killCompleted
 		return pl
-	case !p.Owned && !p.SandboxReady():
+	case !p.Static && !p.SandboxReady():
 		// Nothing is started into a stopped pod someone else made: its
 		// containers show how they ended, not why they would wait.
 		pl.waiting = map[string]pods.Waiting{}
 		return pl
 	}
 	pl.podActions = computePodActions(p, in.results)
-	pl.budgetVersion = in.budget.version
+	pl.budgetVersion = in.budget.Version
 	if in.mode != Observe {
 		deferBudgeted(in, &pl)
 	}
@@ -262,6 +285,9 @@ func makePlan(in planInput) plan {
 	}
 	if in.mode == StopOnly {
 		pl.startInit, pl.start, pl.createSandbox = nil, nil, false
+		for i := range pl.kill {
+			pl.kill[i].restarts = false
+		}
 		return pl
 	}
 	if len(pl.reset) > 0 {
@@ -282,12 +308,37 @@ func makePlan(in planInput) plan {
 			break // the next init containers wait for this one
 		}
 	}
-	if !pl.createSandbox {
+	if pl.createSandbox {
+		pl.remove = initInstances(p)
+	} else {
 		for _, s := range pl.starts {
 			pl.remove = append(pl.remove, deadInstances(s.container, killedNow)...)
 		}
 	}
 	return pl
+}
+
+// initInstances are every instance of the pod's init containers: a new
+// sandbox runs them again (kubelet's purgeInitContainers).
+func initInstances(p *pods.Pod) []*cri.Container {
+	var out []*cri.Container
+	for _, c := range p.Containers {
+		if c.Kind.IsInit() {
+			out = append(out, c.Instances...)
+		}
+	}
+	return out
+}
+
+// regularMade reports whether a regular container of p has an instance:
+// the pod initialized (its init containers done) before it was made.
+func regularMade(p *pods.Pod) bool {
+	for _, c := range p.Containers {
+		if c.Kind == spec.Regular && len(c.Instances) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // decideStart decides how container c starts now, or why it does not (in
@@ -307,12 +358,12 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		}
 	}
 	if cur != nil && cur.State == cri.StateCreated && !pl.createSandbox {
-		// Created, never started. An owned pod's is the agent's (it was
+		// Created, never started. A static pod's is the agent's (it was
 		// stopped between the create and the start): started, never
 		// doubled. Someone else's is theirs unless the agent made it to
 		// replace another.
 		switch {
-		case p.Owned:
+		case p.Static:
 		case cur.Annotations[cri.AnnotationRestartOf] == "":
 			return s, false // its creator will start it
 		case slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning }):
@@ -325,7 +376,7 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		}
 		return s, true
 	}
-	if p.Owned {
+	if p.Static {
 		s.attempt = nextAttempt(c)
 	} else {
 		if cur == nil {
@@ -342,18 +393,17 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 	if finished.IsZero() {
 		finished = in.viewTime // the runtime did not say: from when it was seen
 	}
-	if last == cur && !in.state.killed[last.ID] && !pl.createSandbox {
+	if last == cur && !in.memory.killed[last.ID] && !pl.createSandbox {
 		if settled := finished.Add(exitSettle); in.viewTime.Before(settled) {
 			pl.needView = later(pl.needView, settled)
 			pl.retry = sooner(pl.retry, max(settled.Sub(in.now), time.Millisecond))
 			return s, false
 		}
 	}
-	key := containerKey{p.Key, c.Name}
-	if wait := in.backoff.Wait(key, finished, in.now); wait > 0 {
-		pl.waiting[c.Name] = pods.Waiting{Reason: WaitingCrashLoop, Until: finished.Add(in.backoff.Delay(key)),
-			Message: "back-off " + in.backoff.Delay(key).String() + " restarting failed container=" + c.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + p.UID + ")"}
-		if !in.state.reported[last.ID] {
+	if wait, delay := in.backoff.wait(c.Name, finished, in.now); wait > 0 {
+		pl.waiting[c.Name] = pods.Waiting{Reason: WaitingCrashLoop, Until: finished.Add(delay),
+			Message: "back-off " + delay.String() + " restarting failed container=" + c.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + p.UID + ")"}
+		if !in.memory.reported[last.ID] {
 			pl.backoffEvents = append(pl.backoffEvents, c)
 		}
 		pl.retry = sooner(pl.retry, time.Duration(float64(min(wait, in.syncFrequency))*(1+backoffRetryJitter*in.jitter)))
@@ -378,7 +428,7 @@ func deferBudgeted(in planInput, pl *plan) {
 		}
 		id := pl.kill[i].instance.ID
 		ids[id] = true
-		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d, tell: in.state.deferTold[id] != d.reason})
+		deferred = append(deferred, deferredKill{containerToKill: pl.kill[i], killDecision: *d, tell: in.memory.deferTold[id] != d.reason})
 		if !d.until.IsZero() {
 			pl.retry = sooner(pl.retry, max(d.until.Sub(in.now), time.Millisecond))
 		}
@@ -386,8 +436,43 @@ func deferBudgeted(in planInput, pl *plan) {
 	if len(deferred) == 0 {
 		return
 	}
-	pl.podActions = computePodActions(in.pod, withheld{resultReader: in.results, ids: ids})
+	pl.podActions = computePodActions(in.pod, withheld(in.results, ids))
 	pl.deferred = deferred
+}
+
+// podResults are the probes' results of a pod's current instances, read
+// once for a plan: a result landing meanwhile waits for the next plan.
+type podResults map[results.Key]results.Result
+
+func (r podResults) Get(k results.Key) (results.Result, bool) {
+	v, ok := r[k]
+	return v, ok
+}
+
+// readResults reads the results of p's current instances from store.
+func readResults(store resultReader, p *pods.Pod) podResults {
+	out := podResults{}
+	for _, c := range p.Containers {
+		if c.Current == nil {
+			continue
+		}
+		for _, t := range []results.ProbeType{results.Liveness, results.Readiness, results.Startup} {
+			k := results.Key{ContainerID: c.Current.ID, Type: t}
+			if r, ok := store.Get(k); ok {
+				out[k] = r
+			}
+		}
+	}
+	return out
+}
+
+// readBackoff reads the restart back-off of p's containers.
+func readBackoff(b *Backoff[containerKey], p *pods.Pod) backoffSnapshot {
+	keys := map[string]containerKey{}
+	for _, c := range p.Containers {
+		keys[c.Name] = containerKey{p.Key, c.Name}
+	}
+	return b.snapshot(keys)
 }
 
 // killCause is the cause of the kill of instance id in kills.
@@ -413,7 +498,7 @@ func lastExit(c *pods.Container) *cri.Container {
 	return nil
 }
 
-// nextAttempt is the attempt of an owned container's next instance:
+// nextAttempt is the attempt of a static pod's container's next instance:
 // kubelet's restart count, one more than the newest instance's (the count
 // its annotations carry, kept across sandboxes); -1 with no instance, for
 // the executor to find from the log directory as kubelet does.
@@ -461,7 +546,7 @@ func deadInstances(c *pods.Container, killedNow map[string]bool) []*cri.Containe
 	return out
 }
 
-// terminal reports whether an owned pod completed: kubelet stops syncing
+// terminal reports whether a static pod completed: kubelet stops syncing
 // it then.
 func terminal(p *pods.Pod) bool {
 	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed

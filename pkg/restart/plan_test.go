@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
@@ -123,7 +122,7 @@ func sandboxes(states ...cri.SandboxState) []*cri.Sandbox {
 }
 
 func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Sandbox, containers ...*pods.Container) *pods.Pod {
-	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Owned: owned, Sandboxes: sbs,
+	p := &pods.Pod{Key: "uid", Namespace: "ns", Name: "web", UID: "uid", Static: owned, Sandboxes: sbs,
 		Policy: spec.PodPolicy{RestartPolicy: policy, TerminationGracePeriodSeconds: 30}, Containers: containers,
 		Manifest: &spec.Pod{Object: &corev1.Pod{}}}
 	for _, sb := range sbs {
@@ -132,6 +131,20 @@ func planPod(owned bool, policy corev1.RestartPolicy, sbs []*cri.Sandbox, contai
 		}
 	}
 	return p
+}
+
+// rowInput is the plan input of a table row at planNow: mode Recreate
+// unless given, no results unless given, an empty memory and back-off,
+// kubelet's syncFrequency.
+func rowInput(pod *pods.Pod, res fakeResults, mode Mode) planInput {
+	if mode == "" {
+		mode = Recreate
+	}
+	if res == nil {
+		res = fakeResults{}
+	}
+	return planInput{pod: pod, viewTime: planNow, results: res, memory: newPlanMemory(), now: planNow, mode: mode,
+		syncFrequency: DefaultSyncFrequency}
 }
 
 // Every decision of a sync, from the pod's view, the probes' results, the
@@ -147,8 +160,10 @@ func TestMakePlan(t *testing.T) {
 		name    string
 		pod     *pods.Pod
 		results fakeResults
-		backoff func(*Backoff[containerKey])
-		state   func(*podState)
+		// backoff is the restart back-off of the pod's containers, by
+		// name (expiring as kubelet's, 600 s after the last update).
+		backoff map[string]backoffEntry
+		memory  func(*planMemory)
 		mode    Mode
 		// jitter and syncFrequency place the retry after a back-off
 		// (default: none, and kubelet's minute).
@@ -321,8 +336,8 @@ func TestMakePlan(t *testing.T) {
 		{
 			name: "an exit the agent caused (its kill): no settle time",
 			pod:  planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 0))),
-			state: func(s *podState) {
-				s.killed["app-0"] = true
+			memory: func(m *planMemory) {
+				m.killed["app-0"] = true
 			},
 			want: planSummary{starts: []string{"app (from app-0, attempt 1, cause exit)"}},
 		},
@@ -335,15 +350,10 @@ func TestMakePlan(t *testing.T) {
 				remove: []string{"app-1", "app-0"}},
 		},
 		{
-			name: "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 10))),
-			backoff: func(b *Backoff[containerKey]) {
-				b.Next(containerKey{"uid", "app"}, planNow.Add(-200*time.Second), planNow.Add(-200*time.Second)) // 10 s
-				for range 4 {
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second)) // … 160 s
-				}
-			},
-			want: planSummary{waiting: []string{"app: CrashLoopBackOff"}, backoffEvents: []string{"app"}, retry: time.Minute},
+			name:    "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 10))),
+			backoff: map[string]backoffEntry{"app": {delay: 160 * time.Second, lastUpdate: planNow.Add(-10 * time.Second)}},
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, backoffEvents: []string{"app"}, retry: time.Minute},
 		},
 		{
 			// kubelet's completeWork: min(expiry, resync interval), jittered
@@ -351,50 +361,36 @@ func TestMakePlan(t *testing.T) {
 			// within 90 s, not up to 435 s later; the back-off's last minute
 			// is looked at once more at its expiry, jittered by half of
 			// what is left.
-			name: "in a 300 s back-off with the worst jitter: looked at again within 1.5 minutes, not 1.5× the wait",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 10))),
-			backoff: func(b *Backoff[containerKey]) {
-				for range 7 { // 10, 20, … 300 s
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-10*time.Second), planNow.Add(-10*time.Second))
-				}
-			},
-			state:  func(s *podState) { s.reported["app-7"] = true },
-			jitter: 1,
-			want:   planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 90 * time.Second},
+			name:    "in a 300 s back-off with the worst jitter: looked at again within 1.5 minutes, not 1.5× the wait",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 10))),
+			backoff: map[string]backoffEntry{"app": {delay: 300 * time.Second, lastUpdate: planNow.Add(-10 * time.Second)}},
+			memory:  func(m *planMemory) { m.reported["app-7"] = true },
+			jitter:  1,
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 90 * time.Second},
 		},
 		{
-			name: "the back-off's last 20 s with the worst jitter: looked at again 30 s later, within 10 s of its expiry",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 280))),
-			backoff: func(b *Backoff[containerKey]) {
-				for range 7 {
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-280*time.Second), planNow.Add(-280*time.Second))
-				}
-			},
-			state:  func(s *podState) { s.reported["app-7"] = true },
-			jitter: 1,
-			want:   planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 30 * time.Second},
+			name:    "the back-off's last 20 s with the worst jitter: looked at again 30 s later, within 10 s of its expiry",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-7", "sb0", cri.StateExited, 1, 280))),
+			backoff: map[string]backoffEntry{"app": {delay: 300 * time.Second, lastUpdate: planNow.Add(-280 * time.Second)}},
+			memory:  func(m *planMemory) { m.reported["app-7"] = true },
+			jitter:  1,
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 30 * time.Second},
 		},
 		{
-			name: "kubelet's syncFrequency set shorter (4 s): a 20 s back-off is looked at again within 6 s",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-5", "sb0", cri.StateExited, 1, 1))),
-			backoff: func(b *Backoff[containerKey]) {
-				for range 2 { // 10, 20 s
-					b.Next(containerKey{"uid", "app"}, planNow.Add(-time.Second), planNow.Add(-time.Second))
-				}
-			},
-			state:         func(s *podState) { s.reported["app-5"] = true },
+			name:          "kubelet's syncFrequency set shorter (4 s): a 20 s back-off is looked at again within 6 s",
+			pod:           planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-5", "sb0", cri.StateExited, 1, 1))),
+			backoff:       map[string]backoffEntry{"app": {delay: 20 * time.Second, lastUpdate: planNow.Add(-time.Second)}},
+			memory:        func(m *planMemory) { m.reported["app-5"] = true },
 			jitter:        1,
 			syncFrequency: 4 * time.Second,
 			want:          planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 6 * time.Second},
 		},
 		{
-			name: "in CrashLoopBackOff, already reported: no second event",
-			pod:  planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
-			backoff: func(b *Backoff[containerKey]) {
-				b.Next(containerKey{"uid", "app"}, planNow.Add(-20*time.Second), planNow.Add(-20*time.Second))
-			},
-			state: func(s *podState) { s.reported["app-3"] = true },
-			want:  planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 8 * time.Second},
+			name:    "in CrashLoopBackOff, already reported: no second event",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-3", "sb0", cri.StateExited, 1, 2))),
+			backoff: map[string]backoffEntry{"app": {delay: 10 * time.Second, lastUpdate: planNow.Add(-20 * time.Second)}},
+			memory:  func(m *planMemory) { m.reported["app-3"] = true },
+			want:    planSummary{waiting: []string{"app: CrashLoopBackOff"}, retry: 8 * time.Second},
 		},
 		{
 			name: "--restart=stop: kills, starts nothing",
@@ -408,34 +404,111 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewCrashLoopBackoff[containerKey](DefaultMaxBackoff)
-			require.NoError(t, err)
-			if tt.backoff != nil {
-				tt.backoff(b)
+			memory := newPlanMemory()
+			if tt.memory != nil {
+				tt.memory(&memory)
 			}
-			state := newPodState()
-			if tt.state != nil {
-				tt.state(state)
+			in := rowInput(tt.pod, tt.results, tt.mode)
+			in.backoff, in.memory, in.jitter = backoffSnapshot{expiry: crashLoopExpiry, entries: tt.backoff}, memory, tt.jitter
+			if tt.syncFrequency != 0 {
+				in.syncFrequency = tt.syncFrequency
 			}
-			mode := tt.mode
-			if mode == "" {
-				mode = Recreate
-			}
-			res := tt.results
-			if res == nil {
-				res = fakeResults{}
-			}
-			syncFrequency := tt.syncFrequency
-			if syncFrequency == 0 {
-				syncFrequency = DefaultSyncFrequency
-			}
-			in := planInput{pod: tt.pod, viewTime: planNow, results: res, backoff: b, state: state, now: planNow, mode: mode,
-				syncFrequency: syncFrequency, jitter: tt.jitter}
 			pl := makePlan(in)
 			got := summarizePlan(pl)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.keepsWaiting, pl.waiting == nil, "a plan that decides no starts leaves the waiting reasons as they were")
 			assert.Equal(t, got, summarizePlan(makePlan(in)), "pure: the same input, the same plan")
+		})
+	}
+}
+
+// What the plan decides for the executor beyond kubelet's podActions,
+// which the executor only carries out: whether each kill's container
+// starts again (its ledger entry waits for the replacement, or is a stop
+// at once), the instances removed (with a new sandbox, every init
+// container's: kubelet's purgeInitContainers), and whether the pod
+// initialized (its status keeps the Initialized condition).
+func TestMakePlanDecidesForTheExecutor(t *testing.T) {
+	ready, notReady := cri.SandboxReady, cri.SandboxNotReady
+	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
+	live := &spec.Container{Liveness: &corev1.Probe{}}
+	type decided struct {
+		restarts    []string // killed instances whose container starts again
+		remove      []string
+		initialized bool
+	}
+	tests := []struct {
+		name    string
+		pod     *pods.Pod
+		results fakeResults
+		mode    Mode
+		want    decided
+	}{
+		{
+			name:    "a liveness kill under Always: the container starts again",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, live, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			want:    decided{restarts: []string{"app-0"}, initialized: true},
+		},
+		{
+			name: "a liveness kill under Never while another container runs: stopped for good",
+			pod: planPod(true, never, sandboxes(ready), planContainer("app", spec.Regular, live, inst("app-0", "sb0", cri.StateRunning, 0, 0)),
+				planContainer("log", spec.Regular, nil, inst("log-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			want:    decided{initialized: true},
+		},
+		{
+			name:    "--restart=stop: a kill never restarts",
+			pod:     planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, live, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			results: fakeResults{{ContainerID: "app-0", Type: results.Liveness}: results.Failure},
+			mode:    StopOnly,
+			want:    decided{initialized: true},
+		},
+		{
+			name: "a new sandbox: every init container's instances removed, to run again",
+			pod: planPod(true, always, sandboxes(notReady), planContainer("setup", spec.Init, nil, inst("setup-1", "sb0", cri.StateExited, 0, 100),
+				inst("setup-0", "sb0", cri.StateExited, 1, 200)), planContainer("proxy", spec.Sidecar, nil, inst("proxy-0", "sb0", cri.StateExited, 0, 100)),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 100))),
+			want: decided{remove: []string{"setup-1", "setup-0", "proxy-0"}, initialized: true},
+		},
+		{
+			name: "--restart=stop and a dead sandbox: no new sandbox, nothing purged",
+			pod: planPod(true, always, sandboxes(notReady), planContainer("setup", spec.Init, nil, inst("setup-0", "sb0", cri.StateExited, 0, 100)),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 100))),
+			mode: StopOnly,
+			want: decided{initialized: true},
+		},
+		{
+			name: "its init containers still run, no regular container made: not initialized",
+			pod: planPod(true, always, sandboxes(ready), planContainer("setup", spec.Init, nil, inst("setup-0", "sb0", cri.StateRunning, 0, 0)),
+				planContainer("app", spec.Regular, nil)),
+			want: decided{},
+		},
+		{
+			name: "someone else's stopped pod, a regular container made: initialized though nothing is planned",
+			pod: planPod(false, always, sandboxes(notReady), planContainer("setup", spec.Init, nil),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 0, 100))),
+			want: decided{initialized: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := rowInput(tt.pod, tt.results, tt.mode)
+			summary := func(pl plan) decided {
+				d := decided{initialized: pl.initialized}
+				for _, k := range pl.kill {
+					if k.restarts {
+						d.restarts = append(d.restarts, k.instance.ID)
+					}
+				}
+				for _, i := range pl.remove {
+					d.remove = append(d.remove, i.ID)
+				}
+				return d
+			}
+			got := summary(makePlan(in))
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got, summary(makePlan(in)), "pure: the same input, the same plan")
 		})
 	}
 }

@@ -23,17 +23,19 @@
 // through CRI. A sync acts only on a view of the runtime listed after the
 // previous sync acted, so nothing is ever done twice.
 //
-// While a sync acts, the pod's status (Status, what the prober, the API
-// and the hooks read) stays as the sync found it, and it changes only
-// once the runtime has been listed again: kubelet's status manager, which
-// shows a replacement only after its start and postStart are over, and
-// the instance it replaces running and ready until then (SyncPod kills,
-// starts and runs postStart in one sync, with the status of the sync
-// before). WithNotReadyOnExit shows, beyond kubelet, an instance that
-// exited meanwhile as exited, so not ready from its exit (heldStatus).
+// The pods' status (Status, a pods.Status: what the prober, the API and
+// the hooks read) is kept apart from the syncs, in status.go, as kubelet's
+// status manager is. While a sync acts, a pod's status stays as the sync
+// found it, and it changes only once the runtime has been listed again:
+// kubelet's status manager, which shows a replacement only after its
+// start and postStart are over, and the instance it replaces running and
+// ready until then (SyncPod kills, starts and runs postStart in one sync,
+// with the status of the sync before). WithNotReadyOnExit shows, beyond
+// kubelet, an instance that exited meanwhile as exited, so not ready from
+// its exit (heldStatus).
 //
 // An interruption (the agent killed) between create and start leaves a
-// created instance: an owned pod's is started by the next agent; a
+// created instance: a static pod's is started by the next agent; a
 // replacement in a pod someone else made is marked
 // cri-prober.io/restart-of, and the next agent starts it, or removes it if
 // the instance it replaces still runs.
@@ -42,9 +44,7 @@ package restart
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +56,8 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -157,13 +159,9 @@ type Restarter struct {
 	syncFrequency time.Duration
 	jitter        func() float64
 	metrics       *metrics
-	ledger        *Ledger // nil: none kept
-	maker         Maker   // nil: owned pods are not made
-	budget        *KillBudget
-
-	// notReadyOnExit: a pod held by a sync shows its instances' exits
-	// (heldStatus).
-	notReadyOnExit bool
+	ledger        *ledger.Ledger // nil: none kept
+	maker         Maker          // nil: static pods are not made
+	budget        *killbudget.Budget
 
 	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
 	syncDone func()
@@ -172,76 +170,16 @@ type Restarter struct {
 	handled atomic.Uint64
 	busy    atomic.Int64
 
-	// latest is the newest view of the runtime (the resolver's); status is
-	// the pods' status published to readers (see the package comment).
-	latest    atomic.Pointer[pods.Subscription]
-	statusMu  sync.Mutex
-	held      map[string]*heldPod   // pod key → its status while a sync acts
-	shown     map[string]*syncShown // pod key → what its syncs add to its status
-	status    atomic.Pointer[pods.View]
-	publisher pods.Publisher
+	// latest is the newest view of the runtime (the resolver's).
+	latest atomic.Pointer[pods.Subscription]
+	// statusManager is the pods' status, published to readers (status.go,
+	// see the package comment).
+	statusManager
 
 	// Owned by Run.
 	workers map[string]*podWorker
 	exited  chan *podWorker // a retiring worker ended
 	wg      sync.WaitGroup
-}
-
-// heldPod is a pod's status while a sync acts on it, and after, until the
-// runtime is listed again (relist number after).
-type heldPod struct {
-	pod   *pods.Pod
-	after uint64 // 0: the sync still acts
-}
-
-// heldStatus is what pod held (as a sync found it) shows while the sync
-// acts, given latest, the pod in the newest view of the runtime (nil: not
-// in it). By default, kubelet's: held as it is, so an instance the sync
-// kills stays running and ready until the sync's outcome is listed (its
-// replacement started, postStart over). With notReadyOnExit, each instance
-// held running that latest shows exited is shown exited, as latest shows
-// it: not ready from its exit; what the sync made meanwhile (the
-// replacement) still shows only once listed after the sync. Pure.
-func heldStatus(held, latest *pods.Pod, notReadyOnExit bool) *pods.Pod {
-	if !notReadyOnExit || latest == nil {
-		return held
-	}
-	exits := map[string]*cri.Container{}
-	for _, c := range latest.Containers {
-		for _, i := range c.Instances {
-			if i.State == cri.StateExited {
-				exits[i.ID] = i
-			}
-		}
-	}
-	var shown *pods.Pod
-	for n, c := range held.Containers {
-		if c.Current == nil || c.Current.State != cri.StateRunning {
-			continue
-		}
-		exit, ok := exits[c.Current.ID]
-		if !ok {
-			continue
-		}
-		if shown == nil {
-			cp := *held
-			cp.Containers = slices.Clone(held.Containers)
-			shown = &cp
-		}
-		cc := *c
-		cc.Current = exit
-		cc.Instances = slices.Clone(c.Instances)
-		for k, i := range cc.Instances {
-			if i.ID == exit.ID {
-				cc.Instances[k] = exit
-			}
-		}
-		shown.Containers[n] = &cc
-	}
-	if shown == nil {
-		return held
-	}
-	return shown
 }
 
 // containerKey names a container of a pod across its instances.
@@ -313,7 +251,9 @@ func WithSyncFrequency(d time.Duration) Option {
 }
 
 // WithLedger records every restart and why in l.
-func WithLedger(l *Ledger) Option { return func(r *Restarter) error { r.ledger = l; return nil } }
+func WithLedger(l *ledger.Ledger) Option {
+	return func(r *Restarter) error { r.ledger = l; return nil }
+}
 
 // WithHistories reads the failures behind a restart from hs (the prober's).
 func WithHistories(hs *results.Histories) Option {
@@ -347,8 +287,6 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		mode:          Recreate,
 		jitter:        rand.Float64,
 		syncFrequency: DefaultSyncFrequency,
-		held:          map[string]*heldPod{},
-		shown:         map[string]*syncShown{},
 		workers:       map[string]*podWorker{},
 		exited:        make(chan *podWorker),
 	}
@@ -370,17 +308,17 @@ func New(runtime Runtime, hooks HookRunner, store *results.Store, opts ...Option
 		r.histories = results.NewHistories()
 	}
 	if r.budget == nil {
-		r.budget, _ = NewKillBudget(BudgetConfig{}, "")
+		r.budget, _ = killbudget.New(killbudget.Config{}, "", killbudget.WithClock(r.clock))
 	}
-	r.syncPausedGauge()
-	r.status.Store(pods.Resolve(nil, pods.Inputs{}))
+	r.statusManager.init(r.listedView)
 	return r, nil
 }
 
 // Status returns the pods' status: the latest view of the runtime, but for
 // a pod a sync acts on, the pod as that sync found it until the runtime
-// shows the outcome; with each container's waiting reason.
-func (r *Restarter) Status() *pods.View { return r.status.Load() }
+// shows the outcome; with what the pods' syncs add (each container's
+// waiting reason, a reset, that the pod initialized).
+func (r *Restarter) Status() *pods.Status { return r.status.Load() }
 
 // Subscribe returns a subscription to the pods' status.
 func (r *Restarter) Subscribe() *pods.Subscription { return r.publisher.Subscribe() }
@@ -451,9 +389,9 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 			if v := changes.Latest(); v != nil {
 				r.handled.Store(v.Seq)
 			}
-		case <-r.budget.changed:
+		case <-r.budget.Resumed():
 			// Resumed: the kills that waited go ahead if still due.
-			for _, key := range r.budget.deferredPods() {
+			for _, key := range r.budget.DeferredPods() {
 				r.trigger(ctx, key)
 			}
 		case <-updates.Ready():
@@ -462,7 +400,9 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 				// that started lets the next container start) and on
 				// liveness failures; a pod whose kill waits, on any
 				// liveness result (a kill no longer due stops waiting).
-				if u.Type == results.Startup || u.Type == results.Liveness && (u.Result == results.Failure || r.budget.hasDeferred(u.PodKey)) {
+				// The one wake-up a result causes: the views do not
+				// change with results (the plan reads them itself).
+				if u.Type == results.Startup || u.Type == results.Liveness && (u.Result == results.Failure || r.budget.HasDeferred(u.PodKey)) {
 					r.trigger(ctx, u.PodKey)
 				}
 			}
@@ -472,12 +412,19 @@ func (r *Restarter) Run(ctx context.Context, changes *pods.Subscription) {
 
 // latestView returns the newest view of the runtime, published or not.
 func (r *Restarter) latestView() *pods.View {
-	if s := r.latest.Load(); s != nil {
-		if v := s.Latest(); v != nil {
-			return v
-		}
+	if v := r.listedView(); v != nil {
+		return v
 	}
 	return pods.Resolve(nil, pods.Inputs{})
+}
+
+// listedView returns the newest view of the runtime, published or not;
+// nil before the first.
+func (r *Restarter) listedView() *pods.View {
+	if s := r.latest.Load(); s != nil {
+		return s.Latest()
+	}
+	return nil
 }
 
 // forget stops a gone pod's worker and drops what is kept about it, but
@@ -493,12 +440,8 @@ func (r *Restarter) forget(key string) {
 	}
 	r.backoff.GC(r.clock.Now())
 	r.metrics.forget(key)
-	r.budget.setDeferred(key, nil)
-	r.updateDeferredGauge()
-	r.statusMu.Lock()
-	delete(r.shown, key)
-	delete(r.held, key)
-	r.statusMu.Unlock()
+	r.budget.SetDeferred(key, nil)
+	r.statusManager.forget(key)
 	v := r.latestView()
 	r.configs.Range(func(id, _ any) bool {
 		if !sandboxInView(v, id.(string)) {
@@ -596,172 +539,6 @@ func (r *Restarter) stopAll() {
 		w.cancel()
 	}
 	r.wg.Wait()
-}
-
-// publishStatus publishes the pods' status for a new view of the runtime:
-// a pod held by a sync keeps its held status (and a hold whose outcome
-// this view shows is released), any other is the view's.
-func (r *Restarter) publishStatus(v *pods.View, changed []string) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	var out []string
-	for _, key := range changed {
-		_, held := r.held[key]
-		if _, ok := v.Pod(key); !ok {
-			delete(r.held, key) // gone: nothing to hold
-			held = false
-		}
-		if !held || r.notReadyOnExit {
-			// A held pod changes with the view only when it shows exits.
-			out = append(out, key)
-		}
-	}
-	for key, h := range r.held {
-		if h.after != 0 && v.Seq > h.after {
-			delete(r.held, key)
-			out = append(out, key)
-		}
-	}
-	if len(changed) == 0 && len(out) == 0 && r.status.Load().Seq == v.Seq {
-		return
-	}
-	r.publishLocked(v, out)
-}
-
-// publishLocked builds the status from view v and publishes it, naming
-// the pods that changed.
-func (r *Restarter) publishLocked(v *pods.View, changed []string) {
-	replaced := map[string]*pods.Pod{}
-	for key, h := range r.held {
-		latest, _ := v.Pod(key)
-		replaced[key] = heldStatus(h.pod, latest, r.notReadyOnExit)
-	}
-	for key, shown := range r.shown {
-		p, ok := replaced[key]
-		if !ok {
-			if p, ok = v.Pod(key); !ok {
-				continue
-			}
-		}
-		replaced[key] = shown.apply(p)
-	}
-	status := v.With(replaced)
-	r.status.Store(status)
-	r.publisher.Publish(status, changed)
-}
-
-// syncShown is what a pod's syncs add to its status, which the runtime
-// does not say: kubelet's reasonCache and what its previous status keeps.
-type syncShown struct {
-	// waiting: why a container that is to start does not.
-	waiting map[string]pods.Waiting
-	// resets: what the last RestartAllContainers reset removed.
-	resets map[string]pods.Reset
-	// initialized: a sync saw the pod initialized (a regular container
-	// made), which kubelet's Initialized condition then stays.
-	initialized bool
-}
-
-// apply returns a copy of p with what its syncs add.
-func (s *syncShown) apply(p *pods.Pod) *pods.Pod {
-	cp := *p
-	cp.WasInitialized = s.initialized
-	cp.Containers = make([]*pods.Container, len(p.Containers))
-	for i, c := range p.Containers {
-		w, isWaiting := s.waiting[c.Name]
-		reset, wasReset := s.resets[c.Name]
-		if isWaiting || wasReset {
-			cc := *c
-			if isWaiting {
-				cc.Waiting = &w
-			}
-			if wasReset {
-				cc.Reset = &reset
-			}
-			c = &cc
-		}
-		cp.Containers[i] = c
-	}
-	return &cp
-}
-
-// updateShown changes what the pod's syncs add to its status and, when
-// that changed, publishes it.
-func (r *Restarter) updateShown(key string, update func(*syncShown) bool) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	shown, ok := r.shown[key]
-	if !ok {
-		shown = &syncShown{}
-	}
-	if !update(shown) {
-		return
-	}
-	r.shown[key] = shown
-	if s := r.latest.Load(); s != nil && s.Latest() != nil {
-		r.publishLocked(s.Latest(), []string{key})
-	}
-}
-
-// hold keeps pod p's status as it is while a sync acts on it.
-func (r *Restarter) hold(p *pods.Pod) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if h, ok := r.held[p.Key]; ok {
-		h.after = 0 // still held from the previous sync: as it was then
-		return
-	}
-	r.held[p.Key] = &heldPod{pod: p}
-}
-
-// release lets pod p's status follow the runtime again from the first
-// listing numbered after relist.
-func (r *Restarter) release(key string, relist uint64) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if h, ok := r.held[key]; ok {
-		h.after = relist
-	}
-}
-
-// setWaiting publishes why the pod's containers wait, when it changed.
-func (r *Restarter) setWaiting(key string, waiting map[string]pods.Waiting) {
-	r.updateShown(key, func(s *syncShown) bool {
-		if maps.EqualFunc(s.waiting, waiting, sameWaiting) {
-			return false
-		}
-		s.waiting = waiting
-		return true
-	})
-}
-
-func sameWaiting(a, b pods.Waiting) bool { return a == b }
-
-// resetsOf returns what the last reset of the pod removed.
-func (r *Restarter) resetsOf(key string) map[string]pods.Reset {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if s, ok := r.shown[key]; ok {
-		return s.resets
-	}
-	return nil
-}
-
-// setResets publishes what a RestartAllContainers reset of the pod
-// removed.
-func (r *Restarter) setResets(key string, resets map[string]pods.Reset) {
-	r.updateShown(key, func(s *syncShown) bool { s.resets = resets; return true })
-}
-
-// setInitialized publishes that the pod initialized, once.
-func (r *Restarter) setInitialized(key string) {
-	r.updateShown(key, func(s *syncShown) bool {
-		if s.initialized {
-			return false
-		}
-		s.initialized = true
-		return true
-	})
 }
 
 func (r *Restarter) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {

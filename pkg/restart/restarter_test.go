@@ -271,15 +271,16 @@ func (rt *restartTest) passSettle(t *testing.T) {
 
 // waiting says why the pod's status shows container name waiting.
 func (rt *restartTest) waiting(name string) (pods.Waiting, bool) {
-	p, ok := rt.r.Status().Pod("uid-web")
+	st := rt.r.Status()
+	p, ok := st.Pod("uid-web")
 	if !ok {
 		return pods.Waiting{}, false
 	}
-	c, ok := p.Container(name)
-	if !ok || c.Waiting == nil {
+	if _, ok := p.Container(name); !ok {
 		return pods.Waiting{}, false
 	}
-	return *c.Waiting, true
+	w, ok := st.For(p.Key).Waiting[name]
+	return w, ok
 }
 
 // relistAndSettle relists after a change and waits until the restarter has
@@ -370,20 +371,6 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 	assert.Equal(t, []string{"stop " + id, "create app"}, rt.calls.list())
 }
 
-func TestStartupFailureUsesTheProbeGracePeriod(t *testing.T) {
-	rt := newRestartTest(t, corev1.RestartPolicyAlways)
-	five := int64(5)
-	rt.setSpec(func(p *spec.Pod) {
-		p.Containers[0].Startup = &corev1.Probe{TerminationGracePeriodSeconds: &five}
-	})
-	id := rt.rt.AddContainer(rt.sandbox, "app", running)
-	rt.relist(t)
-	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Probed() })
-	rt.fail(id, results.Startup)
-	rt.eventually(t, "killed", rt.hasEvent("Killing: Container app failed startup probe, will be restarted"))
-	rt.eventually(t, "stopped with the probe's grace period", func() bool { g, _ := rt.rt.StopTimeout(id); return g == 5 })
-}
-
 // One failure, one restart, however often the pod is looked at meanwhile.
 func TestOneFailureOneRestart(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyAlways)
@@ -400,45 +387,6 @@ func TestOneFailureOneRestart(t *testing.T) {
 	}
 	rt.eventually(t, "settled", func() bool { return len(rt.states()) == 2 })
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, rt.states())
-}
-
-// restartPolicy Never, and the failed container is the last one running:
-// kubelet kills the whole pod, with the pod's grace period (not the
-// probe's) and "Stopping container", then its sandbox.
-func TestNeverPolicyKillsThePod(t *testing.T) {
-	rt := newRestartTest(t, corev1.RestartPolicyNever)
-	rt.setSpec(func(p *spec.Pod) {
-		p.TerminationGracePeriodSeconds = 4
-		p.Containers[0].Liveness = &corev1.Probe{TerminationGracePeriodSeconds: new(int64(1))}
-	})
-	id := rt.rt.AddContainer(rt.sandbox, "app", running)
-	rt.relist(t)
-	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Probed() })
-	rt.fail(id, results.Liveness)
-	rt.eventually(t, "sandbox stopped", func() bool {
-		s, _ := rt.rt.SandboxState(rt.sandbox)
-		return s == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	})
-	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, rt.states())
-	grace, _ := rt.rt.StopTimeout(id)
-	assert.Equal(t, int64(4), grace, "the pod's grace period, not the probe's")
-	assert.Equal(t, []string{
-		"StoppingPod: Stopping pod ns/web: no container is left running or to be restarted (restartPolicy Never)",
-		"Killing: Stopping container app",
-	}, rt.events.messages())
-	assert.Equal(t, []string{"stop " + id, "stopp"}, rt.calls.list())
-}
-
-func TestNeverPolicyKeepsTheSandboxWhileOthersRun(t *testing.T) {
-	rt := newRestartTest(t, corev1.RestartPolicyNever)
-	rt.setSpec(func(p *spec.Pod) { p.Containers = append(p.Containers, spec.Container{Name: "other"}) })
-	id := rt.rt.AddContainer(rt.sandbox, "app", running)
-	rt.rt.AddContainer(rt.sandbox, "other", running)
-	rt.relist(t)
-	rt.fail(id, results.Liveness)
-	rt.eventually(t, "killed", rt.hasEvent("Killing: Container app failed liveness probe"))
-	s, _ := rt.rt.SandboxState(rt.sandbox)
-	assert.Equal(t, runtimeapi.PodSandboxState_SANDBOX_READY, s)
 }
 
 func TestExitsRestartPerPolicy(t *testing.T) {
@@ -540,9 +488,10 @@ func TestCrashLoopBacksOff(t *testing.T) {
 		w, ok := rt.waiting("app")
 		return ok && w.Until.Equal(crashed.Add(20*time.Second))
 	})
-	p, ok := rt.r.Status().Pod("uid-web")
+	st := rt.r.Status()
+	_, ok := st.Pod("uid-web")
 	require.True(t, ok)
-	assert.True(t, p.WasInitialized, "its syncs saw it initialized: kubelet's Initialized stays True")
+	assert.True(t, st.For("uid-web").Initialized, "its syncs saw it initialized: kubelet's Initialized stays True")
 }
 
 // A pod removed and made again with the same UID (a static pod's manifest
@@ -685,29 +634,6 @@ func TestRepeatedLivenessKillsBackOffLikeKubelet(t *testing.T) {
 	rt.eventually(t, "restarted after 20 s", func() bool { _, a := current(); return a == attempt+1 })
 }
 
-func TestModes(t *testing.T) {
-	t.Run("stop only", func(t *testing.T) {
-		rt := newRestartTest(t, corev1.RestartPolicyAlways, WithMode(StopOnly))
-		id := rt.rt.AddContainer(rt.sandbox, "app", running)
-		rt.relist(t)
-		rt.fail(id, results.Liveness)
-		rt.eventually(t, "stopped", func() bool { return rt.states()[0] == "app#0:CONTAINER_EXITED" })
-		rt.relistAndSettle(t)
-		assert.Len(t, rt.states(), 1, "never re-created")
-		assert.Equal(t, "Killing: Container app failed liveness probe, will be restarted", rt.events.messages()[0])
-	})
-	t.Run("none observes", func(t *testing.T) {
-		rt := newRestartTest(t, corev1.RestartPolicyAlways, WithMode(Observe))
-		id := rt.rt.AddContainer(rt.sandbox, "app", running)
-		rt.relist(t)
-		rt.fail(id, results.Liveness)
-		rt.eventually(t, "reported", rt.hasEvent("WouldKill: Container app failed liveness probe, will be restarted (--restart=none: nothing done)"))
-		assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, rt.states())
-		_, stopped := rt.rt.StopTimeout(id)
-		assert.False(t, stopped)
-	})
-}
-
 func TestUnmanagedContainersAreNeverTouched(t *testing.T) {
 	rt := newRestartTest(t, corev1.RestartPolicyAlways)
 	rt.rt.AddContainer(rt.sandbox, "app", running)
@@ -848,67 +774,6 @@ func TestFailedPostStartHook(t *testing.T) {
 	rt.eventually(t, "stopped with the pod's grace period", func() bool { g, ok := rt.rt.StopTimeout(replacement); return ok && g == 30 })
 	rt.relist(t)
 	rt.eventually(t, "restarted with back-off", func() bool { w, ok := rt.waiting("app"); return ok && w.Reason == WaitingCrashLoop })
-}
-
-// A sidecar is restarted on any exit and on a failed liveness probe,
-// whatever the pod's policy, with kubelet's message.
-func TestSidecarRestarts(t *testing.T) {
-	rt := newRestartTest(t, corev1.RestartPolicyNever)
-	rt.setSpec(func(p *spec.Pod) {
-		p.Containers = []spec.Container{{Name: "proxy", Kind: spec.Sidecar, Liveness: &corev1.Probe{}}, {Name: "app"}}
-	})
-	proxy := rt.rt.AddContainer(rt.sandbox, "proxy", running)
-	rt.rt.AddContainer(rt.sandbox, "app", running)
-	rt.relist(t)
-	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Probed() })
-	rt.fail(proxy, results.Liveness)
-	rt.eventually(t, "restarted", rt.hasEvent("Started: Container started"))
-	assert.Equal(t, "Killing: Init container proxy failed liveness probe", rt.events.messages()[0])
-	assert.Contains(t, rt.states(), "proxy#1:CONTAINER_RUNNING")
-
-	rt.relist(t)
-	second := rt.containers()
-	var cur string
-	for _, c := range second {
-		if c.Name == "proxy" && c.Attempt == 1 {
-			cur = c.ID
-		}
-	}
-	require.NoError(t, rt.rt.SetContainerState(cur, exited, 0))
-	rt.relist(t)
-	rt.passSettle(t)
-	rt.eventually(t, "an exit 0 restarted too", func() bool { return slices.Contains(rt.states(), "proxy#2:CONTAINER_RUNNING") })
-}
-
-// A Job-style pod (Never): once its main container is done, its sidecars
-// are stopped — after the regular containers, later sidecars first — and
-// the sandbox with them: a sidecar never outlives the job.
-func TestJobSidecarsStopWithThePod(t *testing.T) {
-	rt := newRestartTest(t, corev1.RestartPolicyNever)
-	rt.setSpec(func(p *spec.Pod) {
-		p.TerminationGracePeriodSeconds = 5
-		p.Containers = []spec.Container{{Name: "first", Kind: spec.Sidecar}, {Name: "second", Kind: spec.Sidecar,
-			Lifecycle: &corev1.Lifecycle{PreStop: hook("preStop", "ok")}}, {Name: "main"}}
-	})
-	first := rt.rt.AddContainer(rt.sandbox, "first", running)
-	second := rt.rt.AddContainer(rt.sandbox, "second", running)
-	main := rt.rt.AddContainer(rt.sandbox, "main", running)
-	rt.relist(t)
-	rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
-	require.NoError(t, rt.rt.SetContainerState(main, exited, 0))
-	rt.relist(t)
-	rt.eventually(t, "sandbox stopped", func() bool {
-		s, _ := rt.rt.SandboxState(rt.sandbox)
-		return s == runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	})
-	assert.Equal(t, []string{"stop " + second, "stop " + first, "stopp"}, rt.calls.list(), "later sidecars first")
-	assert.Equal(t, []hookCall{{kind: "preStop", containerID: second}}, rt.hooks.called())
-	for _, id := range []string{first, second} {
-		g, _ := rt.rt.StopTimeout(id)
-		assert.Equal(t, int64(5), g, "the pod's grace period")
-	}
-	assert.Contains(t, rt.events.messages(), "Killing: Stopping container first")
-	assert.NotContains(t, rt.events.messages(), "Started: Container started", "sidecars are not restarted")
 }
 
 func TestNextLogPath(t *testing.T) {

@@ -12,13 +12,15 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/podconfig"
+	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
-// Maker makes what an owned pod needs from its spec: its host side and
-// the CRI configs of its sandbox and containers (the agent wires
-// pkg/podconfig, pkg/podfs and the image service into one).
+// Maker makes what a static pod needs from its spec: its host side and
+// the CRI configs of its sandbox and containers. It is what pod sync asks
+// of pkg/podmaker (which joins pkg/podconfig, pkg/podfs and the image
+// service), declared here so that pod sync imports none of them; pkg/agent
+// wires one in (WithMaker).
 type Maker interface {
 	// Sandbox prepares the pod's host side (its directory, volumes and
 	// log directory) and returns the config of its sandbox of attempt.
@@ -43,14 +45,14 @@ type StartError struct {
 
 func (e *StartError) Error() string { return e.Reason + ": " + e.Message }
 
-// ErrNoMaker is returned for an owned pod when the restarter makes none.
+// ErrNoMaker is returned for a static pod when the restarter makes none.
 var ErrNoMaker = errors.New("this agent does not make pods (no static pod path)")
 
-// WithMaker makes owned pods with m.
+// WithMaker makes static pods with m.
 func WithMaker(m Maker) Option { return func(r *Restarter) error { r.maker = m; return nil } }
 
 // startContainer starts one container as kubelet's startContainer does:
-// a new instance created (an owned pod's from its spec, another's from its
+// a new instance created (a static pod's from its spec, another's from its
 // last instance's CRI config) unless an interrupted one is resumed, then
 // started, then its postStart hook run before it is probed or reported.
 // A failed hook kills it (with the pod's grace period); its exit is then
@@ -59,7 +61,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	c := s.container
 	key := containerKey{p.Key, c.Name}
 	now := r.clock.Now()
-	entry, pending := Entry{}, false
+	entry, pending := ledger.Entry{}, false
 	if s.replaces != nil {
 		entry, pending = w.state.pending[s.replaces.ID]
 		if !pending {
@@ -103,7 +105,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 	}
 	if s.replaces != nil {
 		delete(w.state.pending, s.replaces.ID)
-		entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ActionRestarted, inst.ID, inst.Attempt, r.clock.Now()
+		entry.Action, entry.ReplacementID, entry.Attempt, entry.Time = ledger.ActionRestarted, inst.ID, inst.Attempt, r.clock.Now()
 		if !s.backoffFrom.IsZero() {
 			entry.BackOffSeconds = now.Sub(s.backoffFrom).Seconds()
 		}
@@ -113,7 +115,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 		// saw with it; the cause and the old instance's exit are on record.
 		if old := replacedBy(c, s.resume); old != nil {
 			e := r.entry(ctx, p, old, s.cause)
-			e.Action, e.ReplacementID, e.Attempt = ActionRestarted, s.resume.ID, s.resume.Attempt
+			e.Action, e.ReplacementID, e.Attempt = ledger.ActionRestarted, s.resume.ID, s.resume.Attempt
 			r.record(ctx, e)
 		}
 	}
@@ -146,11 +148,11 @@ func (r *Restarter) startFailed(ctx context.Context, w *podWorker, p *pods.Pod, 
 }
 
 // containerConfig returns the CRI configs a new instance is created with:
-// an owned pod's from its spec (the maker), another's from its last
+// a static pod's from its spec (the maker), another's from its last
 // instance's own config, with the next attempt and its own log file, and
 // marked as the agent's replacement of that instance.
 func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, s startAction) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
-	if p.Owned {
+	if p.Static {
 		if r.maker == nil {
 			return nil, nil, ErrNoMaker
 		}
@@ -173,10 +175,7 @@ func (r *Restarter) containerConfig(ctx context.Context, p *pods.Pod, sandbox *c
 	}
 	annotations[cri.AnnotationRestartOf] = s.from.ID
 	annotations[cri.AnnotationRestartCause] = string(s.cause)
-	if _, ok := annotations[podconfig.AnnotationRestartCount]; ok {
-		// Made with kubelet's annotations: its restart count is this one.
-		annotations[podconfig.AnnotationRestartCount] = strconv.FormatUint(uint64(attempt), 10)
-	}
+	pods.SetRestartCount(annotations, attempt)
 	cfg.Annotations = annotations
 	return cfg, sandboxCfg, nil
 }
@@ -202,15 +201,15 @@ func (r *Restarter) postStart(ctx context.Context, w *podWorker, p *pods.Pod, c 
 	logger.V(1).Info("PostStartHook output", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "message", msg)
 	// Not the hook's output: it may hold secrets (kubelet's rule).
 	r.eventf(p, c.Name, events.Warning, ReasonFailedPostStartHook, "PostStartHook failed")
-	w.state.killed[inst.ID] = true
-	w.state.pending[inst.ID] = Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: CausePostStart}
+	w.state.memory.killed[inst.ID] = true
+	w.state.pending[inst.ID] = ledger.Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: c.Name, ContainerID: inst.ID, Cause: string(CausePostStart)}
 	if _, err := r.killContainer(ctx, p, c, inst, "FailedPostStartHook", CausePostStart, nil); err != nil {
 		logger.Error(err, "Failed to kill container", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", inst.ID)
 	}
 	return false
 }
 
-// createSandbox makes an owned pod's sandbox of attempt: its host side,
+// createSandbox makes a static pod's sandbox of attempt: its host side,
 // then RunPodSandbox (kubelet's createPodSandbox).
 func (r *Restarter) createSandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*cri.Sandbox, error) {
 	if r.maker == nil {
@@ -270,8 +269,8 @@ func nextLogPath(path string, attempt uint32) string {
 
 // entry starts a ledger entry about an instance that is to be, or was,
 // replaced, with its exit as the runtime records it.
-func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, cause Cause) Entry {
-	e := Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: cause}
+func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, cause Cause) ledger.Entry {
+	e := ledger.Entry{Time: r.clock.Now(), Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: old.Name, ContainerID: old.ID, Cause: string(cause)}
 	if r.ledger == nil {
 		return e
 	}
@@ -285,7 +284,7 @@ func (r *Restarter) entry(ctx context.Context, p *pods.Pod, old *cri.Container, 
 	return e
 }
 
-func (r *Restarter) record(ctx context.Context, e Entry) {
+func (r *Restarter) record(ctx context.Context, e ledger.Entry) {
 	if r.ledger == nil {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/results"
@@ -44,7 +45,7 @@ func TestKillBudgetDefersAStorm(t *testing.T) {
 	const n, burst, interval = 10, 3, 15 * time.Second
 	c := dial(t)
 	a := startAgentConfig(t, c, func(cfg *engine.Config) {
-		cfg.KillBudget = restart.BudgetConfig{Node: burst, Interval: interval}
+		cfg.KillBudget = killbudget.Config{Node: burst, Interval: interval}
 	})
 	var names []string
 	ids := map[string]string{}
@@ -93,10 +94,10 @@ func TestKillBudgetDefersAStorm(t *testing.T) {
 
 	// While they wait, their probes go on failing and reporting, the
 	// containers run, and the restarter says which kills wait and why.
-	st := a.restarter.Kills()
+	st := a.engine.KillBudget.Kills()
 	require.Len(t, st.Deferred, n-burst, "%+v", st)
 	for _, d := range st.Deferred {
-		assert.Equal(t, restart.DeferNode, d.Reason)
+		assert.Equal(t, killbudget.DeferNode, d.Reason)
 		assert.WithinDuration(t, first[0].Time.Add(interval), d.Until, 2*time.Second, "frees when the first kill leaves the window")
 		assert.Equal(t, ids[d.Pod], d.ContainerID, "the first instance still runs")
 		r, ok := a.container(d.Pod, "app")
@@ -119,7 +120,7 @@ func TestKillBudgetDefersAStorm(t *testing.T) {
 		assert.LessOrEqual(t, in, burst, "kills in the %s after %s: %v", interval, got[i].Time.Format("15:04:05.000"), times(got))
 	}
 	assert.GreaterOrEqual(t, got[burst].Time.Sub(got[0].Time), interval-time.Second, "the fourth kill waited for the window: %v", times(got))
-	eventually(t, 10*time.Second, "nothing waits", func() bool { return len(a.restarter.Kills().Deferred) == 0 })
+	eventually(t, 10*time.Second, "nothing waits", func() bool { return len(a.engine.KillBudget.Kills().Deferred) == 0 })
 }
 
 // livenessOf is a container's stable liveness result.
@@ -212,7 +213,7 @@ func TestPauseStopsEveryKill(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "Kills are paused on this node")
 	assert.Contains(t, out, fmt.Sprintf("Kills waiting: %d", n))
-	paused := eventsOf(restart.ReasonKillsPaused)
+	paused := eventsOf(killbudget.ReasonKillsPaused)
 	require.Len(t, paused, 1)
 	assert.Contains(t, paused[0].Message, "by uid ")
 	assert.Contains(t, paused[0].Message, "e2e maintenance")
@@ -227,7 +228,7 @@ func TestPauseStopsEveryKill(t *testing.T) {
 		}
 		return len(killed) == n
 	})
-	resumed := eventsOf(restart.ReasonKillsResumed)
+	resumed := eventsOf(killbudget.ReasonKillsResumed)
 	require.Len(t, resumed, 1)
 	assert.Contains(t, resumed[0].Message, "by uid ")
 	first := eventsOf(restart.ReasonKilling)[0]

@@ -31,7 +31,7 @@ import (
 // through CRI, alone, and keeps them as kubelet v1.36.3 does; each states
 // what the real kubelet (../shared/kubelet) did with the same manifest.
 
-// e2eNode is the node name the owned pods are named after.
+// e2eNode is the node name the static pods are named after.
 const e2eNode = "e2e-node"
 
 // owner is the engine making the pods of a static pod directory, in
@@ -64,7 +64,7 @@ func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owne
 	static.Reload()
 	cfg := engine.Config{
 		Client: c, EventsAddress: c.Socket(), Restart: restart.Recreate, Recorder: o.events,
-		Owned: static, ManifestInterval: 100 * time.Millisecond, Node: node,
+		StaticPods: static, ManifestInterval: 100 * time.Millisecond, Node: node,
 	}
 	set(&cfg)
 	o.engine, err = engine.New(context.Background(), cfg)
@@ -82,7 +82,7 @@ func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owne
 			os.Remove(filepath.Join(o.dir, e.Name()))
 		}
 		gone := eventuallyQuiet(2*time.Minute, func() bool {
-			return !slices.ContainsFunc(o.engine.View().Pods(), func(p *pods.Pod) bool { return p.Owned })
+			return !slices.ContainsFunc(o.engine.View().Pods(), func(p *pods.Pod) bool { return p.Static })
 		})
 		cancel()
 		wg.Wait()
@@ -295,7 +295,7 @@ spec:
 	assert.Equal(t, map[string]string{"PodReadyToStartContainers": "True", "Initialized": "True", "Ready": "True", "ContainersReady": "True", "PodScheduled": "True"}, conds)
 }
 
-// Contract (kubelet's SyncPod): an owned pod whose sandbox someone stops
+// Contract (kubelet's SyncPod): a static pod whose sandbox someone stops
 // behind the agent's back gets a new sandbox (attempt 1) and every
 // container again; one whose manifest is edited is another pod (a new
 // UID), the old one stopped and removed; one whose manifest is removed is

@@ -162,12 +162,14 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	pod.start("app", "sh", "-c", "exit 3")
 	backoff := a.waitEvent(t, name, "app", restart.ReasonBackOff, "Back-off restarting failed container app in pod "+name, 20*time.Second)
 	eventually(t, 5*time.Second, "the status says CrashLoopBackOff", func() bool {
-		p, ok := a.restarter.Status().Pod(pod.config.GetMetadata().GetUid())
+		st := a.restarter.Status()
+		p, ok := st.Pod(pod.config.GetMetadata().GetUid())
 		if !ok {
 			return false
 		}
-		c, ok := p.Container("app")
-		return ok && c.Waiting != nil && c.Waiting.Reason == restart.WaitingCrashLoop
+		_, ok = p.Container("app")
+		w, waits := st.For(p.Key).Waiting["app"]
+		return ok && waits && w.Reason == restart.WaitingCrashLoop
 	})
 
 	started := a.waitEvent(t, name, "app", restart.ReasonStarted, "", 5*time.Second) // the first restart, at once

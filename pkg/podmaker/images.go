@@ -1,4 +1,4 @@
-package restart
+package podmaker
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // ImageService is what the image puller asks of the runtime's CRI image
@@ -61,10 +62,10 @@ const (
 type imagePuller struct {
 	images   ImageService
 	clock    clock.PassiveClock
-	recorder Recorder
+	recorder restart.Recorder
 	// backoff is kubelet's imageBackOff: 10 s doubling to 300 s, keyed
 	// "<pod UID>_<image as the pod asks it>" (pullImage's backOffKey).
-	backoff *Backoff[string]
+	backoff *restart.Backoff[string]
 	// slot is serializeImagePulls (kubelet's default: true): one pull at a
 	// time on the node, the others wait their turn (serialImagePuller).
 	slot chan struct{}
@@ -77,12 +78,12 @@ type imagePuller struct {
 
 // newImagePuller returns kubelet's image manager over images, timing
 // pulls and back-offs with clk and telling its events to rec.
-func newImagePuller(images ImageService, clk clock.PassiveClock, rec Recorder) *imagePuller {
+func newImagePuller(images ImageService, clk clock.PassiveClock, rec restart.Recorder) *imagePuller {
 	return &imagePuller{
 		images:   images,
 		clock:    clk,
 		recorder: rec,
-		backoff:  NewBackoff[string](DefaultInitialBackoff, DefaultMaxBackoff),
+		backoff:  restart.NewBackoff[string](restart.DefaultInitialBackoff, restart.DefaultMaxBackoff),
 		slot:     make(chan struct{}, 1),
 		prevErr:  map[string]string{},
 	}
@@ -158,7 +159,7 @@ func (ip *imagePuller) pull(ctx context.Context, p *pods.Pod, c *corev1.Containe
 	key := p.UID + "_" + requested
 	if ip.backoff.WaitSinceUpdate(key, ip.clock.Now()) > 0 {
 		msg := fmt.Sprintf("Back-off pulling image %q", requested)
-		ip.eventf(p, c, events.Normal, ReasonBackOff, "%s", msg)
+		ip.eventf(p, c, events.Normal, restart.ReasonBackOff, "%s", msg)
 		// The waiting message says why the last pull failed.
 		ip.mu.Lock()
 		if prev, ok := ip.prevErr[key]; ok {
@@ -244,7 +245,7 @@ func (ip *imagePuller) imageUser(ctx context.Context, p *pods.Pod, c *corev1.Con
 		}
 		msg := status.Convert(cri.Cause(err)).Message()
 		ip.eventf(p, c, events.Warning, ReasonFailedToCreateContainer, "Error: %s", msg)
-		return podconfig.ImageInfo{}, &StartError{Reason: WaitingCreateContainerConfigError, Message: msg}
+		return podconfig.ImageInfo{}, &restart.StartError{Reason: WaitingCreateContainerConfigError, Message: msg}
 	}
 	return imageInfo(ref, resp.GetImage()), nil
 }
@@ -268,7 +269,7 @@ func imageInfo(ref string, img *runtimeapi.Image) podconfig.ImageInfo {
 // message.
 func (ip *imagePuller) failed(p *pods.Pod, c *corev1.Container, reason, msg string) error {
 	ip.eventf(p, c, events.Warning, ReasonFailedToCreateContainer, "Error: %s", reason)
-	return &StartError{Reason: reason, Message: msg}
+	return &restart.StartError{Reason: reason, Message: msg}
 }
 
 func (ip *imagePuller) eventf(p *pods.Pod, c *corev1.Container, eventType, reason, format string, args ...any) {

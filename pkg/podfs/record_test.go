@@ -17,17 +17,17 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
-func TestRecordOwnerNewPodDir(t *testing.T) {
+func TestWriteRecordNewPodDir(t *testing.T) {
 	m, _ := newTestManager(t)
-	o := Owner{Namespace: "kube-system", Name: "etcd", UID: "u1", Source: "/etc/kubernetes/manifests/etcd.yaml"}
-	if err := m.RecordOwner(o); err != nil {
+	o := Record{Namespace: "kube-system", Name: "etcd", UID: "u1", Source: "/etc/kubernetes/manifests/etcd.yaml"}
+	if err := m.WriteRecord(o); err != nil {
 		t.Fatal(err)
 	}
 	dir := m.Layout().PodDir("u1")
 	if got := mode(t, dir); got != fs.ModeDir|0o750 {
 		t.Errorf("pod dir mode %v, want drwxr-x---", got)
 	}
-	data, err := os.ReadFile(m.Layout().OwnerFile("u1"))
+	data, err := os.ReadFile(m.Layout().RecordFile("u1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,13 +40,13 @@ func TestRecordOwnerNewPodDir(t *testing.T) {
 			t.Errorf("record has no %q: %s", k, data)
 		}
 	}
-	got, err := m.ReadOwner("u1")
+	got, err := m.ReadRecord("u1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Created = testTime
 	if got != o {
-		t.Errorf("ReadOwner = %+v, want %+v", got, o)
+		t.Errorf("ReadRecord = %+v, want %+v", got, o)
 	}
 	// No temporary left behind.
 	entries, _ := os.ReadDir(m.Layout().PodsDir())
@@ -59,16 +59,16 @@ func TestRecordOwnerNewPodDir(t *testing.T) {
 	}
 }
 
-func TestRecordOwnerKeepsCreated(t *testing.T) {
+func TestWriteRecordKeepsCreated(t *testing.T) {
 	m, _ := newTestManager(t)
 	first := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := m.RecordOwner(Owner{Name: "a", UID: "u1", Source: "play:x.yaml", Created: first}); err != nil {
+	if err := m.WriteRecord(Record{Name: "a", UID: "u1", Source: "play:x.yaml", Created: first}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RecordOwner(Owner{Name: "a", UID: "u1", Source: "/new/path.yaml"}); err != nil {
+	if err := m.WriteRecord(Record{Name: "a", UID: "u1", Source: "/new/path.yaml"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.ReadOwner("u1")
+	got, err := m.ReadRecord("u1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestRecordOwnerKeepsCreated(t *testing.T) {
 	}
 }
 
-func TestRecordOwnerExistingDirAndLeftover(t *testing.T) {
+func TestWriteRecordExistingDirAndLeftover(t *testing.T) {
 	m, _ := newTestManager(t)
 	// A half-made new pod dir left by a crash, and a pod dir made without
 	// a record.
@@ -85,48 +85,48 @@ func TestRecordOwnerExistingDirAndLeftover(t *testing.T) {
 	if err := os.MkdirAll(m.Layout().PodDir("u2"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	owned(t, m, "u1")
-	owned(t, m, "u2")
+	recorded(t, m, "u1")
+	recorded(t, m, "u2")
 	if exists(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"u1")) {
 		t.Error("the leftover new pod dir is still there")
 	}
 	if got := mode(t, m.Layout().PodDir("u2")); got != fs.ModeDir|0o750 {
 		t.Errorf("existing pod dir mode %v, want drwxr-x---", got)
 	}
-	if _, err := m.ReadOwner("u2"); err != nil {
+	if _, err := m.ReadRecord("u2"); err != nil {
 		t.Error(err)
 	}
 }
 
-func TestReadOwnerErrors(t *testing.T) {
+func TestReadRecordErrors(t *testing.T) {
 	m, _ := newTestManager(t)
-	if _, err := m.ReadOwner("missing"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := m.ReadRecord("missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing pod dir: %v, want fs.ErrNotExist", err)
 	}
 	if err := os.MkdirAll(m.Layout().PodDir("kubelets"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.ReadOwner("kubelets"); !errors.Is(err, ErrNotOwned) {
-		t.Errorf("pod dir without record: %v, want ErrNotOwned", err)
+	if _, err := m.ReadRecord("kubelets"); !errors.Is(err, ErrNoRecord) {
+		t.Errorf("pod dir without record: %v, want ErrNoRecord", err)
 	}
 	// A record of another UID.
-	writeFile(t, m.Layout().OwnerFile("other"), `{"uid":"u9"}`)
-	if _, err := m.ReadOwner("other"); err == nil {
+	writeFile(t, m.Layout().RecordFile("other"), `{"uid":"u9"}`)
+	if _, err := m.ReadRecord("other"); err == nil {
 		t.Error("a record of another UID was accepted")
 	}
 	// A pod dir that is a link: refused, not followed.
 	target := t.TempDir()
-	writeFile(t, filepath.Join(target, podconfig.OwnerFileName), `{"uid":"link"}`)
+	writeFile(t, filepath.Join(target, podconfig.RecordFileName), `{"uid":"link"}`)
 	if err := os.Symlink(target, m.Layout().PodDir("link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.ReadOwner("link"); err == nil {
+	if _, err := m.ReadRecord("link"); err == nil {
 		t.Error("a pod dir that is a link was followed")
 	}
-	if err := m.RecordOwner(Owner{UID: "link"}); err == nil {
-		t.Error("RecordOwner wrote through a link")
+	if err := m.WriteRecord(Record{UID: "link"}); err == nil {
+		t.Error("WriteRecord wrote through a link")
 	}
-	if _, err := m.ReadOwner("../x"); err == nil {
+	if _, err := m.ReadRecord("../x"); err == nil {
 		t.Error("a UID with a slash was accepted")
 	}
 }
@@ -136,12 +136,12 @@ func TestPods(t *testing.T) {
 	if pods, err := m.Pods(); err != nil || len(pods) != 0 {
 		t.Fatalf("Pods on a new root = %v, %v", pods, err)
 	}
-	owned(t, m, "b")
-	owned(t, m, "a")
+	recorded(t, m, "b")
+	recorded(t, m, "a")
 	if err := os.MkdirAll(m.Layout().PodDir("kubelets"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, m.Layout().OwnerFile("broken"), "{")
+	writeFile(t, m.Layout().RecordFile("broken"), "{")
 	writeFile(t, filepath.Join(m.Layout().PodsDir(), "afile"), "")
 	if err := os.MkdirAll(filepath.Join(m.Layout().PodsDir(), newPodPrefix+"c"), 0o750); err != nil {
 		t.Fatal(err)
@@ -157,13 +157,13 @@ func TestPods(t *testing.T) {
 	if want := []string{"a", "b", "broken", "kubelets"}; !equalStrings(uids, want) {
 		t.Fatalf("Pods = %v, want %v", uids, want)
 	}
-	if pods[0].Owner == nil || pods[0].Owner.UID != "a" || pods[1].Owner == nil {
+	if pods[0].Record == nil || pods[0].Record.UID != "a" || pods[1].Record == nil {
 		t.Errorf("owned pods without their records: %+v", pods[:2])
 	}
-	if pods[2].Owner != nil || pods[2].Err == nil {
+	if pods[2].Record != nil || pods[2].Err == nil {
 		t.Errorf("broken record: %+v, want an error", pods[2])
 	}
-	if pods[3].Owner != nil || pods[3].Err != nil {
+	if pods[3].Record != nil || pods[3].Err != nil {
 		t.Errorf("someone else's pod: %+v, want no owner and no error", pods[3])
 	}
 }
@@ -183,7 +183,7 @@ func equalStrings(a, b []string) bool {
 // Pods are made at once, not one after the other (their records' fsyncs
 // no longer queue behind one lock), while Pods lists them: every record
 // is there, whole, at the end. Run with -race.
-func TestOwnersRecordedConcurrently(t *testing.T) {
+func TestRecordsWrittenConcurrently(t *testing.T) {
 	m, _ := newTestManager(t)
 	const n = 20
 	var wg sync.WaitGroup
@@ -191,7 +191,7 @@ func TestOwnersRecordedConcurrently(t *testing.T) {
 	for i := range n {
 		uid := fmt.Sprintf("u%02d", i)
 		wg.Go(func() {
-			if err := m.RecordOwner(Owner{Namespace: "ns", Name: "web-" + uid, UID: uid, Source: "/s.yaml"}); err != nil {
+			if err := m.WriteRecord(Record{Namespace: "ns", Name: "web-" + uid, UID: uid, Source: "/s.yaml"}); err != nil {
 				errs <- err
 				return
 			}
@@ -224,8 +224,8 @@ func TestOwnersRecordedConcurrently(t *testing.T) {
 		t.Fatalf("%d pod directories, want %d", len(dirs), n)
 	}
 	for _, d := range dirs {
-		if d.Owner == nil || d.Owner.UID != d.UID {
-			t.Errorf("pod %s: record %+v", d.UID, d.Owner)
+		if d.Record == nil || d.Record.UID != d.UID {
+			t.Errorf("pod %s: record %+v", d.UID, d.Record)
 		}
 	}
 }

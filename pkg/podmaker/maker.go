@@ -1,4 +1,19 @@
-package restart
+// Package podmaker makes the agent's own pods as kubelet makes static
+// pods, up to the CRI calls that pod sync (pkg/restart) makes: the host
+// side of a pod before its sandbox (its record, volumes and log directory:
+// pkg/podfs, as kubelet's volume manager), the prelude of kubelet's
+// startContainer (the image made present, as kubelet's images/ manager:
+// pull policies, serialized pulls, the pull back-off, kubelet's events and
+// waiting reasons; the container's files on the host) and the CRI configs
+// of its sandboxes and containers (pkg/podconfig, as kuberuntime
+// generates them), and their teardown once the pod is gone.
+//
+// Maker implements restart.Maker, the interface pod sync declares for what
+// it needs; pkg/agent wires one in. It imports pkg/restart for that
+// interface's types (StartError, Recorder) and its back-off, and
+// pkg/podfs, pkg/podconfig, pkg/pods, pkg/cri and pkg/events;
+// pkg/restart never imports it.
+package podmaker
 
 import (
 	"context"
@@ -20,12 +35,13 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
-// HostFS is the host side of the agent's own pods (podfs.Manager).
+// HostFS is the host side of the agent's static pods (podfs.Manager).
 type HostFS interface {
 	Node() podconfig.Node
-	RecordOwner(o podfs.Owner) error
+	WriteRecord(r podfs.Record) error
 	SetUp(ctx context.Context, pod *corev1.Pod) (map[string]podconfig.Volume, error)
 	MakeLogsDir(namespace, name, uid string) (string, error)
 	PrepareContainer(ctx context.Context, in podconfig.ContainerInput) (podconfig.ContainerInput, error)
@@ -37,71 +53,72 @@ type HostFS interface {
 
 var _ HostFS = (*podfs.Manager)(nil)
 
-// PodMaker makes the agent's own pods as kubelet makes static pods: their
+// Maker makes the agent's static pods as kubelet makes them: their
 // host side (podfs: the pod directory, volumes, files), their images (the
 // image service, as kubelet's image manager), and the CRI configs of
 // their sandboxes and containers (podconfig, as kubelet generates them).
-type PodMaker struct {
+type Maker struct {
 	fs       HostFS
 	node     podconfig.Node
 	images   *imagePuller
-	recorder Recorder
+	recorder restart.Recorder
 	clock    clock.PassiveClock
-	source   func(*pods.Pod) string
-	owns     func(podfs.Owner) bool
+	sourceOf func(*pods.Pod) string
+	match    func(podfs.Record) bool
 
 	mu      sync.Mutex
 	volumes map[string]map[string]podconfig.Volume // by pod UID: SetUp's
-	owners  map[string]pods.Record                 // by pod UID: the agent's records, read once, then kept in step
+	records map[string]pods.Record                 // by pod UID: the pod records, read once, then kept in step
 	changed chan struct{}                          // capacity 1: a record was made or removed
 }
 
-var _ Maker = (*PodMaker)(nil)
+var _ restart.Maker = (*Maker)(nil)
 
-// NewMaker returns a maker of pods on fs, pulling images from images and
-// telling what it does to rec. source names what a pod was made from in
-// its record (the manifest file), and owns says which records are this
-// maker's: the agent and `play` tell their own pods apart by them.
-func NewMaker(fs HostFS, images ImageService, rec Recorder, clk clock.PassiveClock, source func(*pods.Pod) string, owns func(podfs.Owner) bool) *PodMaker {
+// New returns a maker of pods on fs, pulling images from images and
+// telling what it does to rec. sourceOf names what a pod was made from in
+// its record (the manifest file), and match says which pod records are
+// this maker's (nil: all): the agent and `play` tell their own static
+// pods apart by them.
+func New(fs HostFS, images ImageService, rec restart.Recorder, clk clock.PassiveClock, sourceOf func(*pods.Pod) string, match func(podfs.Record) bool) *Maker {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &PodMaker{fs: fs, node: fs.Node(), images: newImagePuller(images, clk, rec), recorder: rec, clock: clk, source: source, owns: owns,
+	return &Maker{fs: fs, node: fs.Node(), images: newImagePuller(images, clk, rec), recorder: rec, clock: clk, sourceOf: sourceOf, match: match,
 		volumes: map[string]map[string]podconfig.Volume{}, changed: make(chan struct{}, 1)}
 }
 
 // Changed is signalled when the maker made or removed a record.
-func (m *PodMaker) Changed() <-chan struct{} { return m.changed }
+func (m *Maker) Changed() <-chan struct{} { return m.changed }
 
-func (m *PodMaker) signal() {
+func (m *Maker) signal() {
 	select {
 	case m.changed <- struct{}{}:
 	default:
 	}
 }
 
-// Made returns the pods this maker made and has not removed, by UID
-// (pods.OwnerRecords): read from the records on disk once, then kept in
-// step as it makes and removes pods.
-func (m *PodMaker) Made() map[string]pods.Record {
+// Records returns the records of the static pods this maker made and has
+// not removed, by UID (pods.RecordSource): read from the pod records on
+// disk once, then kept in step as it makes and removes pods.
+func (m *Maker) Records() map[string]pods.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.owners == nil {
-		m.owners = map[string]pods.Record{}
+	if m.records == nil {
+		m.records = map[string]pods.Record{}
 		dirs, err := m.fs.Pods()
 		if err != nil {
-			m.eventf(&pods.Pod{}, "", events.Warning, ReasonFailed, "Cannot read the records of the pods the agent made: %v", err)
+			m.eventf(&pods.Pod{}, "", events.Warning, restart.ReasonFailed, "Cannot read the records of the pods the agent made: %v", err)
 		}
 		for _, d := range dirs {
-			if d.Owner != nil && (m.owns == nil || m.owns(*d.Owner)) {
-				m.owners[d.UID] = pods.Record{Namespace: d.Owner.Namespace, Name: d.Owner.Name, Created: d.Owner.Created}
+			if d.Record != nil && (m.match == nil || m.match(*d.Record)) {
+				m.records[d.UID] = pods.Record{Namespace: d.Record.Namespace, Name: d.Record.Name, Created: d.Record.Created}
 			}
 		}
 	}
-	return maps.Clone(m.owners)
+	return maps.Clone(m.records)
 }
 
-// object is the Pod an owned pod is made from.
+// object is the Pod a static pod is made from.
 func object(p *pods.Pod) (*corev1.Pod, error) {
 	if p.Manifest == nil || p.Manifest.Object == nil {
 		return nil, fmt.Errorf("pod %s/%s: no manifest to make it from", p.Namespace, p.Name)
@@ -113,7 +130,7 @@ func object(p *pods.Pod) (*corev1.Pod, error) {
 // agent's record of it first (so that its directory is known to be the
 // agent's whatever happens next), its volumes (kubelet's volume manager
 // mounts them before SyncPod), the sandbox's config, its log directory.
-func (m *PodMaker) Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+func (m *Maker) Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	pod, err := object(p)
 	if err != nil {
 		return nil, err
@@ -122,13 +139,13 @@ func (m *PodMaker) Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*r
 	if !p.StartTime.IsZero() {
 		created = p.StartTime
 	}
-	if err := m.fs.RecordOwner(podfs.Owner{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Source: m.source(p), Created: created}); err != nil {
+	if err := m.fs.WriteRecord(podfs.Record{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Source: m.sourceOf(p), Created: created}); err != nil {
 		return nil, fmt.Errorf("record the pod as the agent's: %w", err)
 	}
 	m.mu.Lock()
-	if m.owners != nil {
-		if _, ok := m.owners[p.UID]; !ok {
-			m.owners[p.UID] = pods.Record{Namespace: p.Namespace, Name: p.Name, Created: created}
+	if m.records != nil {
+		if _, ok := m.records[p.UID]; !ok {
+			m.records[p.UID] = pods.Record{Namespace: p.Namespace, Name: p.Name, Created: created}
 			defer m.signal()
 		}
 	}
@@ -153,7 +170,7 @@ func (m *PodMaker) Sandbox(ctx context.Context, p *pods.Pod, attempt uint32) (*r
 // setUp sets the pod's volumes up (again: it is idempotent) and keeps
 // them for its containers' mounts. A volume that cannot be set up is a
 // FailedMount event per volume, as kubelet's volume manager records it.
-func (m *PodMaker) setUp(ctx context.Context, p *pods.Pod, pod *corev1.Pod) (map[string]podconfig.Volume, error) {
+func (m *Maker) setUp(ctx context.Context, p *pods.Pod, pod *corev1.Pod) (map[string]podconfig.Volume, error) {
 	vols, err := m.fs.SetUp(ctx, pod)
 	if err != nil {
 		var setUp *podfs.SetUpError
@@ -161,7 +178,7 @@ func (m *PodMaker) setUp(ctx context.Context, p *pods.Pod, pod *corev1.Pod) (map
 			for _, f := range setUp.Failed {
 				m.eventf(p, "", events.Warning, podfs.FailedMountReason, "%v", f)
 			}
-			return nil, &StartError{Reason: "ContainerCreating", Message: err.Error()}
+			return nil, &restart.StartError{Reason: "ContainerCreating", Message: err.Error()}
 		}
 		return nil, fmt.Errorf("set up the pod's volumes: %w", err)
 	}
@@ -174,7 +191,7 @@ func (m *PodMaker) setUp(ctx context.Context, p *pods.Pod, pod *corev1.Pod) (map
 // Container is kubelet's startContainer up to CreateContainer: the image
 // made present, the container's files on the host (termination message,
 // /etc/hosts, subpaths), then its config.
-func (m *PodMaker) Container(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
+func (m *Maker) Container(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox, c *pods.Container, attempt int64) (*runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig, error) {
 	pod, err := object(p)
 	if err != nil {
 		return nil, nil, err
@@ -221,13 +238,13 @@ func (m *PodMaker) Container(ctx context.Context, p *pods.Pod, sandbox *cri.Sand
 
 // configError is a container whose config cannot be made: kubelet's
 // CreateContainerConfigError with its message, and its event.
-func (m *PodMaker) configError(p *pods.Pod, c *pods.Container, err error) error {
+func (m *Maker) configError(p *pods.Pod, c *pods.Container, err error) error {
 	var ce *podconfig.ConfigError
 	if !errors.As(err, &ce) {
 		return err
 	}
 	m.eventf(p, c.Name, events.Warning, "Failed", "Error: %s", ce.Message)
-	return &StartError{Reason: podconfig.ReasonCreateContainerConfigError, Message: ce.Message}
+	return &restart.StartError{Reason: podconfig.ReasonCreateContainerConfigError, Message: ce.Message}
 }
 
 // firstIP is the pod's primary IP as kubelet passes it to a container's
@@ -254,7 +271,7 @@ func specContainer(pod *corev1.Pod, name string) *corev1.Container {
 // TearDown removes what a pod left on the host once its sandboxes are
 // gone (kubelet's cleanup of a removed pod): its directory (volumes
 // unmounted first), its cgroups and its logs.
-func (m *PodMaker) TearDown(ctx context.Context, p *pods.Pod) error {
+func (m *Maker) TearDown(ctx context.Context, p *pods.Pod) error {
 	// The record goes last (with the directory): until then a teardown cut
 	// short is finished by the next sync, or the next agent.
 	if err := m.fs.RemovePodCgroups(p.UID); err != nil {
@@ -268,13 +285,13 @@ func (m *PodMaker) TearDown(ctx context.Context, p *pods.Pod) error {
 	}
 	m.mu.Lock()
 	delete(m.volumes, p.UID)
-	delete(m.owners, p.UID)
+	delete(m.records, p.UID)
 	m.mu.Unlock()
 	m.signal()
 	return nil
 }
 
-func (m *PodMaker) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {
+func (m *Maker) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {
 	m.recorder.Record(events.Event{Time: m.clock.Now(), Type: eventType, Reason: reason, Namespace: p.Namespace, Pod: p.Name,
 		Container: container, Message: fmt.Sprintf(format, args...)})
 }

@@ -19,17 +19,17 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
-// ErrNotOwned is wrapped by the errors about a pod directory that has no
-// ownership record of the agent's: one the agent did not make (a kubelet's
-// pod on the same root directory), which it never changes or removes.
-var ErrNotOwned = errors.New("not a pod directory of cri-prober's (no " + podconfig.OwnerFileName + ")")
+// ErrNoRecord is wrapped by the errors about a pod directory that has no
+// pod record of the agent's: one the agent did not make (a kubelet's pod
+// on the same root directory), which it never changes or removes.
+var ErrNoRecord = errors.New("not a pod directory of cri-prober's (no " + podconfig.RecordFileName + ")")
 
-// Owner is the agent's record in a pod directory that the pod is its own,
-// kept in <pod dir>/cri-prober.json (podconfig.Layout.OwnerFile): what the
+// Record is the agent's pod record: its record in a pod directory that the
+// pod is one of its static pods, kept in <pod dir>/cri-prober.json (podconfig.Layout.RecordFile): what the
 // agent needs after a restart to know the pods it had made, to find each
 // one's manifest again and to tear down one whose manifest is gone (its
 // log directory is named by namespace, name and UID).
-type Owner struct {
+type Record struct {
 	// Namespace, Name and UID are the pod's as it runs (a static pod's
 	// name has the node name suffix): its sandbox's metadata and its log
 	// directory's name (RemoveLogs).
@@ -47,14 +47,14 @@ type Owner struct {
 // PodDir is a pod directory found under the root (Pods).
 type PodDir struct {
 	UID string
-	// Owner is the agent's record; nil when the directory has none (not
-	// the agent's) or it could not be read (Err).
-	Owner *Owner
-	Err   error
+	// Record is the agent's pod record; nil when the directory has none
+	// (not the agent's) or it could not be read (Err).
+	Record *Record
+	Err    error
 }
 
 const (
-	ownerMaxBytes = 64 << 10
+	recordMaxBytes = 64 << 10
 	// newPodPrefix names the directory a new pod directory is made in
 	// before it is renamed into place with its record, so that no pod
 	// directory of the agent's ever exists without one. It starts with a
@@ -62,71 +62,71 @@ const (
 	newPodPrefix = ".cri-prober-new-"
 )
 
-// RecordOwner writes o as the ownership record of the pod directory of
-// o.UID, creating the directory (0750, makePodDataDirs) when missing. Call
+// WriteRecord writes rec as the pod record of the pod directory of
+// rec.UID, creating the directory (0750, makePodDataDirs) when missing. Call
 // it before SetUp, which refuses a directory without a record: a new pod
 // directory appears with its record in one rename, so after a crash every
 // directory of the agent's has one and every directory without one is
 // someone else's. The record is replaced atomically (temporary file,
-// fsync, rename, fsync of the directory). A zero o.Created is now, or the
+// fsync, rename, fsync of the directory). A zero rec.Created is now, or the
 // existing record's.
-func (m *Manager) RecordOwner(o Owner) error {
-	if err := checkElem("pod UID", o.UID); err != nil {
+func (m *Manager) WriteRecord(rec Record) error {
+	if err := checkElem("pod UID", rec.UID); err != nil {
 		return err
 	}
-	defer m.lockPod(o.UID)()
+	defer m.lockPod(rec.UID)()
 
-	if o.Created.IsZero() {
-		if old, err := m.readOwner(o.UID); err == nil && old.UID == o.UID {
-			o.Created = old.Created
+	if rec.Created.IsZero() {
+		if old, err := m.readRecord(rec.UID); err == nil && old.UID == rec.UID {
+			rec.Created = old.Created
 		} else {
-			o.Created = m.clock.Now()
+			rec.Created = m.clock.Now()
 		}
 	}
-	o.Created = o.Created.UTC().Round(0)
-	data, err := json.MarshalIndent(o, "", "  ")
+	rec.Created = rec.Created.UTC().Round(0)
+	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return err
 	}
 	data = append(data, '\n')
 
 	if err := os.MkdirAll(m.layout.PodsDir(), 0o750); err != nil {
-		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
+		return fmt.Errorf("recording the owner of pod %s: %w", rec.UID, err)
 	}
 	pods, err := m.openPods()
 	if err != nil {
-		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
+		return fmt.Errorf("recording the owner of pod %s: %w", rec.UID, err)
 	}
 	defer pods.Close()
 	pfd := int(pods.Fd())
 
-	if err := m.recordIn(pfd, o.UID, data); !errors.Is(err, fs.ErrNotExist) {
+	if err := m.recordIn(pfd, rec.UID, data); !errors.Is(err, fs.ErrNotExist) {
 		if err != nil {
-			return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
+			return fmt.Errorf("recording the owner of pod %s: %w", rec.UID, err)
 		}
 		return nil
 	}
 
 	// A new pod directory: made aside with its record, then renamed in.
-	tmp := newPodPrefix + o.UID
+	tmp := newPodPrefix + rec.UID
 	if err := removeAllAt(pfd, tmp, m.layout.PodsDir()); err != nil {
-		return fmt.Errorf("recording the owner of pod %s: removing a leftover %s: %w", o.UID, tmp, err)
+		return fmt.Errorf("recording the owner of pod %s: removing a leftover %s: %w", rec.UID, tmp, err)
 	}
 	if err := unix.Mkdirat(pfd, tmp, 0o750); err != nil {
-		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, &fs.PathError{Op: "mkdir", Path: m.layout.PodDir(types.UID(tmp)), Err: err})
+		return fmt.Errorf("recording the owner of pod %s: %w", rec.UID, &fs.PathError{Op: "mkdir", Path: m.layout.PodDir(types.UID(tmp)), Err: err})
 	}
 	if err := m.recordIn(pfd, tmp, data); err != nil {
-		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
+		return fmt.Errorf("recording the owner of pod %s: %w", rec.UID, err)
 	}
-	if err := unix.Renameat2(pfd, tmp, pfd, o.UID, unix.RENAME_NOREPLACE); err != nil {
+	if err := unix.Renameat2(pfd, tmp, pfd, rec.UID, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) { // made meanwhile by another agent? never by this one: m.mu
 			_ = removeAllAt(pfd, tmp, m.layout.PodsDir())
-			return fmt.Errorf("recording the owner of pod %s: %s appeared meanwhile", o.UID, m.layout.PodDir(types.UID(o.UID)))
+			return fmt.Errorf("recording the owner of pod %s: %s appeared meanwhile", rec.UID, m.layout.PodDir(types.UID(rec.UID)))
 		}
-		return fmt.Errorf("recording the owner of pod %s: %w", o.UID, err)
+		return fmt.Errorf("recording the owner of pod %s: %w", rec.UID, err)
 	}
 	if err := fsyncRetry(pfd); err != nil {
-		return fmt.Errorf("recording the owner of pod %s: syncing %s: %w", o.UID, m.layout.PodsDir(), err)
+		return fmt.Errorf("recording the owner of pod %s: syncing %s: %w", rec.UID, m.layout.PodsDir(), err)
 	}
 	return nil
 }
@@ -144,72 +144,72 @@ func (m *Manager) recordIn(pfd int, name string, data []byte) error {
 	if err := unix.Fchmod(dfd, 0o750); err != nil {
 		return err
 	}
-	return writeFileAt(dfd, podconfig.OwnerFileName, data, 0o600)
+	return writeFileAt(dfd, podconfig.RecordFileName, data, 0o600)
 }
 
-// ReadOwner returns the ownership record of the pod directory of uid. Its
+// ReadRecord returns the pod record of the pod directory of uid. Its
 // error matches fs.ErrNotExist when there is no such directory, and
-// ErrNotOwned when the directory has no record.
-func (m *Manager) ReadOwner(uid string) (Owner, error) {
+// ErrNoRecord when the directory has no record.
+func (m *Manager) ReadRecord(uid string) (Record, error) {
 	if err := checkElem("pod UID", uid); err != nil {
-		return Owner{}, err
+		return Record{}, err
 	}
 	defer m.lockPod(uid)()
-	return m.readOwner(uid)
+	return m.readRecord(uid)
 }
 
-func (m *Manager) readOwner(uid string) (Owner, error) {
+func (m *Manager) readRecord(uid string) (Record, error) {
 	pods, err := m.openPods()
 	if err != nil {
-		return Owner{}, err
+		return Record{}, err
 	}
 	defer pods.Close()
 	dfd, err := openDirAt(int(pods.Fd()), uid)
 	if err != nil {
-		return Owner{}, m.podDirError(uid, err)
+		return Record{}, m.podDirError(uid, err)
 	}
 	defer unix.Close(dfd)
-	return readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid)
+	return readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid)
 }
 
-func readOwnerAt(dfd int, path, uid string) (Owner, error) {
+func readRecordAt(dfd int, path, uid string) (Record, error) {
 	fd, err := openRetry(func() (int, error) {
-		return unix.Openat(dfd, podconfig.OwnerFileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return unix.Openat(dfd, podconfig.RecordFileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	})
 	if errors.Is(err, unix.ENOENT) {
-		return Owner{}, fmt.Errorf("%s: %w", path, ErrNotOwned)
+		return Record{}, fmt.Errorf("%s: %w", path, ErrNoRecord)
 	}
 	if err != nil {
-		return Owner{}, &fs.PathError{Op: "open", Path: path, Err: err}
+		return Record{}, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil {
-		return Owner{}, err
+		return Record{}, err
 	} else if !fi.Mode().IsRegular() {
-		return Owner{}, fmt.Errorf("%s is not a regular file: %w", path, ErrNotOwned)
+		return Record{}, fmt.Errorf("%s is not a regular file: %w", path, ErrNoRecord)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, ownerMaxBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, recordMaxBytes+1))
 	if err != nil {
-		return Owner{}, err
+		return Record{}, err
 	}
-	if len(data) > ownerMaxBytes {
-		return Owner{}, fmt.Errorf("%s is over %d bytes", path, ownerMaxBytes)
+	if len(data) > recordMaxBytes {
+		return Record{}, fmt.Errorf("%s is over %d bytes", path, recordMaxBytes)
 	}
-	var o Owner
-	if err := json.Unmarshal(data, &o); err != nil {
-		return Owner{}, fmt.Errorf("%s: %w", path, err)
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Record{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if o.UID != uid {
-		return Owner{}, fmt.Errorf("%s records pod UID %q, not its directory's %q", path, o.UID, uid)
+	if rec.UID != uid {
+		return Record{}, fmt.Errorf("%s records pod UID %q, not its directory's %q", path, rec.UID, uid)
 	}
-	return o, nil
+	return rec, nil
 }
 
 // Pods lists the pod directories under the root, by UID, with the agent's
 // record of each (kubelet's listPodsFromDisk, which the agent uses after a
 // restart to find the pods it had made). A directory without a record is
-// listed with a nil Owner; one whose record cannot be read with Err.
+// listed with a nil Record; one whose record cannot be read with Err.
 func (m *Manager) Pods() ([]PodDir, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -229,7 +229,7 @@ func (m *Manager) Pods() ([]PodDir, error) {
 	var out []PodDir
 	for _, uid := range names {
 		if strings.HasPrefix(uid, newPodPrefix) {
-			continue // a pod directory being made (RecordOwner removes it)
+			continue // a pod directory being made (WriteRecord removes it)
 		}
 		dfd, err := openDirAt(int(pods.Fd()), uid)
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT) {
@@ -241,12 +241,12 @@ func (m *Manager) Pods() ([]PodDir, error) {
 			out = append(out, pd)
 			continue
 		}
-		o, err := readOwnerAt(dfd, m.layout.OwnerFile(types.UID(uid)), uid)
+		rec, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid)
 		unix.Close(dfd)
 		switch {
 		case err == nil:
-			pd.Owner = &o
-		case !errors.Is(err, ErrNotOwned):
+			pd.Record = &rec
+		case !errors.Is(err, ErrNoRecord):
 			pd.Err = err
 		}
 		out = append(out, pd)

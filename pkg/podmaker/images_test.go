@@ -1,4 +1,4 @@
-package restart
+package podmaker
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/restart"
 )
 
 // eventLog records events and hands each to a waiting test.
@@ -78,6 +79,9 @@ type pullTest struct {
 	ip    *imagePuller
 }
 
+// t0 is the fake clock's start.
+var t0 = time.Unix(1_000_000, 0)
+
 // pullTime is how long every pull takes on the fake clock unless a test
 // sets its own pull handler.
 const pullTime = 1200 * time.Millisecond
@@ -106,7 +110,7 @@ type imageInfoResult struct {
 }
 
 func podOf(uid string) *pods.Pod {
-	return &pods.Pod{Key: uid, UID: uid, Namespace: "default", Name: "web-" + uid, Owned: true}
+	return &pods.Pod{Key: uid, UID: uid, Namespace: "default", Name: "web-" + uid, Static: true}
 }
 
 func sandboxOf(uid string) *runtimeapi.PodSandboxConfig {
@@ -117,9 +121,9 @@ func container(name, image string, policy corev1.PullPolicy) *corev1.Container {
 	return &corev1.Container{Name: name, Image: image, ImagePullPolicy: policy}
 }
 
-func startErr(t *testing.T, err error) *StartError {
+func startErr(t *testing.T, err error) *restart.StartError {
 	t.Helper()
-	var se *StartError
+	var se *restart.StartError
 	require.ErrorAs(t, err, &se)
 	return se
 }
@@ -151,7 +155,7 @@ func TestEnsureImagePolicies(t *testing.T) {
 		policy     corev1.PullPolicy
 		image      string
 		wantEvents []string
-		wantErr    *StartError
+		wantErr    *restart.StartError
 		wantRef    string // "present", "pullable", "republish"
 		wantPulls  int
 	}{
@@ -159,13 +163,13 @@ func TestEnsureImagePolicies(t *testing.T) {
 			`Normal Pulling: Pulling image "registry.example/app:1.0"`,
 			`Warning Failed: Failed to pull image "registry.example/app:1.0": ` + failPresent,
 			`Warning Failed: Error: ErrImagePull`,
-		}, &StartError{"ErrImagePull", failPresent}, "", 1},
+		}, &restart.StartError{Reason: "ErrImagePull", Message: failPresent}, "", 1},
 		{corev1.PullAlways, pullable, []string{`Normal Pulling: Pulling image "registry.example/app:2.0"`, pulled(pullable, "2000000")}, nil, "pullable", 1},
 		{corev1.PullAlways, nowhere, []string{
 			`Normal Pulling: Pulling image "registry.invalid/app:1.0"`,
 			`Warning Failed: Failed to pull image "registry.invalid/app:1.0": ` + failNowhere,
 			`Warning Failed: Error: ErrImagePull`,
-		}, &StartError{"ErrImagePull", failNowhere}, "", 1},
+		}, &restart.StartError{Reason: "ErrImagePull", Message: failNowhere}, "", 1},
 		{corev1.PullAlways, republish, []string{`Normal Pulling: Pulling image "registry.example/app:3.0"`, pulled(republish, "3000000")}, nil, "republish", 1},
 
 		{corev1.PullIfNotPresent, present, []string{strings.Replace(presentMsg, "%s", present, 1)}, nil, "present", 0},
@@ -174,18 +178,18 @@ func TestEnsureImagePolicies(t *testing.T) {
 			`Normal Pulling: Pulling image "registry.invalid/app:1.0"`,
 			`Warning Failed: Failed to pull image "registry.invalid/app:1.0": ` + failNowhere,
 			`Warning Failed: Error: ErrImagePull`,
-		}, &StartError{"ErrImagePull", failNowhere}, "", 1},
+		}, &restart.StartError{Reason: "ErrImagePull", Message: failNowhere}, "", 1},
 		{corev1.PullIfNotPresent, republish, []string{strings.Replace(presentMsg, "%s", republish, 1)}, nil, "republish", 0},
 
 		{corev1.PullNever, present, []string{strings.Replace(presentMsg, "%s", present, 1)}, nil, "present", 0},
 		{corev1.PullNever, pullable, []string{
 			`Warning ErrImageNeverPull: Container image "registry.example/app:2.0" is not present with pull policy of Never`,
 			`Warning Failed: Error: ErrImageNeverPull`,
-		}, &StartError{"ErrImageNeverPull", `Container image "registry.example/app:2.0" is not present with pull policy of Never`}, "", 0},
+		}, &restart.StartError{Reason: "ErrImageNeverPull", Message: `Container image "registry.example/app:2.0" is not present with pull policy of Never`}, "", 0},
 		{corev1.PullNever, nowhere, []string{
 			`Warning ErrImageNeverPull: Container image "registry.invalid/app:1.0" is not present with pull policy of Never`,
 			`Warning Failed: Error: ErrImageNeverPull`,
-		}, &StartError{"ErrImageNeverPull", `Container image "registry.invalid/app:1.0" is not present with pull policy of Never`}, "", 0},
+		}, &restart.StartError{Reason: "ErrImageNeverPull", Message: `Container image "registry.invalid/app:1.0" is not present with pull policy of Never`}, "", 0},
 		{corev1.PullNever, republish, []string{strings.Replace(presentMsg, "%s", republish, 1)}, nil, "republish", 0},
 	}
 	for _, tt := range tests {
@@ -256,7 +260,7 @@ func TestEnsureInvalidImageName(t *testing.T) {
 	pt := newPullTest(t)
 	_, err := pt.ensure("u1", container("app", "Registry.Example/App", corev1.PullIfNotPresent))
 	msg := `Failed to apply default image tag "Registry.Example/App": couldn't parse image name "Registry.Example/App": invalid reference format: repository name (App) must be lowercase`
-	assert.Equal(t, &StartError{"InvalidImageName", msg}, startErr(t, err))
+	assert.Equal(t, &restart.StartError{Reason: "InvalidImageName", Message: msg}, startErr(t, err))
 	assert.Equal(t, []string{"Warning InspectFailed: " + msg, "Warning Failed: Error: InvalidImageName"}, pt.log.take())
 	assert.Zero(t, pt.rt.Calls("ImageStatus")+pt.rt.Calls("PullImage"))
 }
@@ -268,7 +272,7 @@ func TestEnsureInspectFailed(t *testing.T) {
 	pt.rt.SetError("ImageStatus", status.Error(codes.Unavailable, "image store is gone"))
 	_, err := pt.ensure("u1", container("app", "busybox:1.36", corev1.PullIfNotPresent))
 	msg := `Failed to inspect image "": rpc error: code = Unavailable desc = image store is gone`
-	assert.Equal(t, &StartError{"ImageInspectError", msg}, startErr(t, err))
+	assert.Equal(t, &restart.StartError{Reason: "ImageInspectError", Message: msg}, startErr(t, err))
 	assert.Equal(t, []string{"Warning InspectFailed: " + msg, "Warning Failed: Error: ImageInspectError"}, pt.log.take())
 	assert.Zero(t, pt.rt.Calls("PullImage"))
 }
@@ -281,7 +285,7 @@ func TestEnsurePulledImageWithoutStatus(t *testing.T) {
 	pt.rt.AddImage("registry.example/app:1", fakeruntime.Pullable(), fakeruntime.NotPresent())
 	pt.rt.SetError("ImageStatus", status.Error(codes.Unknown, "can not resolve image"))
 	_, err := pt.ensure("u1", container("app", "registry.example/app:1", corev1.PullAlways))
-	assert.Equal(t, &StartError{"CreateContainerConfigError", "can not resolve image"}, startErr(t, err))
+	assert.Equal(t, &restart.StartError{Reason: "CreateContainerConfigError", Message: "can not resolve image"}, startErr(t, err))
 	assert.Equal(t, []string{
 		`Normal Pulling: Pulling image "registry.example/app:1"`,
 		`Normal Pulled: Successfully pulled image "registry.example/app:1" in 1.2s (1.2s including waiting). Image size: 0 bytes.`,
@@ -343,7 +347,7 @@ func TestEnsurePullBackOff(t *testing.T) {
 		// Just before the back-off ends: held back, told why.
 		pt.clock.Step(pt.ip.backoff.Delay("u1_"+image) - time.Millisecond)
 		_, err := pt.ensure("u1", c)
-		assert.Equal(t, &StartError{"ImagePullBackOff", `Back-off pulling image "` + image + `": ErrImagePull: ` + cause}, startErr(t, err))
+		assert.Equal(t, &restart.StartError{Reason: "ImagePullBackOff", Message: `Back-off pulling image "` + image + `": ErrImagePull: ` + cause}, startErr(t, err))
 		assert.Equal(t, []string{
 			`Normal BackOff: Back-off pulling image "` + image + `"`,
 			`Warning Failed: Error: ImagePullBackOff`,
@@ -352,7 +356,7 @@ func TestEnsurePullBackOff(t *testing.T) {
 		// Once it has: pulled again, failed again.
 		pt.clock.Step(time.Millisecond)
 		_, err = pt.ensure("u1", c)
-		assert.Equal(t, &StartError{"ErrImagePull", cause}, startErr(t, err))
+		assert.Equal(t, &restart.StartError{Reason: "ErrImagePull", Message: cause}, startErr(t, err))
 		assert.Equal(t, pulls+1, pt.rt.Calls("PullImage"))
 		pt.log.take()
 		delays = append(delays, pt.clock.Now().Sub(last))
@@ -369,7 +373,7 @@ func TestPullBackOffKey(t *testing.T) {
 	const image = "registry.invalid/app:1.0"
 	_, err := pt.ensure("u1", container("app", image, corev1.PullAlways))
 	assert.Equal(t, "ErrImagePull", startErr(t, err).Reason)
-	assert.Equal(t, DefaultInitialBackoff, pt.ip.backoff.Delay("u1_"+image))
+	assert.Equal(t, restart.DefaultInitialBackoff, pt.ip.backoff.Delay("u1_"+image))
 
 	pt.clock.Step(time.Second)
 	_, err = pt.ensure("u1", container("sidecar", image, corev1.PullAlways))
@@ -418,7 +422,7 @@ func TestPullBackOffGC(t *testing.T) {
 	_, err = pt.ensure("u3", container("app", "registry.example/ok:1", corev1.PullAlways))
 	require.NoError(t, err)
 	assert.Zero(t, pt.ip.backoff.Delay("u1_registry.invalid/app:1"), "expired: collected")
-	assert.Equal(t, DefaultInitialBackoff, pt.ip.backoff.Delay("u2_registry.invalid/app:1"), "not expired: kept")
+	assert.Equal(t, restart.DefaultInitialBackoff, pt.ip.backoff.Delay("u2_registry.invalid/app:1"), "not expired: kept")
 }
 
 // One pull at a time on the node (serializeImagePulls): a second pull
@@ -502,7 +506,7 @@ func TestPullCancelled(t *testing.T) {
 	cancel2()
 	err2 := <-done2
 	assert.ErrorIs(t, err2, context.Canceled)
-	var se *StartError
+	var se *restart.StartError
 	assert.False(t, errors.As(err2, &se))
 	cancel1()
 	err1 := <-done1
@@ -537,9 +541,18 @@ func TestEvalCRIPullErr(t *testing.T) {
 		return status.Error(codes.Unknown, "RegistryUnavailable: registry.example is down")
 	})
 	_, err := pt.ensure("u1", container("app", "registry.example/app:1", corev1.PullAlways))
-	assert.Equal(t, &StartError{"RegistryUnavailable", "image pull failed for registry.example/app:1 because the registry is unavailable: registry.example is down"}, startErr(t, err))
+	assert.Equal(t, &restart.StartError{Reason: "RegistryUnavailable", Message: "image pull failed for registry.example/app:1 because the registry is unavailable: registry.example is down"}, startErr(t, err))
 	pt.clock.Step(time.Second)
 	_, err = pt.ensure("u1", container("app", "registry.example/app:1", corev1.PullAlways))
 	assert.Equal(t, `Back-off pulling image "registry.example/app:1": RegistryUnavailable: image pull failed for registry.example/app:1 because the registry is unavailable: registry.example is down`,
 		startErr(t, err).Message)
+}
+
+// seconds is ds in whole seconds.
+func seconds(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d / time.Second
+	}
+	return out
 }

@@ -71,7 +71,7 @@ func TestHeldStatus(t *testing.T) {
 				assert.Equal(t, tt.wantState, c.Current.State)
 				assert.Equal(t, []string{"old"}, instanceIDs(c), "what the sync made shows only once listed after it")
 			}
-			assert.Equal(t, tt.wantReady, pods.ReportPod(shown, store, pods.GateSet{}).Ready)
+			assert.Equal(t, tt.wantReady, pods.ReportPod(shown, pods.PodStatus{}, store, pods.GateSet{}).Ready)
 			assert.Equal(t, cri.StateRunning, held.Containers[0].Current.State, "the held pod is never changed")
 		})
 	}
@@ -116,8 +116,9 @@ func TestReadinessThroughAProbeKillReplacement(t *testing.T) {
 			rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
 			rt.store.Set(results.Key{ContainerID: old, Type: results.Readiness}, results.Success, "uid-web")
 			ready := func() bool {
-				p, ok := rt.r.Status().Pod("uid-web")
-				return ok && pods.ReportPod(p, rt.store, pods.GateSet{}).Ready
+				st := rt.r.Status()
+				p, ok := st.Pod("uid-web")
+				return ok && pods.ReportPod(p, st.For(p.Key), rt.store, pods.GateSet{}).Ready
 			}
 			rt.eventually(t, "ready", ready)
 

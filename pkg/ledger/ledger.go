@@ -1,4 +1,13 @@
-package restart
+// Package ledger keeps the restarts the agent did and why (the question
+// users ask most, kubernetes#6532, #115823), newest last and bounded, in
+// memory and in a file under --state-dir (restarts.json) that survives the
+// agent's restart. Pod sync (pkg/restart) records into it; the API
+// (pkg/api) serves it (GET …/restarts, the status page, cri-prober why).
+//
+// An entry's cause is the ledger's own string (the file's format), so that
+// the ledger depends on no one: it imports only pkg/statefile, which keeps
+// its file safe.
+package ledger
 
 import (
 	"bytes"
@@ -14,10 +23,9 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
-// Entry is one restart (or stop) the restarter did, and why: the question
-// users ask most (kubernetes#6532, #115823). It is the ledger's record in
-// memory; the file holds it as a ledgerRecord, and the API serves it as
-// api.Restart.
+// Entry is one restart (or stop) pod sync did, and why. It is the
+// ledger's record in memory; the file holds it as a ledgerRecord, and the
+// API serves it as api.Restart.
 type Entry struct {
 	Time time.Time // when the replacement started (or the container was stopped)
 	// Node is the node the restart was on (run --node-name); set by the
@@ -29,10 +37,10 @@ type Entry struct {
 	Container string
 	// ContainerID is the instance that failed or exited.
 	ContainerID string
-	// Cause is CauseLiveness or CauseStartup (a probe reached its failure
-	// threshold), CausePostStart (the hook failed) or CauseExit (the
-	// container exited by itself).
-	Cause Cause
+	// Cause is pod sync's cause (restart.Cause) as a string: "liveness"
+	// or "startup" (a probe reached its failure threshold), "postStart"
+	// (the hook failed) or "exit" (the container exited by itself).
+	Cause string
 	// Failures are the probe results that reached the threshold, oldest
 	// first (for a probe cause).
 	Failures   []Failure
@@ -122,7 +130,7 @@ type failureRecord struct {
 
 func recordOf(e Entry) ledgerRecord {
 	r := ledgerRecord{Time: e.Time, Node: e.Node, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Container: e.Container,
-		ContainerID: e.ContainerID, Cause: string(e.Cause), ExitCode: e.ExitCode, ExitReason: e.ExitReason,
+		ContainerID: e.ContainerID, Cause: e.Cause, ExitCode: e.ExitCode, ExitReason: e.ExitReason,
 		GracePeriodSeconds: e.GracePeriodSeconds, BackOffSeconds: e.BackOffSeconds, Action: e.Action, ReplacementID: e.ReplacementID, Attempt: e.Attempt}
 	for _, f := range e.Failures {
 		r.Failures = append(r.Failures, failureRecord(f))
@@ -132,7 +140,7 @@ func recordOf(e Entry) ledgerRecord {
 
 func (r ledgerRecord) entry() Entry {
 	e := Entry{Time: r.Time, Node: r.Node, Namespace: r.Namespace, Pod: r.Pod, PodUID: r.PodUID, Container: r.Container,
-		ContainerID: r.ContainerID, Cause: Cause(r.Cause), ExitCode: r.ExitCode, ExitReason: r.ExitReason,
+		ContainerID: r.ContainerID, Cause: r.Cause, ExitCode: r.ExitCode, ExitReason: r.ExitReason,
 		GracePeriodSeconds: r.GracePeriodSeconds, BackOffSeconds: r.BackOffSeconds, Action: r.Action, ReplacementID: r.ReplacementID, Attempt: r.Attempt}
 	for _, f := range r.Failures {
 		e.Failures = append(e.Failures, Failure(f))
@@ -157,7 +165,7 @@ type Ledger struct {
 	rewrite     bool
 }
 
-// OpenLedger returns a ledger kept in dir ("" for memory only), with the
+// Open returns a ledger kept in dir ("" for memory only), with the
 // entries a previous agent left there. The directory is created 0700, and
 // refused (err, no ledger: the error says what to do) when it is a link or
 // not the agent's own (see statefile.OpenDir). A file that cannot be read
@@ -166,7 +174,7 @@ type Ledger struct {
 // cut short by a crash) or a damaged one is skipped, the other entries
 // kept. Either is a warning (a *statefile.Warning) beside a usable ledger:
 // such a file must not stop the agent.
-func OpenLedger(dir string, opts ...LedgerOption) (l *Ledger, warning, err error) {
+func Open(dir string, opts ...Option) (l *Ledger, warning, err error) {
 	l, warning, err = openLedger(dir, ledgerSize, ledgerMaxBytes)
 	if err != nil {
 		return nil, nil, err
@@ -177,12 +185,12 @@ func OpenLedger(dir string, opts ...LedgerOption) (l *Ledger, warning, err error
 	return l, warning, nil
 }
 
-// LedgerOption is an option of OpenLedger.
-type LedgerOption func(*Ledger)
+// Option is an option of Open.
+type Option func(*Ledger)
 
 // WithNode sets the node's name on every entry added (Entry.Node); the
 // entries a previous agent left keep theirs.
-func WithNode(name string) LedgerOption { return func(l *Ledger) { l.node = name } }
+func WithNode(name string) Option { return func(l *Ledger) { l.node = name } }
 
 func openLedger(dir string, size int, maxBytes int64) (l *Ledger, warning, err error) {
 	l = &Ledger{size: size, maxBytes: maxBytes}
@@ -372,8 +380,6 @@ func (l *Ledger) compact() error {
 	return nil
 }
 
-// For returns the entries of a pod (by namespace and name, across its
-// incarnations), oldest first.
 // Newest returns the newest n entries of the pods keep accepts, newest
 // first, in one pass (the status page's "recent restarts").
 func (l *Ledger) Newest(n int, keep func(namespace, pod string) bool) []Entry {
@@ -389,6 +395,8 @@ func (l *Ledger) Newest(n int, keep func(namespace, pod string) bool) []Entry {
 	return out
 }
 
+// For returns the entries of a pod (by namespace and name, across its
+// incarnations), oldest first.
 func (l *Ledger) For(namespace, pod string) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,0 +1,3 @@
+package restart
+
+func ptrTo[T any](v T) *T { return &v }
