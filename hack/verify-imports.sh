@@ -9,7 +9,8 @@
 # imports nothing of ours but the leaves every layer may use. pkg/explain
 # (cri-prober explain, pure) sits beside the outputs, for cmd: it reads
 # restart's rules (the kill's grace period) where restart states them.
-# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only;
+# pkg/podconfig (a Pod as kubelet's CRI configs, pure) imports pkg/spec only
+# (and the leaves);
 # pkg/podfs (the host side of the agent's own pods) imports pkg/podconfig,
 # which states kubelet's rules and paths once for both, and pkg/spec;
 # pkg/podmaker (the agent's static pods made: their host side, kubelet's
@@ -20,13 +21,23 @@
 # pkg/killbudget (the node's restart budget and pause, with its state
 # file) sits below pod sync, the prober and the API, which hold it: it
 # imports pkg/events and the leaves only.
+# pkg/spec (decoding, defaults, validation, policy: pure) imports
+# pkg/results; pkg/manifests (the manifest directory, its watch and trust
+# rules, the files the commands are given: kubelet's pkg/kubelet/config)
+# reads files into pkg/spec and imports it alone, and the agent and the
+# commands use it.
+# pkg/node (the node learned from the host as kubelet learns it) imports
+# pkg/podconfig, whose Node it gives out; the agent's commands and the
+# startup bench use it. pkg/mountinfo (the kernel's mount table) is a leaf
+# that podfs and node share.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials),
 # pkg/statefile (the state directory's files and their one load/save
-# policy, safe from links and crashes) and pkg/pubsub (handing values on
-# without blocking the writer: relists, pod views, probe results) are
-# leaves that every layer may use. pkg/logs (reading CRI log files, for
+# policy, safe from links and crashes), pkg/pubsub (handing values on
+# without blocking the writer: relists, pod views, probe results) and
+# pkg/podip (a pod's addresses as kubelet sorts them, for pkg/cri and
+# pkg/podconfig alike) are leaves that every layer may use. pkg/logs (reading CRI log files, for
 # the logs command) is a leaf beside the engine that imports at most
 # pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
 # --state-dir) is a leaf too: its entry's cause is its own string, so it
@@ -42,15 +53,18 @@ allowed() {
   case $1 in
     pkg/cri/fakeruntime*) echo "pkg/cri" ;;
     test/target*) echo "" ;;
-    pkg/bounded*|pkg/credential*|pkg/statefile*|pkg/pubsub*|pkg/cri*|pkg/events*) echo "" ;;
+    pkg/bounded*|pkg/credential*|pkg/statefile*|pkg/pubsub*|pkg/podip*|pkg/cri*|pkg/events*) echo "" ;;
     pkg/results*) echo "" ;;
     pkg/ledger*) echo "" ;;
     pkg/killbudget*) echo "pkg/events" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
+    pkg/manifests*) echo "pkg/spec" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
-    pkg/podfs*) echo "pkg/podconfig pkg/spec" ;;
+    pkg/mountinfo*) echo "" ;;
+    pkg/node*) echo "pkg/podconfig pkg/mountinfo" ;;
+    pkg/podfs*) echo "pkg/podconfig pkg/spec pkg/mountinfo" ;;
     pkg/pods*) echo "pkg/spec pkg/podconfig pkg/results pkg/cri pkg/events" ;;
     pkg/probe) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
@@ -60,9 +74,9 @@ allowed() {
     pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
-    hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/podfs pkg/spec" ;;
+    hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/manifests pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;
     test/harness*) echo "pkg" ;;
     cmd/*) echo "pkg" ;;
@@ -81,6 +95,7 @@ while read -r pkg imports; do
     [[ $dep == pkg/statefile && $rel != pkg/statefile* ]] && ok=1 # a leaf every layer uses
     [[ $dep == pkg/credential && $rel != pkg/credential* ]] && ok=1 # a leaf every layer uses
     [[ $dep == pkg/pubsub && $rel != pkg/pubsub* ]] && ok=1 # a leaf every layer uses
+    [[ $dep == pkg/podip && $rel != pkg/podip* ]] && ok=1 # a leaf every layer uses
     for prefix in $(allowed "$rel"); do
       [[ $dep == "$prefix" || $dep == "$prefix"/* ]] && ok=1
     done

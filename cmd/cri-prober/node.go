@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-prober/cri-prober/pkg/node"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
-	"github.com/cri-prober/cri-prober/pkg/podfs"
 )
 
 // defaultRootDir is where the agent keeps its own pods' directories
@@ -45,7 +45,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.hostnameOverride, "hostname-override", "", "kubelet's name for --node-name (the same setting: give either)")
 	fs.StringSliceVar(&f.clusterDNS, "cluster-dns", nil, "DNS server addresses for pods with dnsPolicy ClusterFirst (kubelet's --cluster-dns); without, such pods get the node's resolv.conf, as kubelet gives them")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "", "the cluster's DNS domain, searched by ClusterFirst pods (kubelet's --cluster-domain)")
-	fs.StringVar(&f.resolvConf, "resolv-conf", podfs.DefaultResolvConf, "the node's resolv.conf, for pods with dnsPolicy Default (kubelet's --resolv-conf); empty: none")
+	fs.StringVar(&f.resolvConf, "resolv-conf", node.DefaultResolvConf, "the node's resolv.conf, for pods with dnsPolicy Default (kubelet's --resolv-conf); empty: none")
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", defaultCgroupRoot, "the cgroup under which the pods the agent makes get theirs, <cgroup-root>/kubepods[/burstable|/besteffort]/pod<uid> (kubelet's --cgroup-root, whose default / would put them beside a kubelet's, which kills the processes of pod cgroups it does not know)")
 	fs.BoolVar(&f.cgroupsPerQOS, "cgroups-per-qos", true, "put each pod the agent makes in a cgroup of its own, by QoS class, as kubelet does (kubelet's --cgroups-per-qos); false: the runtime's default cgroups")
 	_ = fs.SetAnnotation("root-dir", "cobra_annotation_bash_completion_subdirs_in_dir", []string{})
@@ -61,7 +61,7 @@ func (f *nodeFlags) name() (string, error) {
 		}
 		override = f.hostnameOverride
 	}
-	name, err := podfs.NodeName(override)
+	name, err := node.Name(override)
 	if err != nil {
 		return "", fmt.Errorf("the node's name: %w; give --node-name", err)
 	}
@@ -69,7 +69,7 @@ func (f *nodeFlags) name() (string, error) {
 }
 
 // node is the node as the pods the agent makes see it: kubelet's
-// discovery of the host (podfs.DiscoverNode) with these settings, hostIP
+// discovery of the host (node.Discover) with these settings, hostIP
 // the node's address when one is given.
 func (f *nodeFlags) node(hostIP string) (podconfig.Node, error) {
 	if err := f.check(); err != nil {
@@ -79,12 +79,12 @@ func (f *nodeFlags) node(hostIP string) (podconfig.Node, error) {
 	if err != nil {
 		return podconfig.Node{}, err
 	}
-	opts := podfs.NodeOptions{HostnameOverride: name, NodeIP: hostIP, RootDir: f.rootDir, Logger: klog.Background(),
+	opts := node.Options{HostnameOverride: name, NodeIP: hostIP, RootDir: f.rootDir, Logger: klog.Background(),
 		CgroupRoot: path.Join(f.cgroupRoot, "kubepods")}
 	if f.flags != nil && f.flags.Changed("resolv-conf") {
 		opts.ResolvConf = &f.resolvConf
 	}
-	node, err := podfs.DiscoverNode(opts)
+	node, err := node.Discover(opts)
 	if err != nil {
 		return node, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
@@ -223,52 +224,34 @@ func (o *playOptions) follow(ctx context.Context, engine *agent.Agent, holds fun
 }
 
 // loadPlayed reads the files as static pods of node (- is standard
-// input); a bad file is a usage error naming it, its line and field.
+// input); a bad file is a usage error naming it, its line and field, and
+// a pod defined twice is one as in a manifest directory.
 func loadPlayed(cmd *cobra.Command, files []string, node string, stderr io.Writer) ([]*spec.Pod, error) {
-	static := spec.AsStatic(spec.Static{NodeName: node})
-	var all []*spec.Pod
-	var problems []string
-	seen := map[string]string{}
 	for _, f := range files {
-		var r *spec.Result
 		if f == "-" {
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), spec.MaxManifestSize+1))
-			if err != nil {
-				return nil, fmt.Errorf("read standard input: %w", err)
-			}
-			r = spec.LoadData("-", data, static)
-		} else {
-			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
-				return nil, usageErrorf(cmd, "%s is a directory: give its manifest files (run --static-pod-path serves a directory)", f)
-			}
-			r = spec.Load(f, static)
+			continue
 		}
+		if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+			return nil, usageErrorf(cmd, "%s is a directory: give its manifest files (run --static-pod-path serves a directory)", f)
+		}
+	}
+	r, err := manifests.LoadFiles(files, cmd.InOrStdin(), manifests.AsStatic(spec.Static{NodeName: node}))
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range r.Warnings {
+		safef(stderr, "warning: %s\n", w.Error())
+	}
+	if len(r.Errors) > 0 {
 		for _, e := range r.Errors {
-			problems = append(problems, e.Error())
+			safef(stderr, "%s\n", e.Error())
 		}
-		for _, w := range r.Warnings {
-			safef(stderr, "warning: %s\n", w.Error())
-		}
-		for _, p := range r.Pods {
-			key := p.Namespace + "/" + p.Name
-			if first, dup := seen[key]; dup {
-				problems = append(problems, fmt.Sprintf("%s: pod %s is also defined at %s: rename one", p.Source, key, first))
-				continue
-			}
-			seen[key] = p.Source
-			all = append(all, p)
-		}
+		return nil, usageErrorf(cmd, "%d problem(s) in the manifests: nothing was made; fix them and play again", len(r.Errors))
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			safef(stderr, "%s\n", p)
-		}
-		return nil, usageErrorf(cmd, "%d problem(s) in the manifests: nothing was made; fix them and play again", len(problems))
-	}
-	if len(all) == 0 {
+	if len(r.Pods) == 0 {
 		return nil, usageErrorf(cmd, "no Pod manifest in %v", files)
 	}
-	return all, nil
+	return r.Pods, nil
 }
 
 // removePlayed stops and removes the pods of uids as kubelet removes a

@@ -156,7 +156,7 @@ func eventsAddress(flagValue string, client *cri.Client) string {
 }
 
 // printSnapshot prints the snapshot; a pod's IP is the one of nodeIP's
-// family (cri.PodIP), as the agent reports it.
+// family (cri.Sandbox.IP), as the agent reports it.
 func printSnapshot(w io.Writer, snap *cri.Snapshot, output string, namespaces namespaceFilter, nodeIP string, now time.Time) error {
 	if namespaces.namespace != "" {
 		snap = snap.Select(func(p *cri.Sandbox) bool { return namespaces.matches(p.Namespace) })

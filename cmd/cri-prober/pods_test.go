@@ -451,7 +451,7 @@ shop       batch  0/1    Error             0             0s    -                
 	assert.Equal(t, want, out.String())
 }
 
-// `pods` and `status` show a dual-stack pod's IP by one rule (cri.PodIP,
+// `pods` and `status` show a dual-stack pod's IP by one rule (podip.Primary,
 // kubelet's sortPodIPs): the address of the node's family, whatever order
 // the runtime lists them in. The table's IP column is compared with what
 // the API serves to status (pods.ReportPod over the resolver's view).

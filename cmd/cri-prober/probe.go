@@ -15,6 +15,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
@@ -180,12 +181,12 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	var manifests []*spec.Pod
+	var manifestPods []*spec.Pod
 	var manifestErrs []*spec.Error
 	if o.manifests != "" {
-		manifests, manifestErrs = spec.LoadDir(o.manifests)
+		manifestPods, manifestErrs = manifests.LoadDir(o.manifests)
 	}
-	view := pods.Resolve(snap, pods.Inputs{Manifests: manifests, ManifestErrors: manifestErrs,
+	view := pods.Resolve(snap, pods.Inputs{Manifests: manifestPods, ManifestErrors: manifestErrs,
 		Annotations: pods.ReadAnnotationsWith(string(o.policy.annotationProbeHosts))})
 	pod, ctr, instance, err := findContainer(view, o.containerID, namespace, name, o.containerName)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/prober"
@@ -190,18 +191,18 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		}
 	}
 	if o.manifests != "" {
-		cfg.Manifests = spec.NewManifestDir(o.manifests, nil)
+		cfg.Manifests = manifests.NewDir(o.manifests, nil)
 		cfg.Manifests.Reload() // first read before probing starts
 	}
 	if o.staticPodPath != "" {
 		if cfg.Node, err = o.node.node(cfg.HostIP); err != nil {
 			return fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
 		}
-		opts := []spec.LoadOption{spec.AsStatic(spec.Static{NodeName: cfg.Node.Name})}
+		opts := []manifests.LoadOption{manifests.AsStatic(spec.Static{NodeName: cfg.Node.Name})}
 		if o.staticKeepLastGood {
-			opts = append(opts, spec.KeepLastGood())
+			opts = append(opts, manifests.KeepLastGood())
 		}
-		static := spec.NewManifestDir(o.staticPodPath, nil, opts...)
+		static := manifests.NewDir(o.staticPodPath, nil, opts...)
 		static.Reload() // first read before anything is made
 		cfg.StaticPods, cfg.MatchRecord = static, inDir(o.staticPodPath)
 		logger.Info("Making the pods of the static pod path", "staticPodPath", o.staticPodPath, "node", cfg.Node.Name, "rootDir", cfg.Node.RootDir)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -57,9 +58,9 @@ arguments.`,
 			if err := checkOutput(cmd, output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
-			var opts []spec.LoadOption
+			var opts []manifests.LoadOption
 			if static {
-				opts = append(opts, spec.AsStatic(spec.Static{NodeName: "node"}))
+				opts = append(opts, manifests.AsStatic(spec.Static{NodeName: "node"}))
 			}
 			if structured(output) {
 				return validateData(paths, cmd.InOrStdin(), cmd.OutOrStdout(), output, opts...)
@@ -74,7 +75,7 @@ arguments.`,
 	return cmd
 }
 
-func validate(paths []string, stdin io.Reader, stdout io.Writer, opts ...spec.LoadOption) error {
+func validate(paths []string, stdin io.Reader, stdout io.Writer, opts ...manifests.LoadOption) error {
 	var pods, configs, problems, warnings int
 	for _, path := range paths {
 		r := loadPath(path, stdin, opts...)
@@ -106,15 +107,15 @@ func validate(paths []string, stdin io.Reader, stdout io.Writer, opts ...spec.Lo
 
 // loadPath loads a file or directory, or standard input for "-", as
 // kubectl reads -f -.
-func loadPath(path string, stdin io.Reader, opts ...spec.LoadOption) *spec.Result {
+func loadPath(path string, stdin io.Reader, opts ...manifests.LoadOption) *spec.Result {
 	if path != "-" {
-		return spec.Load(path, opts...)
+		return manifests.Load(path, opts...)
 	}
-	data, err := io.ReadAll(io.LimitReader(stdin, spec.MaxManifestSize+1))
+	data, err := io.ReadAll(io.LimitReader(stdin, manifests.MaxFileSize+1))
 	if err != nil {
 		return &spec.Result{Errors: []*spec.Error{{Source: "<stdin>", Detail: "cannot read it: " + err.Error()}}}
 	}
-	return spec.LoadData("<stdin>", data, opts...)
+	return manifests.LoadData("<stdin>", data, opts...)
 }
 
 // validateReport is what validate -o json|yaml prints: the field names are
@@ -174,7 +175,7 @@ const (
 
 // validateData prints the report of paths as data, with validate's exit
 // code.
-func validateData(paths []string, stdin io.Reader, stdout io.Writer, format string, opts ...spec.LoadOption) error {
+func validateData(paths []string, stdin io.Reader, stdout io.Writer, format string, opts ...manifests.LoadOption) error {
 	var loaded []*spec.Result
 	for _, path := range paths {
 		loaded = append(loaded, loadPath(path, stdin, opts...))

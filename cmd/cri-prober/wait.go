@@ -16,8 +16,8 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/results"
-	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 func newWaitCommand() *cobra.Command {
@@ -196,7 +196,7 @@ func (o *waitOptions) startEngine(ctx context.Context, namespace, name string) (
 	}
 	o.policy.apply(&cfg)
 	if o.manifests != "" {
-		dir := spec.NewManifestDir(o.manifests, nil)
+		dir := manifests.NewDir(o.manifests, nil)
 		dir.Reload()
 		_, errs := dir.Pods()
 		for _, e := range errs {

@@ -31,6 +31,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/podmaker"
@@ -56,16 +57,16 @@ type Config struct {
 	// exits are seen at the next relist).
 	EventsAddress string
 	// Manifests is a Pod manifest source (nil: annotations only).
-	Manifests *spec.ManifestDir
+	Manifests *manifests.Dir
 	// ManifestInterval is how often Manifests (and a static pod directory
 	// in StaticPods) is re-read (0: it is not).
 	ManifestInterval time.Duration
 	// StaticPods are the pods the agent makes, as kubelet makes static
-	// pods (nil: none): a static pod directory (a *spec.ManifestDir read
-	// as static pods, re-read every ManifestInterval) or play's files.
+	// pods (nil: none): a static pod directory (a *manifests.Dir read as
+	// static pods, re-read every ManifestInterval) or play's files.
 	StaticPods pods.StaticSource
-	// Node is the node as the pods the agent makes see it (podfs.
-	// DiscoverNode): their names, directories, DNS and resources.
+	// Node is the node as the pods the agent makes see it (node.Discover):
+	// their names, directories, DNS and resources.
 	Node podconfig.Node
 	// NodeName is the node's name (--node-name): who reports every event
 	// (events.k8s.io/v1's reportingInstance), and the node of each restart
@@ -330,7 +331,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Manifests != nil && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { cfg.Manifests.Run(ctx, cfg.ManifestInterval) })
 	}
-	if dir, ok := cfg.StaticPods.(*spec.ManifestDir); ok && cfg.ManifestInterval > 0 {
+	if dir, ok := cfg.StaticPods.(*manifests.Dir); ok && cfg.ManifestInterval > 0 {
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { dir.Run(ctx, cfg.ManifestInterval) })
 	}
 	if a.hooks != nil {

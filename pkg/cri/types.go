@@ -3,12 +3,13 @@ package cri
 import (
 	"cmp"
 	"encoding/json"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/podip"
 )
 
 // SandboxState is a pod sandbox's CRI state.
@@ -70,36 +71,10 @@ type Sandbox struct {
 }
 
 // IP returns the pod's primary IP, kubelet's status.podIP, given the
-// node's address (its IP family; "" for IPv4): PodIP. It is "" for
-// host-network sandboxes or before the network is set up.
-func (p *Sandbox) IP(nodeIP string) string { return PodIP(p.IPs, nodeIP) }
-
-// PodIP picks a pod's primary address from the runtime's list as kubelet's
-// sortPodIPs does: the first one of the node's IP family (IPv4 when the
-// node's address is unknown), else the first one of the other family.
-// Anything that is not an IP address is skipped, as kubelet's
-// determinePodSandboxIPs skips it. Every command and API that shows or
-// probes a pod IP takes it from here.
-func PodIP(ips []string, nodeIP string) string {
-	nodeV6 := false
-	if n, err := netip.ParseAddr(nodeIP); err == nil {
-		nodeV6 = n.Unmap().Is6()
-	}
-	fallback := ""
-	for _, s := range ips {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			continue
-		}
-		if ip.Unmap().Is6() == nodeV6 {
-			return s
-		}
-		if fallback == "" {
-			fallback = s
-		}
-	}
-	return fallback
-}
+// node's address (its IP family; "" for IPv4): podip.Primary. It is "" for
+// host-network sandboxes or before the network is set up. Every command
+// and API that shows or probes a pod IP takes it from here.
+func (p *Sandbox) IP(nodeIP string) string { return podip.Primary(p.IPs, nodeIP) }
 
 // Container is one container as the poller last saw it. Values published in
 // a Snapshot are never modified; the poller replaces them.

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	netutils "k8s.io/utils/net"
+
+	"github.com/cri-prober/cri-prober/pkg/podip"
 )
 
 // EnvVar is one variable of a container's environment.
@@ -221,7 +223,7 @@ func FieldValue(fs *corev1.ObjectFieldSelector, pod *corev1.Pod, podIP string, p
 	if err != nil {
 		return "", err
 	}
-	podIPs = sortPodIPs(podIPs, node.IPs)
+	podIPs = podip.Sort(podIPs, node.IP())
 	if len(podIPs) > 0 {
 		podIP = podIPs[0]
 	}
@@ -339,39 +341,6 @@ func formatMap(m map[string]string) string {
 		b = strconv.AppendQuote(b, m[k])
 	}
 	return string(b)
-}
-
-// sortPodIPs is kubelet's sortPodIPs: the first IP of the node's family,
-// then the first of the other, each re-stringified. Kubelet takes the
-// family from its --node-ip (IPv4 when unset); here from the node's first
-// address.
-func sortPodIPs(podIPs, nodeIPs []string) []string {
-	v6First := false
-	if len(nodeIPs) > 0 {
-		if ip := net.ParseIP(nodeIPs[0]); ip != nil && ip.To4() == nil {
-			v6First = true
-		}
-	}
-	pick := func(v6 bool) (string, bool) {
-		for _, s := range podIPs {
-			ip := netutils.ParseIPSloppy(s)
-			if ip == nil {
-				continue
-			}
-			if (ip.To4() == nil) == v6 {
-				return ip.String(), true
-			}
-		}
-		return "", false
-	}
-	out := make([]string, 0, 2)
-	if s, ok := pick(v6First); ok {
-		out = append(out, s)
-	}
-	if s, ok := pick(!v6First); ok {
-		out = append(out, s)
-	}
-	return out
 }
 
 // hostIPs is pkg/util/node's GetNodeHostIPs over the node's addresses:

@@ -339,25 +339,6 @@ func TestResourceValue(t *testing.T) {
 	}
 }
 
-// Rows of kubelet's TestSortPodIPs (its nodeIPs are the node's first).
-func TestSortPodIPs(t *testing.T) {
-	for _, tc := range []struct {
-		nodeIPs, podIPs, want []string
-	}{
-		{nil, nil, []string{}},
-		{[]string{"10.0.0.1"}, []string{"10.0.0.2"}, []string{"10.0.0.2"}},
-		{[]string{"10.0.0.1", "2001:db8::2"}, []string{"fd01::1234", "10.0.0.2"}, []string{"10.0.0.2", "fd01::1234"}},
-		{[]string{"10.0.0.1"}, []string{"10.0.0.2", "10.0.0.3", "fd01::1234", "fd01::5678"}, []string{"10.0.0.2", "fd01::1234"}},
-		{[]string{"2001:db8::2"}, []string{"10.0.0.2", "fd01::1234"}, []string{"fd01::1234", "10.0.0.2"}},
-		{[]string{"10.0.0.1"}, []string{"010.000.000.002"}, []string{"10.0.0.2"}},
-		{[]string{"10.0.0.1"}, []string{"fd01:0:0::1234"}, []string{"fd01::1234"}},
-	} {
-		if got := sortPodIPs(tc.podIPs, tc.nodeIPs); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("sortPodIPs(%v, node %v) = %v, want %v", tc.podIPs, tc.nodeIPs, got, tc.want)
-		}
-	}
-}
-
 // Rows of pkg/fieldpath's TestExtractFieldPathAsString: a downwardAPI
 // volume file's values, the pod's metadata only.
 func TestExtractFieldPath(t *testing.T) {

@@ -112,6 +112,16 @@ func (n Node) podLogsDir() string {
 	return n.PodLogsDir
 }
 
+// IP is the node's first address (kubelet's first --node-ip), "" when it
+// has none: its family is the one a pod's addresses are sorted by
+// (podip.Sort).
+func (n Node) IP() string {
+	if len(n.IPs) == 0 {
+		return ""
+	}
+	return n.IPs[0]
+}
+
 // Layout returns kubelet's directories under the node's RootDir and
 // PodLogsDir.
 func (n Node) Layout() Layout {

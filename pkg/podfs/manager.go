@@ -5,7 +5,7 @@
 // from the host (subPath bind mounts, the etc-hosts file, termination
 // message files, env files), the agent's record that a pod directory is
 // its own, and the cleanup of all that, of the pod's log directory and of
-// its cgroups. It also learns the node as kubelet does (DiscoverNode).
+// its cgroups. The node it works for (podconfig.Node) pkg/node learns.
 //
 // It follows kubelet v1.36.3: the volume manager and the volume plugins
 // (pkg/volume/...), makePodDataDirs, GenerateRunContainerOptions'
@@ -41,7 +41,7 @@ const DefaultNodeHostsFile = "/etc/hosts"
 
 // Config is what a Manager needs to know of the node.
 type Config struct {
-	// Node is the node as kubelet knows it (DiscoverNode): its Layout()
+	// Node is the node as kubelet knows it (node.Discover): its Layout()
 	// places the pod directories (RootDir is created 0750 when missing,
 	// kubelet's setupDataDirs), the pods' logs and the bind targets of
 	// subPaths; its Allocatable memory bounds a memory-backed volume; its

@@ -2,7 +2,6 @@ package podfs
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-prober/cri-prober/pkg/mountinfo"
 )
 
 // mounter is what the package asks of the kernel's mount table: the real
@@ -111,7 +112,7 @@ func parseMountInfo(r io.Reader, dir string) ([]mountPoint, error) {
 		if len(fields) < 5 || len(after) < 1 {
 			continue
 		}
-		p := unescapeMountInfo(fields[4])
+		p := mountinfo.Unescape(fields[4])
 		if p != dir && !strings.HasPrefix(p, dir+"/") {
 			continue
 		}
@@ -132,26 +133,6 @@ func parseMountInfo(r io.Reader, dir string) ([]mountPoint, error) {
 	})
 	return out, nil
 }
-
-// unescapeMountInfo undoes the kernel's octal escapes of space, tab,
-// newline and backslash in a mountinfo path (seq_file's mangle_path).
-func unescapeMountInfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b bytes.Buffer
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // isMountOf reports whether path is a mount point of file system fsType in
 // mps.

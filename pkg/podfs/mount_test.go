@@ -33,17 +33,3 @@ func TestParseMountInfo(t *testing.T) {
 		}
 	}
 }
-
-func TestUnescapeMountInfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a\040b`:      "/a b",
-		`/a\011b\012c`: "/a\tb\nc",
-		`/a\134b`:      `/a\b`,
-		`/plain`:       "/plain",
-		`/short\04`:    `/short\04`,
-	} {
-		if got := unescapeMountInfo(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

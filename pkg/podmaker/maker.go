@@ -34,6 +34,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/podip"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 )
@@ -224,7 +225,7 @@ func (m *Maker) Container(ctx context.Context, p *pods.Pod, sandbox *cri.Sandbox
 		}
 		attempt = int64(n)
 	}
-	in := podconfig.ContainerInput{Pod: pod, Container: spec, RestartCount: int(attempt), PodIP: firstIP(sandbox.IPs),
+	in := podconfig.ContainerInput{Pod: pod, Container: spec, RestartCount: int(attempt), PodIP: podip.Primary(sandbox.IPs, m.node.IP()),
 		PodIPs: sandbox.IPs, Image: image, Volumes: vols}
 	if in, err = m.fs.PrepareContainer(ctx, in); err != nil {
 		return nil, nil, m.configError(p, c, err)
@@ -245,15 +246,6 @@ func (m *Maker) configError(p *pods.Pod, c *pods.Container, err error) error {
 	}
 	m.eventf(p, c.Name, events.Warning, "Failed", "Error: %s", ce.Message)
 	return &restart.StartError{Reason: podconfig.ReasonCreateContainerConfigError, Message: ce.Message}
-}
-
-// firstIP is the pod's primary IP as kubelet passes it to a container's
-// config: the first of the sandbox's addresses (SyncPod's podIPs[0]).
-func firstIP(ips []string) string {
-	if len(ips) == 0 {
-		return ""
-	}
-	return ips[0]
 }
 
 // specContainer is the container of the pod's spec with the given name.

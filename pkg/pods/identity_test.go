@@ -232,8 +232,8 @@ func cutName(s string) (string, string, bool) {
 // identity) is what tells its sandboxes from others', so that after an
 // agent restart they are its pod's again.
 func TestAgentsSandboxesAreItsOwn(t *testing.T) {
-	r := spec.LoadData("web.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: ns}\nspec:\n  containers:\n  - {name: app, image: app:1}\n"),
-		spec.AsStatic(spec.Static{NodeName: "node"}))
+	r := spec.Combine(spec.DecodeNamedFile("web.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: ns}\nspec:\n  containers:\n  - {name: app, image: app:1}\n"),
+		&spec.Static{NodeName: "node"}))
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Pods, 1)
 	m := r.Pods[0]

@@ -442,7 +442,7 @@ func TestPodIPPrefersTheNodesFamily(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, cri.PodIP(tt.ips, tt.nodeIP))
+			assert.Equal(t, tt.want, (&cri.Sandbox{IPs: tt.ips}).IP(tt.nodeIP))
 			host, inPod := ProbeAddress(&cri.Sandbox{IPs: tt.ips}, spec.ProbeNetworkNode, tt.nodeIP)
 			assert.Equal(t, tt.want, host, "probes go to the pod IP kubelet reports")
 			assert.False(t, inPod)

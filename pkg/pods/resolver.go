@@ -13,7 +13,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// ManifestSource gives the pods of Pod manifests (spec.ManifestDir).
+// ManifestSource gives the pods of Pod manifests (a manifests.Dir).
 type ManifestSource interface {
 	Pods() ([]*spec.Pod, []*spec.Error)
 	Changed() <-chan struct{}
@@ -61,7 +61,7 @@ type Resolver struct {
 }
 
 // StaticSource gives the static pods, the pods the agent makes: a static
-// pod directory (spec.ManifestDir in static mode) or the files `play` was
+// pod directory (a manifests.Dir in static mode) or the files `play` was
 // given.
 type StaticSource interface {
 	Pods() ([]*spec.Pod, []*spec.Error)

@@ -304,15 +304,15 @@ func TestSyncKillDeferredThenReleased(t *testing.T) {
 	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	first := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	st.store.Set(results.Key{ContainerID: first, Type: results.Liveness}, results.Failure, "uid")
-	sync := func() plan { return st.sync(t, st.view(t, m, true)) }
+	sync := func() time.Duration { return st.sync(t, st.view(t, m, true)) }
 	sync()
 	require.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
 	second := st.rt.Containers(sb)[1].ID
 	st.store.Set(results.Key{ContainerID: second, Type: results.Liveness}, results.Failure, "uid")
 
 	st.clock.Step(5 * time.Second)
-	pl := sync()
-	assert.Equal(t, 15*time.Second, pl.retry, "synced again when the window frees")
+	retry := sync()
+	assert.Equal(t, 15*time.Second, retry, "synced again when the window frees")
 	sync()
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb), "not killed")
 	deferred := st.events.messagesOf(ReasonKillDeferred)
@@ -343,9 +343,9 @@ func TestSyncKillPausedThenResumed(t *testing.T) {
 	require.NoError(t, err)
 	st.store.Set(results.Key{ContainerID: id, Type: results.Liveness}, results.Failure, "uid")
 
-	pl := st.sync(t, st.view(t, m, true))
+	retry := st.sync(t, st.view(t, m, true))
 	st.sync(t, st.view(t, m, true))
-	assert.Zero(t, pl.retry, "no timer: a pause ends by resume")
+	assert.Zero(t, retry, "no timer: a pause ends by resume")
 	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, st.states(sb), "not killed")
 	deferred := st.events.messagesOf(ReasonKillDeferred)
 	require.Len(t, deferred, 1, "told once")

@@ -58,8 +58,9 @@ func (m *fakeMaker) TearDown(_ context.Context, p *pods.Pod) error {
 	return nil
 }
 
-// syncTest is the executor on an in-memory runtime, called synchronously:
-// no poller, no gRPC, no waiting.
+// syncTest is one pod's sync on an in-memory runtime, called
+// synchronously as its worker calls it (syncPod): no poller, no gRPC, no
+// goroutine, no waiting.
 type syncTest struct {
 	rt     *fakeruntime.Runtime
 	r      *Restarter
@@ -70,6 +71,11 @@ type syncTest struct {
 	clock  *testingclock.FakeClock
 	store  *results.Store
 	calls  *callLog // the runtime's mutating calls, in order
+	// listed publishes the views of the runtime the syncs read, as the
+	// resolver does; seq numbers the listings view makes.
+	listed pods.Publisher
+	seq    uint64
+	last   *pods.View // the view of the last listing
 }
 
 func newSyncTest(t *testing.T) *syncTest {
@@ -83,12 +89,40 @@ func newSyncTest(t *testing.T) *syncTest {
 	require.NoError(t, err)
 	st.r.jitter = func() float64 { return 0 } // a back-off's retry at its expiry
 	st.w = &podWorker{key: "uid", state: newPodState(), gone: make(chan struct{})}
+	sub := st.listed.Subscribe()
+	t.Cleanup(sub.Close)
+	st.r.latest.Store(sub)
 	return st
 }
 
-// view lists the in-memory runtime as the poller would and resolves the
-// pod: owned (made from spec) or someone else's with manifest m.
+// view lists the in-memory runtime and returns the pod, resolved with
+// manifest m: a static pod (made from spec) or someone else's.
 func (st *syncTest) view(t *testing.T, m *spec.Pod, owned bool) *pods.Pod {
+	t.Helper()
+	in := pods.Inputs{Manifests: []*spec.Pod{m}}
+	if owned {
+		in = pods.Inputs{StaticPods: []*spec.Pod{m}}
+	}
+	p, ok := st.list(t, in).Pod("uid")
+	require.True(t, ok)
+	return p
+}
+
+// orphanView lists the in-memory runtime and returns static pod m as an
+// orphan: the agent made it (its pod record is left) and its manifest m
+// was removed.
+func (st *syncTest) orphanView(t *testing.T, m *spec.Pod) *pods.Pod {
+	t.Helper()
+	p, ok := st.list(t, pods.Inputs{Records: map[string]pods.Record{m.UID: {Namespace: m.Namespace, Name: m.Name}},
+		Removed: map[string]*spec.Pod{m.UID: m}}).Pod("uid")
+	require.True(t, ok)
+	require.True(t, p.Orphaned)
+	return p
+}
+
+// list lists the in-memory runtime as the poller would, at the clock's
+// time, and resolves its pods from in.
+func (st *syncTest) list(t *testing.T, in pods.Inputs) *pods.View {
 	t.Helper()
 	ctx := context.Background()
 	sbs, err := st.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
@@ -110,13 +144,11 @@ func (st *syncTest) view(t *testing.T, m *spec.Pod, owned bool) *pods.Pod {
 		cc.StartedAt, cc.FinishedAt, cc.ExitCode = nanoTime(resp.GetStatus().GetStartedAt()), nanoTime(resp.GetStatus().GetFinishedAt()), resp.GetStatus().GetExitCode()
 		ctrs = append(ctrs, cc)
 	}
-	in := pods.Inputs{Manifests: []*spec.Pod{m}}
-	if owned {
-		in = pods.Inputs{StaticPods: []*spec.Pod{m}}
-	}
-	p, ok := pods.Resolve(cri.NewSnapshot(st.clock.Now(), podList, ctrs), in).Pod("uid")
-	require.True(t, ok)
-	return p
+	snap := cri.NewSnapshot(st.clock.Now(), podList, ctrs)
+	st.seq++
+	snap.Seq = st.seq
+	st.last = pods.Resolve(snap, in)
+	return st.last
 }
 
 func nanoTime(ns int64) time.Time {
@@ -126,20 +158,39 @@ func nanoTime(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
-// sync plans from the pod (spending the restart budget, as syncPod does)
-// and carries the plan out, as one pass of the pod's worker.
-func (st *syncTest) sync(t *testing.T, p *pods.Pod) plan {
+// sync hands the last listing, which pod p is of, on as Run does, and
+// runs one sync of the pod's worker. It returns when the worker would
+// sync again of its own accord (its timer: a back-off's retry, an exit's
+// settle time; 0: at the next change). A sync on a listing no newer than
+// the one the last sync acted on does nothing.
+func (st *syncTest) sync(t *testing.T, p *pods.Pod) time.Duration {
 	t.Helper()
-	st.w.state.prune(p)
-	pl := st.r.plan(p, st.clock.Now(), st.w.state)
-	if st.r.mode == Observe {
-		st.r.tellWhatWouldBeDone(st.w, p, pl)
-		return pl
+	listed, ok := st.last.Pod(p.Key)
+	require.True(t, ok && listed == p, "the pod of the last listing")
+	st.publish(st.last)
+	return st.r.syncPod(context.Background(), st.w)
+}
+
+// publish hands view v on as Run does, the pod changed: its status
+// published, the pod forgotten if v no longer has it.
+func (st *syncTest) publish(v *pods.View) {
+	st.listed.Publish(v, []string{st.w.key})
+	st.r.publishStatus(v, []string{st.w.key})
+	if _, ok := v.Pod(st.w.key); !ok {
+		st.r.forget(st.w.key)
 	}
-	st.r.tellDeferred(st.w, p, pl)
-	st.r.execute(context.Background(), st.w, p, pl)
-	st.r.updateWaiting(st.w, p, pl)
-	return pl
+}
+
+// podGone lists the runtime, which no longer has the pod, and hands the
+// listing on: the pod is forgotten and its worker ends; the pod made
+// again gets a new worker, as Run makes one.
+func (st *syncTest) podGone(t *testing.T, m *spec.Pod) {
+	t.Helper()
+	v := st.list(t, pods.Inputs{Manifests: []*spec.Pod{m}})
+	_, ok := v.Pod(st.w.key)
+	require.False(t, ok, "the pod is gone")
+	st.publish(v)
+	st.w = &podWorker{key: st.w.key, state: newPodState(), gone: make(chan struct{})}
 }
 
 // states renders the runtime's containers as "name#attempt:STATE".
@@ -196,9 +247,9 @@ func TestSyncOwnedPodNewSandbox(t *testing.T) {
 	_, err := st.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
 	require.NoError(t, err)
 
-	pl := st.sync(t, st.view(t, m, true))
-	assert.True(t, pl.createSandbox)
-	assert.Equal(t, uint32(1), pl.sandboxAttempt)
+	st.sync(t, st.view(t, m, true))
+	require.NotEmpty(t, st.maker.calls)
+	assert.Equal(t, "sandbox 1", st.maker.calls[0], "a new sandbox, its attempt 1")
 	assert.Contains(t, st.events.messages(), "SandboxChanged: Pod sandbox changed, it will be killed and re-created.")
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, st.states(old), "its init container removed, to run again")
 	p := st.view(t, m, true)
@@ -213,12 +264,14 @@ func TestSyncStartFailures(t *testing.T) {
 	st := newSyncTest(t)
 	st.maker.fail = map[string]error{"a": &StartError{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}}
 	m := ownedPod(spec.Container{Name: "a", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular})
-	pl := st.sync(t, st.view(t, m, true))
+	retry := st.sync(t, st.view(t, m, true))
+	assert.Equal(t, failedActionBackoff, retry, "tried again after the failed call's back-off")
 	assert.Equal(t, pods.Waiting{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}, st.w.state.failed["a"])
 	sb := st.view(t, m, true).Sandbox.ID
 	assert.Empty(t, st.states(sb))
-	st.r.updateWaiting(st.w, st.view(t, m, true), pl)
-	assert.Equal(t, "CreateContainerConfigError", st.r.addedTo(st.w.key).Waiting["a"].Reason, "shown as the container's waiting reason")
+	w, ok := waitingOf(st.r, "uid", "a")
+	require.True(t, ok)
+	assert.Equal(t, "CreateContainerConfigError", w.Reason, "shown as the container's waiting reason")
 }
 
 // A liveness kill and its restart, in one sync: preStop, the stop with the
@@ -258,7 +311,7 @@ func TestSyncBackoffAfterALongHealthyRun(t *testing.T) {
 		require.NoError(t, st.rt.SetContainerState(c.Current.ID, runtimeapi.ContainerState_CONTAINER_EXITED, 1))
 		st.clock.Step(time.Second) // past the exit's settle
 	}
-	waiting := func() string { return st.r.addedTo(st.w.key).Waiting["app"].Message }
+	waiting := func() string { w, _ := waitingOf(st.r, "uid", "app"); return w.Message }
 	st.sync(t, st.view(t, m, true)) // the first start
 	exit()
 	st.sync(t, st.view(t, m, true)) // restarted at once
@@ -298,8 +351,7 @@ func TestSyncRestartAll(t *testing.T) {
 	side := st.rt.AddContainer(sb, "side", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	require.NoError(t, st.rt.SetContainerState(app, runtimeapi.ContainerState_CONTAINER_EXITED, 42))
 
-	pl := st.sync(t, st.view(t, m, true))
-	assert.Len(t, pl.reset, 3)
+	st.sync(t, st.view(t, m, true))
 	assert.Empty(t, st.states(sb), "every instance removed")
 	g, _ := st.rt.StopTimeout(side)
 	assert.Zero(t, g, "killed with no grace period")
@@ -317,8 +369,7 @@ func TestSyncOrphanTeardown(t *testing.T) {
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
 	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	p := st.view(t, m, true)
-	p.Orphaned = true
+	p := st.orphanView(t, m)
 
 	st.sync(t, p)
 	_, ok := st.rt.SandboxState(sb)
@@ -340,7 +391,9 @@ func TestSyncOwnedPodSparesOthersSandbox(t *testing.T) {
 	p := st.view(t, m, true)
 	require.Len(t, p.Sandboxes, 1, "the agent's sandbox only")
 	assert.Equal(t, mine, p.Sandbox.ID)
-	p.Orphaned = true
+	p = st.orphanView(t, m)
+	require.Len(t, p.Sandboxes, 1, "the agent's sandbox only")
+	assert.Equal(t, mine, p.Sandbox.ID)
 
 	st.sync(t, p)
 	_, ok := st.rt.SandboxState(mine)
@@ -504,4 +557,373 @@ func TestSyncJobSidecarsStopWithThePod(t *testing.T) {
 	}
 	assert.Contains(t, st.events.messages(), "Killing: Stopping container first")
 	assert.NotContains(t, st.events.messages(), "Started: Container started", "sidecars are not restarted")
+}
+
+// fail sets a failure of the probe of the container's instance id.
+func (st *syncTest) fail(id string, probe results.ProbeType) {
+	st.store.Set(results.Key{ContainerID: id, Type: probe}, results.Failure, "uid")
+}
+
+// A liveness kill of a container someone else made: stopped with the
+// pod's grace period, then re-created from its config as the next attempt,
+// marked as the restart of the killed one.
+func TestSyncLivenessFailureRestartsTheContainer(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.fail(id, results.Liveness)
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
+	grace, ok := st.rt.StopTimeout(id)
+	assert.True(t, ok)
+	assert.Equal(t, int64(30), grace, "the pod's grace period")
+	assert.Equal(t, id, st.rt.Containers(sb)[1].Annotations[cri.AnnotationRestartOf])
+	assert.Equal(t, []string{
+		"Killing: Container app failed liveness probe, will be restarted",
+		"Created: Container created",
+		"Started: Container started",
+	}, st.events.messages())
+	// Kill, then create (kubelet's order): no replacement exists while the
+	// old instance stops.
+	assert.Equal(t, []string{"stop " + id, "create app"}, st.calls.list())
+}
+
+// One failure, one restart, however often the pod is looked at meanwhile:
+// again on the listing the restart was decided from (a sync never acts
+// twice on one listing), and on the listings after it.
+func TestSyncOneFailureOneRestart(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.fail(id, results.Liveness)
+	for range 5 {
+		st.fail(id, results.Liveness)
+		st.fail(id, results.Startup)
+	}
+	before := st.view(t, m, false)
+	st.sync(t, before)
+	assert.Contains(t, st.events.messages(), "Started: Container started", "restarted")
+	st.sync(t, before)
+	for range 3 {
+		st.sync(t, st.view(t, m, false))
+	}
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
+}
+
+// exitSettles makes the sync after an exit wait out the settle time (the
+// worker's timer), then lets it pass.
+func (st *syncTest) exitSettles(t *testing.T, m *spec.Pod, owned bool) {
+	t.Helper()
+	calls := len(st.calls.list())
+	assert.Equal(t, exitSettle, st.sync(t, st.view(t, m, owned)), "the worker waits out the settle time")
+	assert.Len(t, st.calls.list(), calls, "nothing done before the exit settled")
+	st.clock.Step(exitSettle)
+}
+
+func TestSyncExitsRestartPerPolicy(t *testing.T) {
+	always, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyNever
+	rule42 := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	tests := []struct {
+		name      string
+		policy    corev1.RestartPolicy
+		container spec.Container
+		exitCode  int32
+		restart   bool
+	}{
+		{name: "Always, exit 0", policy: corev1.RestartPolicyAlways, exitCode: 0, restart: true},
+		{name: "Always, exit 2", policy: corev1.RestartPolicyAlways, exitCode: 2, restart: true},
+		{name: "OnFailure, exit 0", policy: corev1.RestartPolicyOnFailure, exitCode: 0, restart: false},
+		{name: "OnFailure, exit 2", policy: corev1.RestartPolicyOnFailure, exitCode: 2, restart: true},
+		{name: "Never, exit 2", policy: corev1.RestartPolicyNever, exitCode: 2, restart: false},
+		{name: "the container's Always under Never", policy: corev1.RestartPolicyNever, container: spec.Container{RestartPolicy: &always}, exitCode: 0, restart: true},
+		{name: "the container's Never under Always", policy: corev1.RestartPolicyAlways, container: spec.Container{RestartPolicy: &never}, exitCode: 1, restart: false},
+		{name: "a rule for 42 under Never, exit 42", policy: corev1.RestartPolicyNever, container: spec.Container{RestartPolicy: &never, RestartPolicyRules: rule42}, exitCode: 42, restart: true},
+		{name: "a rule for 42 under Never, exit 1", policy: corev1.RestartPolicyNever, container: spec.Container{RestartPolicy: &never, RestartPolicyRules: rule42}, exitCode: 1, restart: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newSyncTest(t)
+			c := tt.container
+			c.Name = "app"
+			m := theirPod(tt.policy, c, spec.Container{Name: "keep"}) // keep: the pod is not over
+			sb := st.theirSandbox()
+			id := st.rt.AddContainer(sb, "app", running)
+			st.rt.AddContainer(sb, "keep", running)
+			st.sync(t, st.view(t, m, false))
+			require.NoError(t, st.rt.SetContainerState(id, exited, tt.exitCode))
+			if tt.restart {
+				st.exitSettles(t, m, false)
+				assert.Zero(t, st.sync(t, st.view(t, m, false)), "no timer: restarted at once")
+				assert.Contains(t, st.states(sb), "app#1:CONTAINER_RUNNING", "restarted")
+				return
+			}
+			assert.Zero(t, st.sync(t, st.view(t, m, false)), "no timer: an exit not to restart has nothing to wait for")
+			st.clock.Step(exitSettle)
+			st.sync(t, st.view(t, m, false))
+			assert.NotContains(t, st.states(sb), "app#1:CONTAINER_RUNNING")
+			assert.Empty(t, st.calls.list())
+		})
+	}
+}
+
+// A crash loop backs off as kubelet's: the first restart at once, then
+// 10 s from the exit (a BackOff event, the container shown waiting
+// CrashLoopBackOff until then, the worker's timer set for it), then 20 s.
+func TestSyncCrashLoopBacksOff(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.sync(t, st.view(t, m, false))
+
+	crash := func(attempt uint32) time.Time {
+		t.Helper()
+		var cur string
+		for _, c := range st.rt.Containers(sb) {
+			if c.Attempt == attempt {
+				cur = c.ID
+			}
+		}
+		require.NotEmpty(t, cur, "attempt %d", attempt)
+		at := st.clock.Now()
+		require.NoError(t, st.rt.SetContainerState(cur, exited, 1))
+		assert.Equal(t, exitSettle, st.sync(t, st.view(t, m, false)), "the worker waits out the settle time")
+		st.clock.Step(exitSettle)
+		return at
+	}
+	crash(0)
+	st.sync(t, st.view(t, m, false))
+	require.Contains(t, st.states(sb), "app#1:CONTAINER_RUNNING", "first restart at once")
+	require.Equal(t, id, st.rt.Containers(sb)[0].ID)
+
+	crashed := crash(1)
+	retry := st.sync(t, st.view(t, m, false))
+	assert.Equal(t, crashed.Add(10*time.Second).Sub(st.clock.Now()), retry, "the worker's timer: the back-off's end")
+	assert.Contains(t, st.events.messages(), "BackOff: Back-off restarting failed container app in pod web_ns(uid)")
+	w, ok := waitingOf(st.r, "uid", "app")
+	require.True(t, ok, "back-off shown")
+	assert.Equal(t, WaitingCrashLoop, w.Reason)
+	assert.Equal(t, crashed.Add(10*time.Second), w.Until, "10 s from the exit")
+
+	st.clock.Step(9 * time.Second)
+	st.sync(t, st.view(t, m, false))
+	assert.Len(t, st.rt.Containers(sb), 2, "still backing off")
+	st.clock.Step(time.Second)
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"app#1:CONTAINER_EXITED", "app#2:CONTAINER_RUNNING"}, st.states(sb),
+		"restarted after 10 s; the older exited instance is removed, the last kept")
+	_, ok = waitingOf(st.r, "uid", "app")
+	assert.False(t, ok, "no longer waiting once restarted")
+
+	crashed = crash(2)
+	st.sync(t, st.view(t, m, false))
+	w, ok = waitingOf(st.r, "uid", "app")
+	assert.True(t, ok && w.Until.Equal(crashed.Add(20*time.Second)), "backing off again, 20 s")
+	status := st.r.Status()
+	_, ok = status.Pod("uid")
+	require.True(t, ok)
+	assert.True(t, status.For("uid").Initialized, "its syncs saw it initialized: kubelet's Initialized stays True")
+}
+
+// A pod removed and made again with the same UID (a static pod's manifest
+// put back) backs off where it left off, as kubelet does: its back-off
+// is keyed by UID and kept until it expires.
+func TestSyncBackoffOutlivesThePod(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.sync(t, st.view(t, m, false))
+	require.NoError(t, st.rt.SetContainerState(id, exited, 1))
+	st.exitSettles(t, m, false)
+	st.sync(t, st.view(t, m, false))
+	require.Contains(t, st.states(sb), "app#1:CONTAINER_RUNNING", "first restart at once")
+
+	st.rt.DeleteSandbox(sb)
+	st.podGone(t, m)
+	again := st.theirSandbox()
+	st.rt.AddContainer(again, "app", exited)
+	st.exitSettles(t, m, false)
+	st.sync(t, st.view(t, m, false))
+	w, ok := waitingOf(st.r, "uid", "app")
+	assert.True(t, ok && w.Reason == WaitingCrashLoop, "backing off from the first pod's restart")
+	assert.Len(t, st.rt.Containers(again), 1, "not restarted at once")
+}
+
+// An exit is restarted only if the sandbox is still ready a moment later:
+// stopping a pod kills its containers first. The sync after the settle
+// time needs a listing made after it: the one from before the stop does
+// not do.
+func TestSyncExitOfAPodBeingStoppedIsNotRestarted(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.sync(t, st.view(t, m, false))
+	require.NoError(t, st.rt.SetContainerState(id, exited, 137))
+	exitedListing := st.view(t, m, false)
+	assert.Equal(t, exitSettle, st.sync(t, exitedListing), "the worker waits out the settle time")
+	_, err := st.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb})
+	require.NoError(t, err)
+	st.clock.Step(exitSettle)
+	st.sync(t, exitedListing)
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, st.states(sb), "not restarted on the listing from before the settle time")
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, st.states(sb))
+	assert.Empty(t, st.calls.list())
+}
+
+// The liveness kill sequence observed on kubelet (§11): kills 1–3 restart
+// at once, kill 4 waits 20 s.
+func TestSyncRepeatedLivenessKillsBackOffLikeKubelet(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	st.rt.AddContainer(sb, "app", running)
+	st.sync(t, st.view(t, m, false))
+	current := func() (string, uint32) {
+		var id string
+		var attempt uint32
+		for _, c := range st.rt.Containers(sb) {
+			if c.State == running && c.Attempt >= attempt {
+				id, attempt = c.ID, c.Attempt
+			}
+		}
+		return id, attempt
+	}
+	for kill := 1; kill <= 3; kill++ {
+		st.clock.Step(12 * time.Second)
+		id, attempt := current()
+		require.NotEmpty(t, id)
+		st.fail(id, results.Liveness)
+		st.sync(t, st.view(t, m, false))
+		_, a := current()
+		require.Equal(t, attempt+1, a, "restarted at once")
+		st.sync(t, st.view(t, m, false))
+		c := currentOf(st.r, "uid", "app")
+		require.True(t, c != nil && c.Attempt == attempt+1, "the restart seen")
+	}
+	st.clock.Step(12 * time.Second)
+	id, attempt := current()
+	st.fail(id, results.Liveness)
+	st.sync(t, st.view(t, m, false))
+	w, ok := waitingOf(st.r, "uid", "app")
+	assert.True(t, ok && w.Reason == WaitingCrashLoop, "kill 4 backs off")
+	_, a := current()
+	assert.Equal(t, uint32(0), a, "nothing running while backing off")
+	// The kill's own sync measured the back-off from the exit before it;
+	// the next, from the kill's exit.
+	assert.Equal(t, 20*time.Second, st.sync(t, st.view(t, m, false)), "the worker waits out the back-off")
+	st.clock.Step(19 * time.Second)
+	st.sync(t, st.view(t, m, false))
+	_, a = current()
+	assert.Zero(t, a)
+	st.clock.Step(time.Second)
+	st.sync(t, st.view(t, m, false))
+	_, a = current()
+	assert.Equal(t, attempt+1, a, "restarted after 20 s")
+}
+
+// A container the manifest does not list is never touched, whatever its
+// probes' results and however it ends.
+func TestSyncUnmanagedContainersAreNeverTouched(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	st.rt.AddContainer(sb, "app", running)
+	other := st.rt.AddContainer(sb, "other", running)
+	st.sync(t, st.view(t, m, false))
+	st.fail(other, results.Liveness)
+	require.NoError(t, st.rt.SetContainerState(other, exited, 1))
+	st.sync(t, st.view(t, m, false))
+	st.clock.Step(exitSettle)
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING", "other#0:CONTAINER_EXITED"}, st.states(sb))
+	assert.Empty(t, st.events.messages())
+	assert.Empty(t, st.calls.list())
+}
+
+// After an agent restart: a replacement found created but not started is
+// started; a container whose newer instance runs is left alone.
+func TestSyncResumesAfterAgentRestart(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	old := st.rt.AddContainer(sb, "app", exited)
+	st.rt.AddContainer(sb, "app", created, fakeruntime.WithAttempt(1),
+		fakeruntime.WithAnnotations(map[string]string{cri.AnnotationRestartOf: old}))
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb), "ours: started")
+	assert.Equal(t, []string{"Started: Container started"}, st.events.messages(), "and told")
+	st.sync(t, st.view(t, m, false))
+	assert.Len(t, st.events.messages(), 1)
+}
+
+// An agent killed after creating a replacement but before its stop took
+// effect: the old instance still runs. Starting the replacement would run
+// two; it is removed instead, and the running one is left to its probes.
+func TestSyncInterruptedRestartWithTheOldInstanceRunning(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	old := st.rt.AddContainer(sb, "app", running)
+	st.rt.AddContainer(sb, "app", created, fakeruntime.WithAttempt(1),
+		fakeruntime.WithAnnotations(map[string]string{cri.AnnotationRestartOf: old}))
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"AbandonedRestart: Removed container app (attempt 1) left by an interrupted restart: the instance it was to replace is still running and will be probed again"},
+		st.events.messages(), "the replacement removed and told")
+	assert.Equal(t, []string{"app#0:CONTAINER_RUNNING"}, st.states(sb))
+
+	// If it fails its probe again, it is restarted once, as attempt 1.
+	p := st.view(t, m, false)
+	c, _ := p.Container("app")
+	require.Len(t, c.Instances, 1, "the removal seen")
+	st.fail(old, results.Liveness)
+	st.sync(t, p)
+	assert.Contains(t, st.events.messages(), "Started: Container started", "restarted")
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
+}
+
+// A container created by someone else (a harness between create and
+// start) is theirs to start.
+func TestSyncSomeoneElsesCreatedContainerIsNotStarted(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	st.rt.AddContainer(sb, "app", created)
+	st.sync(t, st.view(t, m, false))
+	st.clock.Step(exitSettle)
+	st.sync(t, st.view(t, m, false))
+	assert.Equal(t, []string{"app#0:CONTAINER_CREATED"}, st.states(sb))
+	assert.Empty(t, st.calls.list())
+}
+
+// A failed postStart kills the container (event FailedPostStartHook, kill
+// message FailedPostStartHook, the pod's grace period) and it is restarted
+// with back-off.
+func TestSyncFailedPostStartHook(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PostStart: hook("postStart", "fail")}})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.sync(t, st.view(t, m, false))
+	require.NoError(t, st.rt.SetContainerState(id, exited, 1))
+	st.exitSettles(t, m, false)
+	st.sync(t, st.view(t, m, false))
+	require.GreaterOrEqual(t, len(st.events.messages()), 4)
+	assert.Equal(t, []string{
+		"Created: Container created",
+		"Started: Container started",
+		"FailedPostStartHook: PostStartHook failed",
+		"Killing: FailedPostStartHook",
+	}, st.events.messages()[:4], "the hook's output stays out of events")
+	replacement := st.hooks.called()[0].containerID
+	g, ok := st.rt.StopTimeout(replacement)
+	assert.True(t, ok && g == 30, "stopped with the pod's grace period")
+	st.sync(t, st.view(t, m, false))
+	w, ok := waitingOf(st.r, "uid", "app")
+	assert.True(t, ok && w.Reason == WaitingCrashLoop, "restarted with back-off")
 }

@@ -163,8 +163,7 @@ type Restarter struct {
 	maker         Maker          // nil: static pods are not made
 	budget        *killbudget.Budget
 
-	configs  sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
-	syncDone func()
+	configs sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig
 	// handled is the newest listing Run has handed on; busy counts the
 	// syncs asked for or running: quiet reads them (tests).
 	handled atomic.Uint64
@@ -269,12 +268,6 @@ func WithRelister(rl Relister) Option {
 // withJitter replaces the random source (tests).
 func withJitter(f func() float64) Option {
 	return func(r *Restarter) error { r.jitter = f; return nil }
-}
-
-// withSyncDone is told after each pass over a pod (tests wait on it to
-// assert that a pass did nothing).
-func withSyncDone(f func()) Option {
-	return func(r *Restarter) error { r.syncDone = f; return nil }
 }
 
 // New returns a restarter acting through runtime, running lifecycle hooks
@@ -520,9 +513,6 @@ func (r *Restarter) runWorker(ctx context.Context, w *podWorker) {
 		}
 		if triggered {
 			r.busy.Add(-1)
-		}
-		if r.syncDone != nil {
-			r.syncDone()
 		}
 	}
 }

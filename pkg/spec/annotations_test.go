@@ -55,7 +55,7 @@ func TestAnnotationProbesArePinnedToThePod(t *testing.T) {
 	}
 
 	// A manifest is the operator's: any host, as kubelet.
-	r := LoadData("pods.yaml", []byte(`apiVersion: v1
+	r := loadData("pods.yaml", []byte(`apiVersion: v1
 kind: Pod
 metadata: {name: web}
 spec:
@@ -63,7 +63,7 @@ spec:
   - name: app
     image: x
     readinessProbe: {httpGet: {host: 127.0.0.1, port: 8080, httpHeaders: [{name: Host, value: example.com}]}}
-`))
+`), nil)
 	assert.Empty(t, r.Errors)
 	require.Len(t, r.Pods, 1)
 }

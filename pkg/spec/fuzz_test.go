@@ -28,76 +28,6 @@ func addFiles(f *testing.F, patterns ...string) {
 	}
 }
 
-// Any bytes in a manifest file give pods or errors that name the file and
-// say what is wrong, never a panic. The bytes go through what the
-// directory loader and the watcher do with a file's content once read
-// (loadBytes, then keepLastGood against a last good version, then
-// combine): a version that loads without errors is used, any other leaves
-// the last good version in force and says so, naming the file. Reading
-// itself (regular files only, MaxManifestSize) is file-system work, left
-// to the unit tests: the fuzzer needs runs whose coverage depends on the
-// input alone.
-func FuzzLoadManifest(f *testing.F) {
-	addFiles(f, "testdata/good/*", "testdata/bad/*")
-	f.Add([]byte(""))
-	f.Add([]byte("# nothing\n---\n"))
-	f.Add([]byte("apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: a}\r\nspec: {containers: [{name: b, image: c}]}\r\n---\r\n"))
-	const path = "/etc/cri-prober/pods/pods.yaml"
-	last, lastErrs := loadPods(path, []byte(webPod(3)))
-	if len(last) != 1 || len(lastErrs) != 0 {
-		f.Fatalf("the last good version does not load: %v", lastErrs)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, errs := loadPods(path, data)
-		for _, e := range errs {
-			if !strings.HasPrefix(e.Source, path) {
-				t.Errorf("error without its file: %+v", e)
-			}
-			if e.Detail == "" {
-				t.Errorf("error that says nothing: %+v", e)
-			}
-		}
-		for _, p := range pods {
-			if p == nil {
-				t.Fatal("nil pod")
-			}
-		}
-
-		for _, hadLast := range []bool{false, true} {
-			var before []*Pod
-			if hadLast {
-				before = last
-			}
-			file, good, ok := keepLastGood(path, pods, errs, false, before, hadLast)
-			combined := combine(nil, []loadedFile{file})
-			inForce, reported := combined.Pods, combined.Errors
-			for _, e := range reported {
-				if !strings.HasPrefix(e.Source, path) || e.Detail == "" {
-					t.Errorf("error that does not name the file or say what is wrong: %+v", e)
-				}
-			}
-			loads := len(errs) == 0 && (len(pods) > 0 || !hadLast)
-			switch {
-			case loads:
-				if !ok || len(good) != len(pods) || len(file.pods) != len(pods) || len(file.errs) != 0 {
-					t.Errorf("a version that loads is not used as it is: %d pods in it, %d used, %d errors", len(pods), len(file.pods), len(file.errs))
-				}
-			case hadLast:
-				if !ok || len(inForce) != 1 || inForce[0] != last[0] {
-					t.Errorf("a version that does not load: %d pods in force, want the last good one", len(inForce))
-				}
-				if n := len(reported); n == 0 || !strings.Contains(reported[n-1].Detail, "stays in force (pod shop/web)") {
-					t.Errorf("a version that does not load: no word of the last good one in force: %v", reported)
-				}
-			default:
-				if ok || len(file.pods) != len(pods) || len(file.errs) != len(errs) {
-					t.Errorf("a file never loaded: %d pods, %d errors, last good %v; want its own %d pods, %d errors", len(file.pods), len(file.errs), ok, len(pods), len(errs))
-				}
-			}
-		}
-	})
-}
-
 // Any bytes in a file given by name, as a crictl config is, give errors
 // that name the file and say what is wrong, never a panic; a file that is
 // one crictl config gives a config.
@@ -106,13 +36,13 @@ func FuzzCRIConfig(f *testing.F) {
 	f.Add([]byte("annotations: [a]\nmetadata: {}\n"))
 	const path = "/tmp/container.json"
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := LoadData(path, data)
+		r := loadData(path, data, nil)
 		for _, e := range r.Errors {
 			if !strings.HasPrefix(e.Source, path) || e.Detail == "" {
 				t.Errorf("error that does not name the file or say what is wrong: %+v", e)
 			}
 		}
-		if docs := splitDocuments(data); len(docs) == 1 && len(data) <= MaxManifestSize {
+		if docs := splitDocuments(data); len(docs) == 1 {
 			if root, _ := parseDocument(path, docs[0]); root != nil && classify(root, inspect(root)).class == classCRIConfig && len(r.Configs) == 0 {
 				t.Error("a crictl config, and no config")
 			}

@@ -2,9 +2,7 @@ package spec
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,38 +17,37 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 )
 
-// ManifestExtensions are the files a manifest directory is read from.
-var ManifestExtensions = []string{".yaml", ".yml", ".json"}
-
-// loadFile reads the file path with read: a file of a manifest directory
-// (listing.read), or one given by name (named, readManifest): then a
-// crictl config is validated as one. Only a regular file (directly or
-// through a symbolic link) of at most MaxManifestSize bytes is read: the
-// agent's commands read a file as the agent does. gone says whether the
-// file is gone (removed since it was listed, or a dangling link): its pods
-// go with it.
-func loadFile(path string, read func(string) ([]byte, error), named bool, static *Static) (f loadedFile, gone bool) {
-	data, err := read(path)
-	if err != nil {
-		return loadedFile{errs: []*Error{{Source: path, Detail: err.Error()}}}, errors.Is(err, fs.ErrNotExist)
-	}
-	return loadBytes(path, data, named, static), false
+// DecodeFile decodes data, the file path of a manifest directory, as the
+// agent reads it (see decodeFile): as static pods the agent makes with
+// static (nil: pods others made); a crictl config in it is skipped.
+func DecodeFile(path string, data []byte, static *Static) File {
+	return decodeFile(path, data, false, static)
 }
 
-// loadBytes reads the documents of a file (several separated by "---"
+// DecodeNamedFile decodes data, a file the user named (validate FILE, play
+// FILE, -f -), as DecodeFile does, except that a file that is one crictl
+// container or pod sandbox config is validated as one, as the agent reads
+// the annotations it gives the container or sandbox: every problem at its
+// line in the file, with the field inside the annotation. A config with
+// an image is a container config, any other a pod sandbox config.
+func DecodeNamedFile(path string, data []byte, static *Static) File {
+	return decodeFile(path, data, true, static)
+}
+
+// decodeFile reads the documents of a file (several separated by "---"
 // lines allowed): Pod manifests are decoded, other Kubernetes objects and
 // YAML that is none are skipped with a notice, and what looks like a Pod
 // but cannot be one is an error. Bad documents are reported and skipped;
 // the good ones are returned. A file given by name (named) that is one
 // crictl config is validated as one.
-func loadBytes(path string, data []byte, named bool, static *Static) loadedFile {
-	var f loadedFile
+func decodeFile(path string, data []byte, named bool, static *Static) File {
+	var f File
 	docs := splitDocuments(data)
 	var notObjects []*Notice
 	for i, doc := range docs {
 		root, serr := parseDocument(path, doc)
 		if serr != nil {
-			f.errs = append(f.errs, serr)
+			f.Errors = append(f.Errors, serr)
 			continue
 		}
 		if root == nil {
@@ -61,36 +58,36 @@ func loadBytes(path string, data []byte, named bool, static *Static) loadedFile 
 		switch c := classify(root, info); c.class {
 		case classPod:
 			pod, errs := loadPod(path, doc, root, info, static)
-			f.errs = append(f.errs, errs...)
+			f.Errors = append(f.Errors, errs...)
 			if pod != nil {
-				f.pods = append(f.pods, pod)
+				f.Pods = append(f.Pods, pod)
 			}
 		case classCRIConfig:
 			if named && i == 0 && len(docs) == 1 {
 				var errs []*Error
-				f.config, errs = criConfig(path, doc, root, info)
-				f.errs = append(f.errs, errs...)
+				f.Config, errs = criConfig(path, doc, root, info)
+				f.Errors = append(f.Errors, errs...)
 				continue
 			}
-			f.skipped = append(f.skipped, &Notice{Source: source, Kind: NoticeCRIConfig, Detail: fmt.Sprintf(
+			f.Skipped = append(f.Skipped, &Notice{Source: source, Kind: NoticeCRIConfig, Detail: fmt.Sprintf(
 				"not a manifest: a crictl %s (the agent reads its annotations from the runtime once crictl has used it; name the file alone to validate it)", c.what)})
 		case classNotObject:
 			notObjects = append(notObjects, &Notice{Source: source, Kind: NoticeNotObject, Detail: "not a manifest (" + c.what + ")"})
 		case classOtherKind:
-			f.skipped = append(f.skipped, &Notice{Source: source, Kind: NoticeNotPod, Detail: c.what})
+			f.Skipped = append(f.Skipped, &Notice{Source: source, Kind: NoticeNotPod, Detail: c.what})
 		default: // classError
 			line := doc.line
 			if c.at != nil {
 				line = doc.start + c.at.Line - 1
 			}
-			f.errs = append(f.errs, &Error{Source: fmt.Sprintf("%s:%d", path, line), Detail: c.what})
+			f.Errors = append(f.Errors, &Error{Source: fmt.Sprintf("%s:%d", path, line), Detail: c.what})
 		}
 	}
 	if len(notObjects) > 0 && len(notObjects) == len(docs) {
 		// Nothing in the file is a Kubernetes object: one notice for it.
 		notObjects = []*Notice{{Source: path, Kind: NoticeNotObject, Detail: notObjects[0].Detail}}
 	}
-	f.skipped = append(f.skipped, notObjects...)
+	f.Skipped = append(f.Skipped, notObjects...)
 	return f
 }
 
@@ -144,52 +141,29 @@ func absolute(path string) string {
 	return path
 }
 
-// LoadDir reads every manifest file of dir (see listDir). A pod
-// defined twice is an error: the first definition in file-name order wins.
-// What is not a manifest is not reported here: Load says what it skipped.
-func LoadDir(dir string) ([]*Pod, []*Error) {
-	r := loadDir(dir, nil)
-	return r.Pods, r.Errors
+// File is what one manifest file holds (DecodeFile), or what a
+// directory's listing reports (pkg/manifests).
+type File struct {
+	Pods    []*Pod
+	Errors  []*Error
+	Skipped []*Notice
+	Config  *CRIConfig // a file given by name that is a crictl config
 }
 
-func loadDir(dir string, static *Static) *Result {
-	l, err := listDir(dir, static != nil)
-	if err != nil {
-		return &Result{Errors: []*Error{{Source: dir, Detail: err.Error()}}}
-	}
-	defer l.close()
-	loaded := make([]loadedFile, 0, len(l.files))
-	for _, path := range l.files {
-		f, _ := loadFile(path, l.read, false, static)
-		loaded = append(loaded, f)
-	}
-	return combine(l, loaded)
-}
-
-// loadedFile is what one manifest file contributes to its directory.
-type loadedFile struct {
-	pods    []*Pod
-	errs    []*Error
-	skipped []*Notice
-	config  *CRIConfig // a file given by name that is a crictl config
-}
-
-// combine joins the files' pods in file-name order, the first definition
-// of a pod winning, after the directory's own reports (l may be nil).
-func combine(l *listing, files []loadedFile) *Result {
+// Combine joins the files' pods in their order, the first definition of
+// a pod winning: a pod defined again is an error, wherever it is defined
+// again (the same file, a later file of the directory, a later file given
+// by name). It gathers the pods' and containers' warnings.
+func Combine(files ...File) *Result {
 	r := &Result{}
-	if l != nil {
-		r.Errors = append(r.Errors, l.errs...)
-		r.Skipped = append(r.Skipped, l.skipped...)
-	}
 	seen := map[string]string{}
 	for _, f := range files {
-		r.Errors = append(r.Errors, f.errs...)
-		r.Skipped = append(r.Skipped, f.skipped...)
-		if f.config != nil {
-			r.Configs = append(r.Configs, f.config)
+		r.Errors = append(r.Errors, f.Errors...)
+		r.Skipped = append(r.Skipped, f.Skipped...)
+		if f.Config != nil {
+			r.Configs = append(r.Configs, f.Config)
 		}
-		for _, p := range f.pods {
+		for _, p := range f.Pods {
 			key := p.Namespace + "/" + p.Name
 			if first, dup := seen[key]; dup {
 				r.Errors = append(r.Errors, &Error{Source: p.Source, Namespace: p.Namespace, Pod: p.Name,
@@ -200,16 +174,8 @@ func combine(l *listing, files []loadedFile) *Result {
 			r.Pods = append(r.Pods, p)
 		}
 	}
+	r.collectWarnings()
 	return r
-}
-
-func hasManifestExtension(name string) bool {
-	for _, ext := range ManifestExtensions {
-		if strings.HasSuffix(name, ext) {
-			return true
-		}
-	}
-	return false
 }
 
 type document struct {
@@ -240,7 +206,7 @@ func splitDocuments(data []byte) []document {
 		cur.Reset()
 	}
 	// Lines of any length: the data is in memory already (and a file is
-	// at most MaxManifestSize), so a line limit would only drop the rest
+	// at most pkg/manifests' MaxFileSize), so a line limit would only drop the rest
 	// of the file, as bufio.Scanner's did past 16 MiB.
 	for rest := data; len(rest) > 0; {
 		text := rest

@@ -1,11 +1,5 @@
 package spec
 
-import (
-	"errors"
-	"io/fs"
-	"os"
-)
-
 // Notice says that a file, or a document of one, was skipped: not read as
 // a Pod manifest, and not an error either, since nothing in it was meant to
 // be probed (a README, a values file, a Service).
@@ -24,7 +18,7 @@ type NoticeKind int
 
 const (
 	// NoticeNotManifestFile: a file of a manifest directory whose name
-	// does not end in one of ManifestExtensions.
+	// does not end in one of pkg/manifests' Extensions.
 	NoticeNotManifestFile NoticeKind = iota + 1
 	// NoticeDirectory: a subdirectory (manifests in it are not read).
 	NoticeDirectory
@@ -35,11 +29,11 @@ const (
 	// containers (a Service, a ConfigMap).
 	NoticeNotPod
 	// NoticeCRIConfig: a crictl config in a manifest directory. Given by
-	// name to Load, it is validated instead.
+	// name (DecodeNamedFile), it is validated instead.
 	NoticeCRIConfig
 )
 
-// Result is what Load and LoadData found.
+// Result is what the files read found (Combine).
 type Result struct {
 	// Pods are the valid pods of the manifests, the first definition of
 	// a pod winning.
@@ -61,56 +55,6 @@ type Result struct {
 // OK reports whether there is neither an error nor a warning: what
 // cri-prober validate exits 0 for. Skipped files do not count.
 func (r *Result) OK() bool { return len(r.Errors) == 0 && len(r.Warnings) == 0 }
-
-// Load reads path as the agent reads --pod-manifests: a directory's
-// manifest files (see listDir; other names, subdirectories, and files or
-// documents that are not Pod manifests are skipped with a notice; the
-// directory and its files refused as the agent refuses them), or one file
-// given by name, whatever its name and owner (see readManifest). A file
-// given by name that is a crictl container or pod sandbox config (JSON or
-// YAML without apiVersion and kind) is validated as the agent reads the
-// annotations it gives the container or sandbox: every problem at its
-// line in the file, with the field inside the annotation. A config with
-// an image is a container config, any other a pod sandbox config.
-func Load(path string, opts ...LoadOption) *Result {
-	var o loadOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return &Result{Errors: []*Error{{Source: path, Detail: "cannot read it: " + err.Error()}}}
-	}
-	var r *Result
-	if fi.IsDir() {
-		r = loadDir(path, o.static)
-	} else {
-		f, _ := loadFile(path, readManifest, true, o.static)
-		r = combine(nil, []loadedFile{f})
-	}
-	r.collectWarnings()
-	return r
-}
-
-// LoadData reads data as one file given by name, named source in what it
-// reports: `validate -f -` and `explain -f -` read standard input with it,
-// as kubectl reads -f -. Data over MaxManifestSize is refused.
-func LoadData(source string, data []byte, opts ...LoadOption) *Result {
-	var o loadOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if len(data) > MaxManifestSize {
-		return &Result{Errors: []*Error{{Source: source, Detail: errTooLarge.Error()}}}
-	}
-	r := combine(nil, []loadedFile{loadBytes(source, data, true, o.static)})
-	r.collectWarnings()
-	return r
-}
 
 // collectWarnings gathers the pods' and containers' warnings.
 func (r *Result) collectWarnings() {

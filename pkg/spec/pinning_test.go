@@ -107,11 +107,11 @@ metadata:
 				manifest += "  uid: " + tt.uid + "\n"
 			}
 			manifest += "spec:\n  containers:\n  - name: app\n" + tt.spec
-			var opts []LoadOption
+			var static *Static
 			if tt.static {
-				opts = append(opts, AsStatic(Static{NodeName: "node", Now: func() time.Time { return time.Unix(0, 0) }}))
+				static = &Static{NodeName: "node", Now: func() time.Time { return time.Unix(0, 0) }}
 			}
-			r := LoadData("pod.yaml", []byte(manifest), opts...)
+			r := loadData("pod.yaml", []byte(manifest), static)
 			require.Empty(t, r.Errors)
 			require.Len(t, r.Pods, 1)
 			require.Len(t, r.Warnings, len(tt.want), "%v", r.Warnings)

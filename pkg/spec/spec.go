@@ -1,10 +1,18 @@
 // Package spec turns what users give (Pod manifests, CRI annotations) into
 // probe specs: decoded strictly, defaulted as the API server defaults, and
 // validated with the API server's rules, every problem reported with the
-// file, pod, container and field it concerns.
+// file, pod, container and field it concerns; static pods made as kubelet
+// makes them (Static), and kubelet's restart policies (policy.go). A file's
+// bytes are decoded here (DecodeFile) and files are joined under one rule
+// (Combine: a pod defined twice is an error); reading them, the manifest
+// directory and its watch and trust rules are pkg/manifests'.
 //
-// It knows nothing of the runtime: it imports Kubernetes API types and
-// results' probe types only.
+// It is pure: it reads no file and knows nothing of the runtime. Beside
+// Kubernetes' API types it imports results' probe types and the leaves
+// pkg/bounded (cutting what a manifest echoes) and pkg/credential (which
+// header names carry credentials). Two things reach outside: a pod's File
+// is made absolute against the working directory, and a Static without
+// Now stamps kubernetes.io/config.seen with the clock.
 package spec
 
 import (

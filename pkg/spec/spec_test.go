@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,7 +49,7 @@ func TestLoadBadManifests(t *testing.T) {
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join("testdata/bad", name+".yaml")
-			r := Load(file)
+			r := load(file, nil)
 			pods, errs := r.Pods, r.Errors
 			assert.Empty(t, pods, "a pod with an error is not used")
 			var got []string
@@ -73,13 +72,13 @@ func TestLoadBadManifests(t *testing.T) {
 // deadline, RestartAllContainers rules, a stop signal (ignored, as kubelet
 // 1.36 ignores it: a warning).
 func TestLoadWhatKubeletHonours(t *testing.T) {
-	r := Load("testdata/good/readiness-gates.yaml")
+	r := load("testdata/good/readiness-gates.yaml", nil)
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Pods, 1)
 	require.Len(t, r.Warnings, 1)
 	assert.Contains(t, r.Warnings[0].Error(), "testdata/good/readiness-gates.yaml:5: pod shop/readiness-gates: spec.readinessGates: Invalid value: \"example.com/lb\": nothing sets pod conditions without an API server, so the pod is not Ready until")
 
-	r = Load("testdata/good/restart-all-containers.yaml")
+	r = load("testdata/good/restart-all-containers.yaml", nil)
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Pods, 1)
 	app, _ := r.Pods[0].Container("app")
@@ -87,7 +86,7 @@ func TestLoadWhatKubeletHonours(t *testing.T) {
 	assert.False(t, app.RestartsAll(1))
 	assert.True(t, app.ShouldRestart(corev1.RestartPolicyNever, 42), "restarted (with every other container)")
 
-	r = LoadData("stop.yaml", []byte(`apiVersion: v1
+	r = loadData("stop.yaml", []byte(`apiVersion: v1
 kind: Pod
 metadata: {name: stop, namespace: shop}
 spec:
@@ -97,7 +96,7 @@ spec:
     image: localhost/busybox:test
     lifecycle:
       stopSignal: SIGUSR1
-`))
+`), nil)
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Warnings, 1)
 	assert.Contains(t, r.Warnings[0].Error(), "stop.yaml:10: pod shop/stop: container app: spec.containers[0].lifecycle.stopSignal: Invalid value: \"SIGUSR1\": ignored, as kubelet 1.36 ignores it")
@@ -105,7 +104,7 @@ spec:
 }
 
 func TestLoadGoodManifest(t *testing.T) {
-	r := Load("testdata/good/pods.yaml")
+	r := load("testdata/good/pods.yaml", nil)
 	pods, errs := r.Pods, r.Errors
 	require.Empty(t, errs)
 	require.Len(t, pods, 2)
@@ -151,47 +150,33 @@ func TestLoadGoodManifest(t *testing.T) {
 	assert.False(t, worker.Containers[0].HasProbes())
 }
 
-func TestLoadDir(t *testing.T) {
-	dir := t.TempDir()
-	good, err := os.ReadFile("testdata/good/pods.yaml")
-	require.NoError(t, err)
-	bad, err := os.ReadFile("testdata/bad/no-handler.yaml")
-	require.NoError(t, err)
-	write := func(name string, data []byte) {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
-	}
-	write("a.yaml", good)
-	write("b.yml", bad)
-	write("c.json", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"shop"},"spec":{"containers":[{"name":"x","image":"y"}]}}`))
-	write("notes.txt", []byte("hello"))
-	write(".a.yaml.swp", []byte("editor junk"))
-
-	r := Load(dir)
-	var names []string
-	for _, p := range r.Pods {
-		names = append(names, p.Namespace+"/"+p.Name)
-	}
-	assert.Equal(t, []string{"shop/web", "default/worker"}, names, "the bad file does not stop the good ones")
-	msgs := messages(r.Errors)
-	require.Len(t, msgs, 2, "%q", msgs)
-	assert.Contains(t, msgs[0], "b.yml:10: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
-	assert.Contains(t, msgs[1], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":2; this definition is ignored")
-	assert.Equal(t, []string{"skipped " + filepath.Join(dir, "notes.txt") + ": not a manifest (.txt)"}, notices(r.Skipped), "not an error")
-	pods, errs := LoadDir(dir)
-	assert.Equal(t, r.Pods, pods)
-	assert.Equal(t, r.Errors, errs)
-
-	_, errs = LoadDir(filepath.Join(dir, "missing"))
-	require.Len(t, errs, 1)
-	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
-}
-
 func TestSplitDocuments(t *testing.T) {
 	docs := splitDocuments([]byte("---\n# only a comment\n---\na: 1\n--- # trailing\nb: 2\n---\n\n"))
 	require.Len(t, docs, 2)
 	assert.Equal(t, 4, docs[0].line)
 	assert.Equal(t, "a: 1\n", string(docs[0].data))
 	assert.Equal(t, 6, docs[1].line)
+}
+
+// A line of any length is read whole: bufio.Scanner's 16 MiB limit used to
+// end the file there silently, dropping every document after it. Fails on
+// the old code: the second pod is lost.
+func TestLoadBytesLongLine(t *testing.T) {
+	long := "# " + strings.Repeat("x", 16<<20) + "\n"
+	data := webPod(3) + "---\n" + long + "---\n" + strings.Replace(webPod(3), "name: web", "name: db", 1)
+	pods, errs := loadPods("pods.yaml", []byte(data))
+	assert.Empty(t, errs)
+	require.Len(t, pods, 2)
+	assert.Equal(t, "pods.yaml:14", pods[1].Source, "lines counted past the long one")
+}
+
+// CRLF files split as before: bufio.ScanLines dropped the \r.
+func TestSplitDocumentsCRLF(t *testing.T) {
+	docs := splitDocuments([]byte("a: 1\r\n---\r\nb: 2\r\nc: 3"))
+	require.Len(t, docs, 2)
+	assert.Equal(t, "a: 1\n", string(docs[0].data))
+	assert.Equal(t, "b: 2\nc: 3\n", string(docs[1].data))
+	assert.Equal(t, 3, docs[1].line)
 }
 
 func TestContainerFromAnnotations(t *testing.T) {
@@ -315,48 +300,11 @@ func TestPodPolicyFromAnnotations(t *testing.T) {
 	assert.Empty(t, p.ProbeNetwork)
 }
 
-func TestManifestDirReloadsOnChange(t *testing.T) {
-	dir := t.TempDir()
-	d := NewManifestDir(dir, nil)
-	assert.True(t, d.Reload(), "the first read is a change")
-	pods, errs := d.Pods()
-	assert.Empty(t, pods)
-	assert.Empty(t, errs)
-	<-d.Changed()
-	assert.False(t, d.Reload(), "nothing changed")
-
-	good, err := os.ReadFile("testdata/good/pods.yaml")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "pods.yaml"), good, 0o644))
-	assert.True(t, d.Reload())
-	pods, _ = d.Pods()
-	assert.Len(t, pods, 2)
-	select {
-	case <-d.Changed():
-	default:
-		t.Fatal("no change signalled")
-	}
-
-	require.NoError(t, os.Remove(filepath.Join(dir, "pods.yaml")))
-	assert.True(t, d.Reload())
-	pods, _ = d.Pods()
-	assert.Empty(t, pods)
-}
-
-func TestManifestDirMissing(t *testing.T) {
-	d := NewManifestDir(filepath.Join(t.TempDir(), "nope"), nil)
-	assert.True(t, d.Reload())
-	_, errs := d.Pods()
-	require.Len(t, errs, 1)
-	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
-	assert.False(t, d.Reload(), "the same error is not news")
-}
-
 // A probe naming a port the container does not declare is accepted, as
 // kubelet accepts it, with a warning at the field's line: that probe is
 // inert, the pod and the container's other probes work.
 func TestNamedPortMissingIsAWarning(t *testing.T) {
-	r := Load("testdata/named-port-missing.yaml")
+	r := load("testdata/named-port-missing.yaml", nil)
 	pods, errs := r.Pods, r.Errors
 	require.Empty(t, errs)
 	require.Len(t, pods, 1)
@@ -373,7 +321,7 @@ func TestNamedPortMissingIsAWarning(t *testing.T) {
 // Container restart policies, rules and lifecycle hooks load as kubelet
 // 1.36 validation accepts them.
 func TestLoadPolicies(t *testing.T) {
-	r := Load("testdata/good/policies.yaml")
+	r := load("testdata/good/policies.yaml", nil)
 	pods, errs := r.Pods, r.Errors
 	require.Empty(t, errs)
 	require.Len(t, pods, 1)

@@ -25,28 +25,6 @@ type Static struct {
 	Now func() time.Time
 }
 
-// LoadOption changes how manifests are read.
-type LoadOption func(*loadOptions)
-
-type loadOptions struct {
-	static       *Static
-	keepLastGood bool
-}
-
-// KeepLastGood keeps a static pod file's last version that loaded in force
-// while a newer one does not load, as the agent always does for the
-// manifests of pods others made. Without it, a static pod file that does
-// not load drops its pods (they are stopped and removed), as kubelet's
-// file source drops them.
-func KeepLastGood() LoadOption {
-	return func(o *loadOptions) { o.keepLastGood = true }
-}
-
-// AsStatic reads the manifests as static pods the agent makes (Static).
-func AsStatic(s Static) LoadOption {
-	return func(o *loadOptions) { o.static = &s }
-}
-
 // staticFile is Static for one file: kubelet's UID hashes the file's path.
 type staticFile struct {
 	Static

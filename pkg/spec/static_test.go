@@ -35,7 +35,7 @@ func TestStaticPodIdentity(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "web.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(staticWeb), 0o644))
-	r := Load(file, AsStatic(staticNode))
+	r := load(file, &staticNode)
 	require.Empty(t, r.Errors)
 	require.Len(t, r.Pods, 1)
 	p := r.Pods[0]
@@ -50,19 +50,19 @@ func TestStaticPodIdentity(t *testing.T) {
 	assert.NotEmpty(t, obj.Annotations[ConfigFirstSeenAnnotation])
 	assert.Equal(t, "/dev/termination-log", obj.Spec.Containers[0].TerminationMessagePath, "the API server's defaults")
 
-	again := Load(file, AsStatic(staticNode)).Pods[0]
+	again := load(file, &staticNode).Pods[0]
 	assert.Equal(t, p.UID, again.UID, "the same manifest is the same pod: the agent adopts it after a restart")
 
 	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(staticWeb, "busybox:test", "busybox:other", 1)), 0o644))
-	assert.NotEqual(t, p.UID, Load(file, AsStatic(staticNode)).Pods[0].UID, "an edited manifest is another pod")
+	assert.NotEqual(t, p.UID, load(file, &staticNode).Pods[0].UID, "an edited manifest is another pod")
 	moved := filepath.Join(dir, "moved.yaml")
 	require.NoError(t, os.WriteFile(moved, []byte(staticWeb), 0o644))
-	assert.NotEqual(t, p.UID, Load(moved, AsStatic(staticNode)).Pods[0].UID, "and so is one in another file")
+	assert.NotEqual(t, p.UID, load(moved, &staticNode).Pods[0].UID, "and so is one in another file")
 	other := staticNode
 	other.NodeName = "node2"
-	assert.NotEqual(t, p.UID, Load(file, AsStatic(other)).Pods[0].UID)
+	assert.NotEqual(t, p.UID, load(file, &other).Pods[0].UID)
 
-	attach := Load(file)
+	attach := load(file, nil)
 	require.Len(t, attach.Pods, 1)
 	assert.Equal(t, "web", attach.Pods[0].Name, "read for pods made by others, a manifest is matched as written")
 }
@@ -137,12 +137,12 @@ func TestStaticPodRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			doc := "apiVersion: v1\nkind: Pod\nmetadata: {name: t, namespace: shop}\nspec:" + tt.spec + "\n"
-			r := LoadData("t.yaml", []byte(doc), AsStatic(staticNode))
+			r := loadData("t.yaml", []byte(doc), &staticNode)
 			assert.Empty(t, r.Pods, "refused")
 			require.NotEmpty(t, r.Errors)
 			assert.Contains(t, r.Errors[0].Error(), tt.want)
 
-			attach := LoadData("t.yaml", []byte(doc))
+			attach := loadData("t.yaml", []byte(doc), nil)
 			assert.NotContains(t, errorTexts(attach.Errors), "static pods may not", "a manifest read for pods made by others needs none of it")
 		})
 	}

@@ -17,10 +17,10 @@ import (
 	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/restart"
-	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // agent is the probe engine running in-process against the real
@@ -50,10 +50,10 @@ func startAgentWith(t *testing.T, c *cri.Client, opts ...prober.Option) *agent {
 func startAgentConfig(t *testing.T, c *cri.Client, edit func(*engine.Config)) *agent {
 	t.Helper()
 	a := &agent{events: &eventLog{}, manifestsDir: t.TempDir()}
-	manifests := spec.NewManifestDir(a.manifestsDir, nil)
-	manifests.Reload()
+	dir := manifests.NewDir(a.manifestsDir, nil)
+	dir.Reload()
 	cfg := engine.Config{
-		Client: c, EventsAddress: c.Socket(), Manifests: manifests, ManifestInterval: 100 * time.Millisecond,
+		Client: c, EventsAddress: c.Socket(), Manifests: dir, ManifestInterval: 100 * time.Millisecond,
 		Restart: restart.Recreate, Recorder: a.events,
 	}
 	edit(&cfg)

@@ -20,7 +20,8 @@ import (
 
 	engine "github.com/cri-prober/cri-prober/pkg/agent"
 	"github.com/cri-prober/cri-prober/pkg/cri"
-	"github.com/cri-prober/cri-prober/pkg/podfs"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
+	"github.com/cri-prober/cri-prober/pkg/node"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -57,10 +58,10 @@ func startOwner(t *testing.T, c *cri.Client) *owner {
 func startOwnerWith(t *testing.T, c *cri.Client, set func(*engine.Config)) *owner {
 	t.Helper()
 	o := &owner{agent: &agent{events: &eventLog{}}, client: c, dir: t.TempDir(), rootDir: t.TempDir(), logsDir: t.TempDir()}
-	node, err := podfs.DiscoverNode(podfs.NodeOptions{HostnameOverride: e2eNode, RootDir: o.rootDir, CgroupRoot: "/cri-prober-e2e/kubepods"})
+	node, err := node.Discover(node.Options{HostnameOverride: e2eNode, RootDir: o.rootDir, CgroupRoot: "/cri-prober-e2e/kubepods"})
 	require.NoError(t, err)
 	node.PodLogsDir = o.logsDir
-	static := spec.NewManifestDir(o.dir, nil, spec.AsStatic(spec.Static{NodeName: node.Name}))
+	static := manifests.NewDir(o.dir, nil, manifests.AsStatic(spec.Static{NodeName: node.Name}))
 	static.Reload()
 	cfg := engine.Config{
 		Client: c, EventsAddress: c.Socket(), Restart: restart.Recreate, Recorder: o.events,

@@ -32,8 +32,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/manifests"
+	"github.com/cri-prober/cri-prober/pkg/node"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
-	"github.com/cri-prober/cri-prober/pkg/podfs"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
@@ -78,13 +79,13 @@ func startup(args []string) error {
 	case "kubelet", "agent":
 		r, err = startupStatic(ctx, client, *mode, *manifests, *static, *url)
 	case "floor":
-		var node podconfig.Node
-		node, err = podfs.DiscoverNode(podfs.NodeOptions{HostnameOverride: *nodeName, RootDir: *rootDir, CgroupRoot: path.Join(*cgroupRoot, "kubepods")})
+		var n podconfig.Node
+		n, err = node.Discover(node.Options{HostnameOverride: *nodeName, RootDir: *rootDir, CgroupRoot: path.Join(*cgroupRoot, "kubepods")})
 		if err != nil {
 			return err
 		}
-		node.PodLogsDir = *logs
-		r, err = startupFloor(ctx, client, *manifests, node)
+		n.PodLogsDir = *logs
+		r, err = startupFloor(ctx, client, *manifests, n)
 	default:
 		return fmt.Errorf("-mode %q: kubelet, agent or floor", *mode)
 	}
@@ -211,14 +212,14 @@ func startedAt(ctx context.Context, client *cri.Client, t0 time.Time, running ma
 // container's HTTP server (port 8080) first answers. What kubelet does
 // beside the CRI calls (volumes, files, image checks, events, probes) is
 // left out: the floor is the runtime's own time.
-func startupFloor(ctx context.Context, client *cri.Client, manifests string, node podconfig.Node) (*startupResult, error) {
-	files, err := filepath.Glob(filepath.Join(manifests, "*.yaml"))
+func startupFloor(ctx context.Context, client *cri.Client, dir string, node podconfig.Node) (*startupResult, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no manifests in %s: %v", manifests, err)
+		return nil, fmt.Errorf("no manifests in %s: %v", dir, err)
 	}
 	var objs []*corev1.Pod
 	for _, f := range files {
-		res := spec.Load(f, spec.AsStatic(spec.Static{NodeName: node.Name}))
+		res := manifests.Load(f, manifests.AsStatic(spec.Static{NodeName: node.Name}))
 		if len(res.Errors) > 0 || len(res.Pods) != 1 {
 			return nil, fmt.Errorf("%s: %v", f, res.Errors)
 		}

@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // What is not a Pod manifest is skipped with a notice, not an error: other
@@ -75,15 +77,15 @@ items:
 	}, messages(r.Errors))
 	assert.False(t, r.OK())
 
-	var kinds []NoticeKind
+	var kinds []spec.NoticeKind
 	for _, n := range r.Skipped {
 		kinds = append(kinds, n.Kind)
 	}
-	assert.Equal(t, []NoticeKind{NoticeNotManifestFile, NoticeNotManifestFile, NoticeNotManifestFile, NoticeDirectory,
-		NoticeCRIConfig, NoticeNotObject, NoticeNotPod, NoticeNotPod, NoticeNotObject, NoticeNotObject}, kinds)
+	assert.Equal(t, []spec.NoticeKind{spec.NoticeNotManifestFile, spec.NoticeNotManifestFile, spec.NoticeNotManifestFile, spec.NoticeDirectory,
+		spec.NoticeCRIConfig, spec.NoticeNotObject, spec.NoticeNotPod, spec.NoticeNotPod, spec.NoticeNotObject, spec.NoticeNotObject}, kinds)
 
 	// The agent: the same pods and errors; what it skips it logs, apart.
-	d := NewManifestDir(dir, nil)
+	d := NewDir(dir, nil)
 	d.Reload()
 	pods, errs := d.Pods()
 	assert.Equal(t, r.Pods, pods)
@@ -120,4 +122,118 @@ func TestLoadFileByName(t *testing.T) {
 	assert.True(t, r.OK())
 	assert.Equal(t, []string{"skipped " + path + ": not a manifest (no apiVersion or kind)"}, notices(r.Skipped))
 	assert.False(t, strings.Contains(r.Skipped[0].String(), ":1:"), "the whole file")
+}
+
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile("../spec/testdata/good/pods.yaml")
+	require.NoError(t, err)
+	bad, err := os.ReadFile("../spec/testdata/bad/no-handler.yaml")
+	require.NoError(t, err)
+	write := func(name string, data []byte) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	write("a.yaml", good)
+	write("b.yml", bad)
+	write("c.json", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"shop"},"spec":{"containers":[{"name":"x","image":"y"}]}}`))
+	write("notes.txt", []byte("hello"))
+	write(".a.yaml.swp", []byte("editor junk"))
+
+	r := Load(dir)
+	var names []string
+	for _, p := range r.Pods {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	assert.Equal(t, []string{"shop/web", "default/worker"}, names, "the bad file does not stop the good ones")
+	msgs := messages(r.Errors)
+	require.Len(t, msgs, 2, "%q", msgs)
+	assert.Contains(t, msgs[0], "b.yml:10: pod shop/no-handler: container app: spec.containers[0].livenessProbe: Required value")
+	assert.Contains(t, msgs[1], "c.json:1: pod shop/web: pod is already defined at "+filepath.Join(dir, "a.yaml")+":2; this definition is ignored")
+	assert.Equal(t, []string{"skipped " + filepath.Join(dir, "notes.txt") + ": not a manifest (.txt)"}, notices(r.Skipped), "not an error")
+	pods, errs := LoadDir(dir)
+	assert.Equal(t, r.Pods, pods)
+	assert.Equal(t, r.Errors, errs)
+
+	_, errs = LoadDir(filepath.Join(dir, "missing"))
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
+}
+
+func TestManifestDirReloadsOnChange(t *testing.T) {
+	dir := t.TempDir()
+	d := NewDir(dir, nil)
+	assert.True(t, d.Reload(), "the first read is a change")
+	pods, errs := d.Pods()
+	assert.Empty(t, pods)
+	assert.Empty(t, errs)
+	<-d.Changed()
+	assert.False(t, d.Reload(), "nothing changed")
+
+	good, err := os.ReadFile("../spec/testdata/good/pods.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pods.yaml"), good, 0o644))
+	assert.True(t, d.Reload())
+	pods, _ = d.Pods()
+	assert.Len(t, pods, 2)
+	select {
+	case <-d.Changed():
+	default:
+		t.Fatal("no change signalled")
+	}
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "pods.yaml")))
+	assert.True(t, d.Reload())
+	pods, _ = d.Pods()
+	assert.Empty(t, pods)
+}
+
+func TestManifestDirMissing(t *testing.T) {
+	d := NewDir(filepath.Join(t.TempDir(), "nope"), nil)
+	assert.True(t, d.Reload())
+	_, errs := d.Pods()
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "cannot read the manifest directory")
+	assert.False(t, d.Reload(), "the same error is not news")
+}
+
+// A file given by name and the same bytes on standard input give the same
+// pods, configs and errors (validate FILE and validate -f -).
+func TestLoadFileIsLoadData(t *testing.T) {
+	files, err := filepath.Glob("../spec/testdata/cri/*")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			r, stdin := Load(path), LoadData(path, data)
+			assert.Equal(t, r.Errors, stdin.Errors)
+			assert.Equal(t, len(r.Configs), len(stdin.Configs))
+			assert.Equal(t, len(r.Pods), len(stdin.Pods))
+		})
+	}
+}
+
+// Files given by name (play FILE... -) follow a manifest directory's rule
+// for a pod defined twice, with its message: the first definition wins, in
+// the order given, across files and standard input alike.
+func TestLoadFilesDuplicatePod(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(a, []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(b, []byte(webPod(5)), 0o644))
+	r, err := LoadFiles([]string{a, "-", b, filepath.Join(dir, "missing.yaml")}, strings.NewReader(webPod(7)))
+	require.NoError(t, err)
+	require.Len(t, r.Pods, 1)
+	assert.Equal(t, a+":1", r.Pods[0].Source, "the first definition wins")
+	assert.Equal(t, []string{
+		"-:1: pod shop/web: pod is already defined at " + a + ":1; this definition is ignored: remove one, or rename this pod",
+		b + ":1: pod shop/web: pod is already defined at " + a + ":1; this definition is ignored: remove one, or rename this pod",
+		filepath.Join(dir, "missing.yaml") + ": cannot read it: no such file or directory",
+	}, messages(r.Errors))
+
+	// The same files as a directory: the same message.
+	d := Load(dir)
+	require.Len(t, d.Pods, 1)
+	assert.Equal(t, messages(r.Errors)[1], messages(d.Errors)[0])
 }

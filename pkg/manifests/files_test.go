@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // webPod is a one-pod manifest; period tells versions apart.
@@ -85,7 +87,7 @@ func releaseFIFO(path string) func() {
 	}
 }
 
-func messages(errs []*Error) []string {
+func messages(errs []*spec.Error) []string {
 	var msgs []string
 	for _, e := range errs {
 		msgs = append(msgs, e.Error())
@@ -95,12 +97,12 @@ func messages(errs []*Error) []string {
 
 // loadPods loads data as a file of a manifest directory: its pods and
 // errors.
-func loadPods(path string, data []byte) ([]*Pod, []*Error) {
-	f := loadBytes(path, data, false, nil)
-	return f.pods, f.errs
+func loadPods(path string, data []byte) ([]*spec.Pod, []*spec.Error) {
+	f := spec.DecodeFile(path, data, nil)
+	return f.Pods, f.Errors
 }
 
-func notices(skipped []*Notice) []string {
+func notices(skipped []*spec.Notice) []string {
 	var msgs []string
 	for _, n := range skipped {
 		msgs = append(msgs, n.String())
@@ -118,8 +120,8 @@ func TestLoadDirSkipsAFIFOPromptly(t *testing.T) {
 	fifo := filepath.Join(dir, "b.yaml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 
-	var pods []*Pod
-	var errs []*Error
+	var pods []*spec.Pod
+	var errs []*spec.Error
 	promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(dir) })
 	require.Len(t, pods, 1, "the rest of the directory loads")
 	assert.Equal(t, []string{fifo + ": skipped: a named pipe (FIFO), not a regular file: only regular files, directly or through a symbolic link, are read"},
@@ -154,8 +156,8 @@ func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 	link := filepath.Join(dir, "zero.yaml")
 	require.NoError(t, os.Symlink("/dev/zero", link))
 
-	var pods []*Pod
-	var errs []*Error
+	var pods []*spec.Pod
+	var errs []*spec.Error
 	promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
 	require.Len(t, pods, 1)
 	assert.Equal(t, []string{link + `: refused: a symbolic link out of the manifest directory (to "/dev/zero"): ` + outsideText},
@@ -182,7 +184,7 @@ func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 	})
 }
 
-// A file over MaxManifestSize is refused by name, not read in part; one at
+// A file over MaxFileSize is refused by name, not read in part; one at
 // the limit loads. Fails on the old code: the large file loads.
 func TestLoadDirRefusesAFileOverTheLimit(t *testing.T) {
 	dir := t.TempDir()
@@ -191,9 +193,9 @@ func TestLoadDirRefusesAFileOverTheLimit(t *testing.T) {
 		b = append(b, bytes.Repeat([]byte("x"), size-len(b)-1)...)
 		return append(b, '\n')
 	}
-	atLimit := padded(webPod(3), MaxManifestSize)
-	over := padded(strings.Replace(webPod(3), "name: web", "name: db", 1), MaxManifestSize+1)
-	require.Len(t, atLimit, MaxManifestSize)
+	atLimit := padded(webPod(3), MaxFileSize)
+	over := padded(strings.Replace(webPod(3), "name: web", "name: db", 1), MaxFileSize+1)
+	require.Len(t, atLimit, MaxFileSize)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), atLimit, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.yaml"), over, 0o644))
 
@@ -231,12 +233,12 @@ func TestLoadDirSkipsDirectoriesAndSockets(t *testing.T) {
 	}, messages(r.Errors))
 }
 
-// At most MaxManifestFiles files are read per scan, the first in name
+// At most MaxFiles files are read per scan, the first in name
 // order; the others are reported once, naming the first of them. Fails on
 // the old code: every file is read.
 func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 	dir := t.TempDir()
-	for i := range MaxManifestFiles {
+	for i := range MaxFiles {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("a%04d.yaml", i)), nil, 0o644))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "z1.yaml"), []byte(webPod(3)), 0o644))
@@ -246,7 +248,7 @@ func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 	require.NoError(t, err)
 	l.close()
 	files, ignored := l.files, l.errs
-	assert.Equal(t, MaxManifestFiles, len(files))
+	assert.Equal(t, MaxFiles, len(files))
 	pods, errs := LoadDir(dir)
 	assert.Empty(t, pods, "z1.yaml and z2.yaml are not read")
 	want := []string{filepath.Join(dir, "z1.yaml") + ": not read, nor the 1 manifest file(s) after it in name order: at most 1000 manifest files are read from a directory"}
@@ -254,11 +256,11 @@ func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 	assert.Equal(t, want, messages(ignored))
 }
 
-// A directory of more than MaxManifestDirEntries entries is looked at no
+// A directory of more than MaxDirEntries entries is looked at no
 // further, and says so. Fails on the old code: it lists them all.
 func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
 	dir := t.TempDir()
-	for i := range MaxManifestDirEntries + 1 {
+	for i := range MaxDirEntries + 1 {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf(".junk%05d", i)))
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
@@ -269,25 +271,4 @@ func TestManifestFilesListsAtMostMaxManifestDirEntries(t *testing.T) {
 	ignored := l.errs
 	assert.Equal(t, []string{dir + ": more than 10000 entries: only the first 10000 the system listed are looked at, the others are ignored; keep manifests in a directory of their own"},
 		messages(ignored))
-}
-
-// A line of any length is read whole: bufio.Scanner's 16 MiB limit used to
-// end the file there silently, dropping every document after it. Fails on
-// the old code: the second pod is lost.
-func TestLoadBytesLongLine(t *testing.T) {
-	long := "# " + strings.Repeat("x", 16<<20) + "\n"
-	data := webPod(3) + "---\n" + long + "---\n" + strings.Replace(webPod(3), "name: web", "name: db", 1)
-	pods, errs := loadPods("pods.yaml", []byte(data))
-	assert.Empty(t, errs)
-	require.Len(t, pods, 2)
-	assert.Equal(t, "pods.yaml:14", pods[1].Source, "lines counted past the long one")
-}
-
-// CRLF files split as before: bufio.ScanLines dropped the \r.
-func TestSplitDocumentsCRLF(t *testing.T) {
-	docs := splitDocuments([]byte("a: 1\r\n---\r\nb: 2\r\nc: 3"))
-	require.Len(t, docs, 2)
-	assert.Equal(t, "a: 1\n", string(docs[0].data))
-	assert.Equal(t, "b: 2\nc: 3\n", string(docs[1].data))
-	assert.Equal(t, 3, docs[1].line)
 }

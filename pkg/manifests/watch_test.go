@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // twoPods is a file of two pods, web's readiness period telling versions
@@ -31,7 +33,7 @@ spec:
 
 // podPeriods maps each pod in force to its first container's readiness
 // period (0: none): which version of it is in force.
-func podPeriods(pods []*Pod) map[string]int32 {
+func podPeriods(pods []*spec.Pod) map[string]int32 {
 	m := map[string]int32{}
 	for _, p := range pods {
 		var period int32
@@ -54,7 +56,7 @@ func TestManifestDirKeepsLastGoodVersion(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pods.yaml")
 	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o644)) }
-	d := NewManifestDir(dir, nil)
+	d := NewDir(dir, nil)
 
 	write(twoPods(3))
 	require.True(t, d.Reload())
@@ -135,12 +137,13 @@ func TestManifestDirKeepsLastGoodVersion(t *testing.T) {
 // Compared with kubelet 1.36.3: a static pod file edited with a typo made
 // kubelet kill and remove the pod ("Could not process manifest file").
 func TestStaticManifestDirDropsWhatDoesNotLoad(t *testing.T) {
+	staticNode := spec.Static{NodeName: "Node1", Now: func() time.Time { return time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC) }}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pods.yaml")
 	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o644)) }
 	bad := strings.Replace(twoPods(5), "periodSeconds: 5", "periodSeconds: -5", 1)
 
-	d := NewManifestDir(dir, nil, AsStatic(staticNode))
+	d := NewDir(dir, nil, AsStatic(staticNode))
 	write(twoPods(3))
 	require.True(t, d.Reload())
 	good, errs := d.Pods()
@@ -171,7 +174,7 @@ func TestStaticManifestDirDropsWhatDoesNotLoad(t *testing.T) {
 	require.Len(t, pods, 1, "a file named without an extension is read, as kubelet reads it")
 	assert.Equal(t, "shop/web-node1", pods[0].Namespace+"/"+pods[0].Name)
 
-	kept := NewManifestDir(dir, nil, AsStatic(staticNode), KeepLastGood())
+	kept := NewDir(dir, nil, AsStatic(staticNode), KeepLastGood())
 	require.NoError(t, os.Remove(noExt))
 	write(twoPods(3))
 	require.True(t, kept.Reload())
@@ -204,7 +207,7 @@ func TestManifestDirHalfWrittenFile(t *testing.T) {
 			path := filepath.Join(dir, "pods.yaml")
 			require.NoError(t, os.WriteFile(path, []byte(twoPods(3)), 0o644))
 			clk := testingclock.NewFakeClock(time.Now())
-			d := NewManifestDir(dir, clk)
+			d := NewDir(dir, clk)
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			go func() {
@@ -265,7 +268,7 @@ func TestManifestDirRunStopsWithAFIFO(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
 	fifo := filepath.Join(dir, "b.yaml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-	d := NewManifestDir(dir, testingclock.NewFakeClock(time.Now()))
+	d := NewDir(dir, testingclock.NewFakeClock(time.Now()))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -298,7 +301,7 @@ func TestManifestDirRunStopsWithAFIFO(t *testing.T) {
 func TestManifestDirRunSeesChangesAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	fc := testingclock.NewFakeClock(time.Now())
-	d := NewManifestDir(dir, fc)
+	d := NewDir(dir, fc)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -311,7 +314,7 @@ func TestManifestDirRunSeesChangesAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first reload did not finish")
 	}
-	seen := func(what string, cond func([]*Pod) bool) {
+	seen := func(what string, cond func([]*spec.Pod) bool) {
 		t.Helper()
 		require.Eventually(t, func() bool {
 			if pods, _ := d.Pods(); cond(pods) {
@@ -325,9 +328,9 @@ func TestManifestDirRunSeesChangesAtOnce(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".web.yaml"), []byte(webPod(3)), 0o644))
 	require.NoError(t, os.Rename(filepath.Join(dir, ".web.yaml"), filepath.Join(dir, "web.yaml")))
-	seen("a manifest renamed into place", func(pods []*Pod) bool { return len(pods) == 1 })
+	seen("a manifest renamed into place", func(pods []*spec.Pod) bool { return len(pods) == 1 })
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(webPod(5)), 0o644))
-	seen("a manifest written in place", func(pods []*Pod) bool {
+	seen("a manifest written in place", func(pods []*spec.Pod) bool {
 		return len(pods) == 1 && podPeriods(pods)["shop/web"] == 5
 	})
 }

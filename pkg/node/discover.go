@@ -1,4 +1,10 @@
-package podfs
+// Package node learns the node as kubelet learns it from the host (Discover):
+// its name and addresses, resolv.conf, capacity and allocatable with huge
+// pages, the cgroup version and swap controller, SELinux and the paths
+// kubelet masks. It gives out a podconfig.Node, the node every Pod's CRI
+// configs and host side are made for, and imports pkg/podconfig and the
+// leaf pkg/mountinfo only.
+package node
 
 import (
 	"bufio"
@@ -22,10 +28,11 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
+	"github.com/cri-prober/cri-prober/pkg/mountinfo"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
-// Kubelet's defaults for what NodeOptions leaves empty.
+// Kubelet's defaults for what Options leaves empty.
 const (
 	// DefaultCgroupRoot is the cgroup of all pods with kubelet's defaults:
 	// cgroupsPerQOS under the cgroup root "/" (the node allocatable
@@ -39,15 +46,15 @@ const (
 	DefaultResolvConf = "/etc/resolv.conf"
 )
 
-// NodeOptions is what DiscoverNode takes from kubelet's configuration,
+// Options is what Discover takes from kubelet's configuration,
 // and where it reads the host.
-type NodeOptions struct {
+type Options struct {
 	// HostnameOverride is kubelet's --hostname-override: the node's name
 	// instead of the host's.
 	HostnameOverride string
 	// NodeIP is kubelet's --node-ip: the node's address, or a dual-stack
 	// pair, comma separated. "" (or 0.0.0.0, or :: for IPv6 first) lets
-	// DiscoverNode choose as kubelet does.
+	// Discover choose as kubelet does.
 	NodeIP string
 	// ResolvConf is kubelet's --resolv-conf: nil is /etc/resolv.conf
 	// (under EtcRoot), "" none (Node.NoResolvConf).
@@ -73,7 +80,7 @@ type NodeOptions struct {
 	// (nil: false); on cgroup v1 kubelet always sets it.
 	SingleProcessOOMKill *bool
 
-	// ProcRoot, SysRoot and EtcRoot are where DiscoverNode reads /proc,
+	// ProcRoot, SysRoot and EtcRoot are where Discover reads /proc,
 	// /sys and /etc ("": those). The paths it gives out (thermal throttle
 	// paths) are the container's, under /sys.
 	ProcRoot, SysRoot, EtcRoot string
@@ -84,7 +91,7 @@ type NodeOptions struct {
 	host nodeHost // tests replace what is not a file
 }
 
-// nodeHost is what DiscoverNode asks of the host besides files.
+// nodeHost is what Discover asks of the host besides files.
 type nodeHost struct {
 	hostname   func() (string, error)
 	lookupIP   func(host string) ([]net.IP, error)
@@ -112,7 +119,7 @@ func (h nodeHost) withDefaults() nodeHost {
 	return h
 }
 
-// DiscoverNode learns every podconfig.Node field kubelet learns from the
+// Discover learns every podconfig.Node field kubelet learns from the
 // host, as kubelet learns it: the name (nodeutil.GetHostname), the
 // addresses (nodestatus.NodeAddress), the resolv.conf (parsed as
 // parseResolvConf does), the capacity and allocatable
@@ -127,7 +134,7 @@ func (h nodeHost) withDefaults() nodeHost {
 // configuration alone (ClusterDNS, ClusterDomain, PodLogsDir,
 // SeccompDefault, CPU CFS quota) and from the runtime (RuntimeSupportsRRO)
 // the caller sets on the result.
-func DiscoverNode(opts NodeOptions) (podconfig.Node, error) {
+func Discover(opts Options) (podconfig.Node, error) {
 	d := discovery{opts: opts, host: opts.host.withDefaults()}
 	d.proc = orDefault(opts.ProcRoot, "/proc")
 	d.sys = orDefault(opts.SysRoot, "/sys")
@@ -135,16 +142,16 @@ func DiscoverNode(opts NodeOptions) (podconfig.Node, error) {
 	return d.node()
 }
 
-// NodeName is the node's name as kubelet learns it without a cloud
+// Name is the node's name as kubelet learns it without a cloud
 // provider (nodeutil.GetHostname): override, else the host's name,
-// trimmed and lowercased. DiscoverNode names the node so.
-func NodeName(override string) (string, error) {
-	d := discovery{opts: NodeOptions{HostnameOverride: override}, host: nodeHost{}.withDefaults()}
+// trimmed and lowercased. Discover names the node so.
+func Name(override string) (string, error) {
+	d := discovery{opts: Options{HostnameOverride: override}, host: nodeHost{}.withDefaults()}
 	return d.hostname()
 }
 
 type discovery struct {
-	opts           NodeOptions
+	opts           Options
 	host           nodeHost
 	proc, sys, etc string
 }
@@ -769,7 +776,7 @@ func (d *discovery) selinuxfsMounted() bool {
 		if len(fields) < 5 {
 			continue
 		}
-		mnt := unescapeMountInfo(fields[4])
+		mnt := mountinfo.Unescape(fields[4])
 		// A mount point under /sys is read under SysRoot.
 		if rest, ok := strings.CutPrefix(mnt, "/sys/"); ok {
 			mnt = filepath.Join(d.sys, rest)

@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"fmt"
@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // Who may change the manifests the agent reads (security review finding
@@ -71,7 +73,7 @@ func writeOwned(t *testing.T, path, name string, mode fs.FileMode, uid int) {
 	require.NoError(t, os.Chown(path, uid, uid))
 }
 
-func podNamesOf(pods []*Pod) []string {
+func podNamesOf(pods []*spec.Pod) []string {
 	var names []string
 	for _, p := range pods {
 		names = append(names, p.Name)
@@ -104,7 +106,7 @@ func TestLoadDirRefusesManifestsOthersCanChange(t *testing.T) {
 		theirsWritable + ": refused: it belongs to uid 65534, not to root: " + whyFileText + "; chown root " + theirsWritable + ", and chmod go-w it (mode 0666)",
 	}, messages(errs))
 
-	d := NewManifestDir(dir, nil)
+	d := NewDir(dir, nil)
 	require.True(t, d.Reload())
 	_, errs = d.Pods()
 	require.Len(t, errs, 3)
@@ -143,7 +145,7 @@ func TestLoadDirRefusesADirectoryOthersCanWriteIn(t *testing.T) {
 			assert.Empty(t, pods)
 			assert.Equal(t, []string{dir + ": " + fmt.Sprintf(tt.want, dir)}, messages(errs))
 
-			d := NewManifestDir(dir, nil, AsStatic(Static{NodeName: "node"}))
+			d := NewDir(dir, nil, AsStatic(spec.Static{NodeName: "node"}))
 			require.True(t, d.Reload())
 			pods, _ = d.Pods()
 			assert.Empty(t, pods)
@@ -221,7 +223,7 @@ func TestLoadDirReadsAConfigMapVolume(t *testing.T) {
 		t.Run("0755", func(t *testing.T) {
 			dir := t.TempDir()
 			configMapVolume(t, dir, "1", map[string]string{"pods.yaml": namedPod("web"), "more.yaml": namedPod("db")})
-			d := NewManifestDir(dir, nil)
+			d := NewDir(dir, nil)
 			require.True(t, d.Reload())
 			pods, errs := d.Pods()
 			assert.Empty(t, errs)

@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
-// ManifestDir keeps the pods of a manifest directory up to date: it looks
+// Dir keeps the pods of a manifest directory up to date: it looks
 // at the files' names, sizes and modification times when inotify says the
 // directory changed and every interval, and reloads when anything
 // changed. The polling catches edits inotify cannot see (through links,
@@ -32,10 +34,10 @@ import (
 // every file whose name does not start with "." is read, and a file that
 // does not load drops its pods, which are then stopped and removed (its
 // errors say so).
-type ManifestDir struct {
+type Dir struct {
 	dir          string
 	clock        clock.Clock
-	static       *Static // nil: the pods are others' (attach mode)
+	static       *spec.Static // nil: the pods are others' (attach mode)
 	keepLastGood bool
 	changed      chan struct{}
 
@@ -43,29 +45,26 @@ type ManifestDir struct {
 	// take it: readers never wait for the directory to be read.
 	reloadMu    sync.Mutex
 	fingerprint string
-	lastGood    map[string][]*Pod // by path: the last version that loaded without errors
+	lastGood    map[string][]*spec.Pod // by path: the last version that loaded without errors
 
 	mu      sync.Mutex
-	pods    []*Pod
-	errs    []*Error
-	skipped []*Notice
+	pods    []*spec.Pod
+	errs    []*spec.Error
+	skipped []*spec.Notice
 }
 
-// NewManifestDir returns a watcher of dir; call Reload or Run to read it.
-func NewManifestDir(dir string, clk clock.Clock, opts ...LoadOption) *ManifestDir {
+// NewDir returns a watcher of dir; call Reload or Run to read it.
+func NewDir(dir string, clk clock.Clock, opts ...LoadOption) *Dir {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	var o loadOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return &ManifestDir{dir: dir, clock: clk, static: o.static, keepLastGood: o.static == nil || o.keepLastGood,
-		changed: make(chan struct{}, 1), lastGood: map[string][]*Pod{}}
+	o := loadOptionsOf(opts)
+	return &Dir{dir: dir, clock: clk, static: o.static, keepLastGood: o.static == nil || o.keepLastGood,
+		changed: make(chan struct{}, 1), lastGood: map[string][]*spec.Pod{}}
 }
 
 // Pods returns the pods in force and the problems found at the last reload.
-func (d *ManifestDir) Pods() ([]*Pod, []*Error) {
+func (d *Dir) Pods() ([]*spec.Pod, []*spec.Error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.pods, d.errs
@@ -73,24 +72,24 @@ func (d *ManifestDir) Pods() ([]*Pod, []*Error) {
 
 // Skipped returns what the last reload skipped, and why (not errors: a
 // README, a Service); Run logs them.
-func (d *ManifestDir) Skipped() []*Notice {
+func (d *Dir) Skipped() []*spec.Notice {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.skipped
 }
 
 // Changed is signalled after a reload that found something different.
-func (d *ManifestDir) Changed() <-chan struct{} { return d.changed }
+func (d *Dir) Changed() <-chan struct{} { return d.changed }
 
 // Reload reads the directory if any file changed and reports whether it
 // did.
-func (d *ManifestDir) Reload() bool { return d.reload(context.Background()) }
+func (d *Dir) Reload() bool { return d.reload(context.Background()) }
 
 // reload is Reload that gives up between files once ctx is done, leaving
 // what is in force as it was. Nothing in it waits on anything but the file
-// system (see readManifestAt), and it reads at most MaxManifestFiles files
-// of at most MaxManifestSize bytes.
-func (d *ManifestDir) reload(ctx context.Context) bool {
+// system (see readManifestAt), and it reads at most MaxFiles files
+// of at most MaxFileSize bytes.
+func (d *Dir) reload(ctx context.Context) bool {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	l, err := listDir(d.dir, d.static != nil)
@@ -106,36 +105,37 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 	if fp == d.fingerprint && d.fingerprint != "" {
 		return false
 	}
-	r := &Result{}
-	lastGood := map[string][]*Pod{} // files no longer listed drop out
+	r := &spec.Result{}
+	lastGood := map[string][]*spec.Pod{} // files no longer listed drop out
 	if err != nil {
-		r.Errors = []*Error{{Source: d.dir, Detail: err.Error()}}
+		r.Errors = []*spec.Error{{Source: d.dir, Detail: err.Error()}}
 	} else {
-		files := make([]loadedFile, 0, len(l.files))
+		files := make([]spec.File, 0, len(l.files)+1)
+		files = append(files, l.report())
 		for _, path := range l.files {
 			if ctx.Err() != nil {
 				return false // stopping; the next reload, if any, starts over
 			}
 			loaded, gone := loadFile(path, l.read, false, d.static)
 			last, hadLast := d.lastGood[path]
-			var f loadedFile
+			var f spec.File
 			if d.keepLastGood {
-				var good []*Pod
+				var good []*spec.Pod
 				var ok bool
-				f, good, ok = keepLastGood(path, loaded.pods, loaded.errs, gone, last, hadLast)
+				f, good, ok = keepLastGood(path, loaded.Pods, loaded.Errors, gone, last, hadLast)
 				if ok {
 					lastGood[path] = good
 				}
 			} else {
 				f = dropUnloaded(path, loaded, gone, last)
-				if len(f.pods) > 0 {
-					lastGood[path] = f.pods
+				if len(f.Pods) > 0 {
+					lastGood[path] = f.Pods
 				}
 			}
-			f.skipped = loaded.skipped // whatever is in force
+			f.Skipped = loaded.Skipped // whatever is in force
 			files = append(files, f)
 		}
-		r = combine(l, files)
+		r = spec.Combine(files...)
 	}
 	d.fingerprint, d.lastGood = fp, lastGood
 	d.mu.Lock()
@@ -151,30 +151,30 @@ func (d *ManifestDir) reload(ctx context.Context) bool {
 // keepLastGood decides what a file contributes from its new version (pods,
 // errs; gone: it is no longer there) and its last good version (last, if
 // hadLast), and what its last good version is from now on (good, if ok).
-func keepLastGood(path string, pods []*Pod, errs []*Error, gone bool, last []*Pod, hadLast bool) (f loadedFile, good []*Pod, ok bool) {
+func keepLastGood(path string, pods []*spec.Pod, errs []*spec.Error, gone bool, last []*spec.Pod, hadLast bool) (f spec.File, good []*spec.Pod, ok bool) {
 	switch {
 	case gone:
 		// Removed: its pods go with it.
-		return loadedFile{errs: errs}, nil, false
+		return spec.File{Errors: errs}, nil, false
 	case len(errs) == 0 && (len(pods) > 0 || len(last) == 0):
-		return loadedFile{pods: pods}, pods, true
+		return spec.File{Pods: pods}, pods, true
 	case !hadLast:
 		// Never loaded without errors: as it is, its bad pods failing
 		// closed (the good ones in it are used).
-		return loadedFile{pods: pods, errs: errs}, nil, false
+		return spec.File{Pods: pods, Errors: errs}, nil, false
 	case len(errs) == 0:
 		// No document at all where there were pods: a file truncated to
 		// be written again, most likely. Removing the file is how its
 		// pods are dropped.
-		return loadedFile{pods: last, errs: []*Error{{Source: path, Detail: fmt.Sprintf(
+		return spec.File{Pods: last, Errors: []*spec.Error{{Source: path, Detail: fmt.Sprintf(
 			"holds no Pod manifest (is it being written?): its last version that loaded stays in force (%s) until it holds one again; remove the file to drop its pods", podNames(last))}}}, last, true
 	default:
 		// The new version's errors, each as it is (a pod they name that
 		// the last version has keeps that version; one it lacks fails
 		// closed), then what is in force instead.
-		errs = append(errs[:len(errs):len(errs)], &Error{Source: path, Detail: fmt.Sprintf(
+		errs = append(errs[:len(errs):len(errs)], &spec.Error{Source: path, Detail: fmt.Sprintf(
 			"this version is not used: its last version that loaded without errors stays in force (%s) until the file loads without errors or is removed", podNames(last))})
-		return loadedFile{pods: last, errs: errs}, last, true
+		return spec.File{Pods: last, Errors: errs}, last, true
 	}
 }
 
@@ -182,23 +182,23 @@ func keepLastGood(path string, pods []*Pod, errs []*Error, gone bool, last []*Po
 // contributes: what its new version loads, nothing else. The pods its
 // last version had and this one lacks are stopped and removed: the
 // errors say so and how to keep them.
-func dropUnloaded(path string, loaded loadedFile, gone bool, last []*Pod) loadedFile {
-	f := loadedFile{pods: loaded.pods, errs: loaded.errs}
+func dropUnloaded(path string, loaded spec.File, gone bool, last []*spec.Pod) spec.File {
+	f := spec.File{Pods: loaded.Pods, Errors: loaded.Errors}
 	if gone {
 		return f
 	}
-	var dropped []*Pod
+	var dropped []*spec.Pod
 	for _, p := range last {
-		if !slices.ContainsFunc(f.pods, func(q *Pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
+		if !slices.ContainsFunc(f.Pods, func(q *spec.Pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name }) {
 			dropped = append(dropped, p)
 		}
 	}
-	if len(dropped) > 0 && (len(f.errs) > 0 || len(f.pods) == 0) {
+	if len(dropped) > 0 && (len(f.Errors) > 0 || len(f.Pods) == 0) {
 		verb := "are"
 		if len(dropped) == 1 {
 			verb = "is"
 		}
-		f.errs = append(f.errs[:len(f.errs):len(f.errs)], &Error{Source: path, Detail: fmt.Sprintf(
+		f.Errors = append(f.Errors[:len(f.Errors):len(f.Errors)], &spec.Error{Source: path, Detail: fmt.Sprintf(
 			"this version does not load, so its %s %s stopped and removed, as kubelet drops the pods of a file it cannot read: fix the file (write it elsewhere and rename it into place), or run with --static-pod-keep-last-good to keep the last version that loaded",
 			podNames(dropped), verb)})
 	}
@@ -206,7 +206,7 @@ func dropUnloaded(path string, loaded loadedFile, gone bool, last []*Pod) loaded
 }
 
 // podNames lists pods for a message, the first few of them.
-func podNames(pods []*Pod) string {
+func podNames(pods []*spec.Pod) string {
 	const most = 5
 	if len(pods) == 0 {
 		return "no pods"
@@ -236,7 +236,7 @@ const loggedSkips = 10
 // settleAfterChange after the first. It logs what it
 // loaded and skipped at its start (the first reload may have been done
 // before) and after every reload that found a change.
-func (d *ManifestDir) Run(ctx context.Context, interval time.Duration) {
+func (d *Dir) Run(ctx context.Context, interval time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("dir", d.dir)
 	changes, stop := d.watchDir(logger)
 	defer stop()
@@ -276,7 +276,7 @@ const settleAfterChange = 20 * time.Millisecond
 // settle; nil channel: no watch, the interval alone then); stop ends the
 // watch. Files whose names start with "." are never read, so their
 // changes (a manifest written beside before its rename) are not reported.
-func (d *ManifestDir) watchDir(logger klog.Logger) (changes <-chan bool, stop func()) {
+func (d *Dir) watchDir(logger klog.Logger) (changes <-chan bool, stop func()) {
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
 		err = w.Add(d.dir)

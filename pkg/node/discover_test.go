@@ -1,4 +1,4 @@
-package podfs
+package node
 
 import (
 	"errors"
@@ -80,7 +80,7 @@ func newFakeHost() *fakeHost {
 }
 
 // options writes the trees and returns options reading them.
-func (h *fakeHost) options(t *testing.T) NodeOptions {
+func (h *fakeHost) options(t *testing.T) Options {
 	t.Helper()
 	root := t.TempDir()
 	for p, content := range h.files {
@@ -92,7 +92,7 @@ func (h *fakeHost) options(t *testing.T) NodeOptions {
 			ifaces = append(ifaces, net.Interface{Index: i + 1, Name: name, Flags: ia.flags})
 		}
 	}
-	return NodeOptions{
+	return Options{
 		ProcRoot: filepath.Join(root, "proc"),
 		SysRoot:  filepath.Join(root, "sys"),
 		EtcRoot:  filepath.Join(root, "etc"),
@@ -142,7 +142,7 @@ func (h *fakeHost) options(t *testing.T) NodeOptions {
 	}
 }
 
-func TestDiscoverNode(t *testing.T) {
+func TestDiscover(t *testing.T) {
 	mi := func(s string) resource.Quantity { return resource.MustParse(s) }
 	// The fake host's node with kubelet's defaults.
 	base := func() podconfig.Node {
@@ -173,20 +173,20 @@ func TestDiscoverNode(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		host    func(h *fakeHost)
-		opts    func(o *NodeOptions)
+		opts    func(o *Options)
 		want    func(n *podconfig.Node)
 		wantErr string
 	}{
 		{name: "kubelet's defaults"},
 
 		// The name: nodeutil.GetHostname.
-		{name: "hostname override", opts: func(o *NodeOptions) { o.HostnameOverride = " Worker-7.Example " },
+		{name: "hostname override", opts: func(o *Options) { o.HostnameOverride = " Worker-7.Example " },
 			want: func(n *podconfig.Node) { n.Name = "worker-7.example" }},
 		{name: "no hostname", host: func(h *fakeHost) { h.hostname = "" }, wantErr: "couldn't determine hostname: uname failed"},
 		{name: "blank hostname", host: func(h *fakeHost) { h.hostname = " \n" }, wantErr: "empty hostname is invalid"},
 
 		// The addresses: nodestatus.NodeAddress.
-		{name: "hostname is an address", opts: func(o *NodeOptions) { o.HostnameOverride = "10.0.0.9" },
+		{name: "hostname is an address", opts: func(o *Options) { o.HostnameOverride = "10.0.0.9" },
 			want: func(n *podconfig.Node) { n.Name = "10.0.0.9"; n.IPs = []string{"10.0.0.9"} }},
 		{name: "name resolves: an address on the host, IPv4 first",
 			host: func(h *fakeHost) { h.lookup["node-a"] = []string{"127.0.1.1", "2001:db8::5", "192.168.1.5"} }},
@@ -194,22 +194,22 @@ func TestDiscoverNode(t *testing.T) {
 			want: func(n *podconfig.Node) { n.IPs = []string{"2001:db8::5"} }},
 		{name: "name resolves off the host: the default route's",
 			host: func(h *fakeHost) { h.lookup["node-a"] = []string{"10.9.9.9", "127.0.1.1"} }},
-		{name: "node-ip", opts: func(o *NodeOptions) { o.NodeIP = "192.168.1.5" }},
-		{name: "node-ip IPv6", opts: func(o *NodeOptions) { o.NodeIP = "2001:db8::5" },
+		{name: "node-ip", opts: func(o *Options) { o.NodeIP = "192.168.1.5" }},
+		{name: "node-ip IPv6", opts: func(o *Options) { o.NodeIP = "2001:db8::5" },
 			want: func(n *podconfig.Node) { n.IPs = []string{"2001:db8::5"} }},
-		{name: "node-ip dual stack", opts: func(o *NodeOptions) { o.NodeIP = "2001:db8::5, 192.168.1.5" },
+		{name: "node-ip dual stack", opts: func(o *Options) { o.NodeIP = "2001:db8::5, 192.168.1.5" },
 			want: func(n *podconfig.Node) { n.IPs = []string{"2001:db8::5", "192.168.1.5"} }},
-		{name: "node-ip with an invalid address ignored", opts: func(o *NodeOptions) { o.NodeIP = "junk,192.168.1.5" }},
-		{name: "node-ip ::: IPv6 first", opts: func(o *NodeOptions) { o.NodeIP = "::" },
+		{name: "node-ip with an invalid address ignored", opts: func(o *Options) { o.NodeIP = "junk,192.168.1.5" }},
+		{name: "node-ip ::: IPv6 first", opts: func(o *Options) { o.NodeIP = "::" },
 			want: func(n *podconfig.Node) { n.IPs = []string{"2001:db8::5"} }},
-		{name: "node-ip 0.0.0.0", opts: func(o *NodeOptions) { o.NodeIP = "0.0.0.0" }},
-		{name: "node-ip not on the host", opts: func(o *NodeOptions) { o.NodeIP = "10.1.1.1" },
+		{name: "node-ip 0.0.0.0", opts: func(o *Options) { o.NodeIP = "0.0.0.0" }},
+		{name: "node-ip not on the host", opts: func(o *Options) { o.NodeIP = "10.1.1.1" },
 			wantErr: `failed to validate nodeIP: node IP: "10.1.1.1" not found in the host's network interfaces`},
-		{name: "node-ip loopback", opts: func(o *NodeOptions) { o.NodeIP = "127.0.0.1" },
+		{name: "node-ip loopback", opts: func(o *Options) { o.NodeIP = "127.0.0.1" },
 			wantErr: "failed to validate nodeIP: nodeIP can't be loopback address"},
-		{name: "node-ip pair of one family", opts: func(o *NodeOptions) { o.NodeIP = "192.168.1.5,10.0.0.1" },
+		{name: "node-ip pair of one family", opts: func(o *Options) { o.NodeIP = "192.168.1.5,10.0.0.1" },
 			wantErr: "must contain either a single IP or a dual-stack pair of IPs"},
-		{name: "node-ip pair with ::", opts: func(o *NodeOptions) { o.NodeIP = "192.168.1.5,::" },
+		{name: "node-ip pair with ::", opts: func(o *Options) { o.NodeIP = "192.168.1.5,::" },
 			wantErr: "dual-stack node IP cannot include '0.0.0.0' or '::'"},
 		{name: "no route table: any interface's", host: func(h *fakeHost) { delete(h.files, "proc/net/route") }},
 		{name: "no default route", host: func(h *fakeHost) {
@@ -227,11 +227,11 @@ func TestDiscoverNode(t *testing.T) {
 		}, wantErr: "unable to select an IP from default routes."},
 
 		// resolv.conf: kubelet's --resolv-conf.
-		{name: "no resolv.conf", opts: func(o *NodeOptions) { o.ResolvConf = ptr.To("") },
+		{name: "no resolv.conf", opts: func(o *Options) { o.ResolvConf = ptr.To("") },
 			host: func(h *fakeHost) { delete(h.files, "etc/resolv.conf") },
 			want: func(n *podconfig.Node) { n.NoResolvConf = true; n.ResolvConf = podconfig.ResolvConf{} }},
 		{name: "resolv.conf elsewhere", host: func(h *fakeHost) { h.files["etc/alt/resolv.conf"] = "nameserver 10.0.0.53\n" },
-			opts: func(o *NodeOptions) { o.ResolvConf = ptr.To(filepath.Join(o.EtcRoot, "alt/resolv.conf")) },
+			opts: func(o *Options) { o.ResolvConf = ptr.To(filepath.Join(o.EtcRoot, "alt/resolv.conf")) },
 			want: func(n *podconfig.Node) {
 				n.ResolvConf = podconfig.ResolvConf{Nameservers: []string{"10.0.0.53"}, Searches: []string{}, Options: []string{}}
 			}},
@@ -239,19 +239,19 @@ func TestDiscoverNode(t *testing.T) {
 		{name: "resolv.conf bad", host: func(h *fakeHost) { h.files["etc/resolv.conf"] = "nameserver\n" }, wantErr: "nameserver list is empty"},
 
 		// Capacity and allocatable: CapacityFromMachineInfo, MachineInfo.
-		{name: "reserved", opts: func(o *NodeOptions) {
+		{name: "reserved", opts: func(o *Options) {
 			o.Reserved = corev1.ResourceList{corev1.ResourceMemory: mi("100Mi"), corev1.ResourceEphemeralStorage: mi("1Gi"), corev1.ResourceCPU: mi("8")}
 		}, want: func(n *podconfig.Node) {
 			n.Allocatable[corev1.ResourceMemory] = *resource.NewQuantity(2048000*1024-120<<20, resource.BinarySI)
 			n.Allocatable[corev1.ResourceEphemeralStorage] = mi("3Gi")
 			n.Allocatable[corev1.ResourceCPU] = mi("0")
 		}},
-		{name: "max pods", opts: func(o *NodeOptions) { o.MaxPods = 32 }, want: func(n *podconfig.Node) { n.Allocatable[corev1.ResourcePods] = mi("32") }},
+		{name: "max pods", opts: func(o *Options) { o.MaxPods = 32 }, want: func(n *podconfig.Node) { n.Allocatable[corev1.ResourcePods] = mi("32") }},
 		{name: "online CPUs, not possible ones", host: func(h *fakeHost) { h.files["sys/devices/system/cpu/online"] = "0,2-3\n" },
 			want: func(n *podconfig.Node) { n.Allocatable[corev1.ResourceCPU] = mi("3") }},
-		{name: "root dir not made yet: its parent's file system", opts: func(o *NodeOptions) { o.RootDir = "/var/lib/kubelet/new/" },
+		{name: "root dir not made yet: its parent's file system", opts: func(o *Options) { o.RootDir = "/var/lib/kubelet/new/" },
 			want: func(n *podconfig.Node) { n.RootDir = "/var/lib/kubelet/new" }},
-		{name: "no root file system", opts: func(o *NodeOptions) { o.RootDir = "/srv/kubelet" }, wantErr: "the file system of /srv/kubelet"},
+		{name: "no root file system", opts: func(o *Options) { o.RootDir = "/srv/kubelet" }, wantErr: "the file system of /srv/kubelet"},
 		{name: "no meminfo", host: func(h *fakeHost) { delete(h.files, "proc/meminfo") }, wantErr: "reading the node's memory"},
 		{name: "no MemTotal", host: func(h *fakeHost) { h.files["proc/meminfo"] = "MemFree: 1 kB\n" }, wantErr: "no MemTotal"},
 		{name: "two huge page sizes", host: func(h *fakeHost) {
@@ -283,12 +283,12 @@ func TestDiscoverNode(t *testing.T) {
 		}},
 		{name: "cgroup v2, singleProcessOOMKill", host: func(h *fakeHost) {
 			h.statfs["sys/fs/cgroup"] = unix.Statfs_t{Type: unix.CGROUP2_SUPER_MAGIC}
-		}, opts: func(o *NodeOptions) { o.SingleProcessOOMKill = ptr.To(true) },
+		}, opts: func(o *Options) { o.SingleProcessOOMKill = ptr.To(true) },
 			want: func(n *podconfig.Node) { n.CgroupV2 = true; n.SwapControllerAvailable = false }},
 		{name: "cgroup v1 without swap accounting", host: func(h *fakeHost) {
 			delete(h.files, "sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
 		}, want: func(n *podconfig.Node) { n.SwapControllerAvailable = false }},
-		{name: "cgroup root and driver", opts: func(o *NodeOptions) { o.CgroupRoot = "/agent"; o.CgroupDriver = "systemd" },
+		{name: "cgroup root and driver", opts: func(o *Options) { o.CgroupRoot = "/agent"; o.CgroupDriver = "systemd" },
 			want: func(n *podconfig.Node) { n.CgroupRoot = "/agent"; n.CgroupDriver = "systemd" }},
 
 		// SELinux: go-selinux's GetEnabled.
@@ -326,7 +326,7 @@ func TestDiscoverNode(t *testing.T) {
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
-			got, err := DiscoverNode(opts)
+			got, err := Discover(opts)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -366,9 +366,9 @@ func equalAllocatable(a, b corev1.ResourceList) bool {
 }
 
 // On this host: it does not fail and its values are sane.
-func TestDiscoverNodeOnThisHost(t *testing.T) {
+func TestDiscoverOnThisHost(t *testing.T) {
 	root := t.TempDir()
-	n, err := DiscoverNode(NodeOptions{RootDir: root})
+	n, err := Discover(Options{RootDir: root})
 	if err != nil && strings.Contains(err.Error(), "can't get ip address") {
 		t.Skipf("this host has no address kubelet would pick: %v", err)
 	}
@@ -411,4 +411,14 @@ func TestDiscoverNodeOnThisHost(t *testing.T) {
 		t.Errorf("cgroup v2 %v, statfs says %#x", n.CgroupV2, st.Type)
 	}
 	t.Logf("node: %+v", n)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 func manifestDir(b *testing.B, n int) string {
 	b.Helper()
 	dir := b.TempDir()
-	data, err := os.ReadFile("testdata/good/pods.yaml")
+	data, err := os.ReadFile("../spec/testdata/good/pods.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func manifestDir(b *testing.B, n int) string {
 
 // BenchmarkLoadManifest is one file of three pods, as a reload reads it.
 func BenchmarkLoadManifest(b *testing.B) {
-	data, err := os.ReadFile("testdata/good/pods.yaml")
+	data, err := os.ReadFile("../spec/testdata/good/pods.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func BenchmarkLoadManifest(b *testing.B) {
 // BenchmarkReloadUnchanged is a tick of the directory's poll when nothing
 // changed.
 func BenchmarkReloadUnchanged(b *testing.B) {
-	d := NewManifestDir(manifestDir(b, 50), nil)
+	d := NewDir(manifestDir(b, 50), nil)
 	if !d.Reload() {
 		b.Fatal("no first load")
 	}
@@ -66,7 +66,7 @@ func BenchmarkReloadUnchanged(b *testing.B) {
 
 // BenchmarkReloadChanged is a reload of every file of the directory.
 func BenchmarkReloadChanged(b *testing.B) {
-	d := NewManifestDir(manifestDir(b, 50), nil)
+	d := NewDir(manifestDir(b, 50), nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		d.fingerprint = ""

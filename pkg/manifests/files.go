@@ -1,4 +1,4 @@
-package spec
+package manifests
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cri-prober/cri-prober/pkg/spec"
 	"github.com/cri-prober/cri-prober/pkg/statefile"
 )
 
@@ -21,32 +22,36 @@ import (
 // write into the directory must not be able to stall or exhaust the agent
 // by what they put there (a FIFO, a link to /dev/zero, a million files).
 const (
-	// MaxManifestSize is the most a manifest file may hold: 1 MiB. The
+	// MaxFileSize is the most a manifest file may hold: 1 MiB. The
 	// DaemonSet ships manifests in a ConfigMap, which holds at most 1 MiB
 	// in all, so no file it mounts is larger; a Pod manifest is a few KiB,
 	// so that is hundreds of pods per file. (The API server stores no
 	// object over etcd's 1.5 MiB; kubelet's static-pod source has no limit
 	// at all.) A larger file is refused, never cut: a cut file is another
 	// file.
-	MaxManifestSize = 1 << 20
-	// MaxManifestFiles is how many manifest files one scan reads, the
+	MaxFileSize = 1 << 20
+	// MaxFiles is how many manifest files one scan reads, the
 	// first in name order: several times what a node runs (kubelet's
 	// default is 110 pods), and enough to bound one reload's work.
-	MaxManifestFiles = 1000
-	// MaxManifestDirEntries is how many entries of the directory one scan
+	MaxFiles = 1000
+	// MaxDirEntries is how many entries of the directory one scan
 	// looks at, manifests or not: listing a name is cheap, but a directory
 	// of a million entries must not take seconds and a million allocations
 	// every poll.
-	MaxManifestDirEntries = 10 * MaxManifestFiles
+	MaxDirEntries = 10 * MaxFiles
 )
 
 // listing is one bounded look at a manifest directory.
 type listing struct {
-	dir     *os.File  // the directory, checked; its files are read beneath it; close it
-	files   []string  // the manifest files to read, in name order
-	errs    []*Error  // manifest files not read (the limits), in name order
-	skipped []*Notice // entries that are not manifest files, in name order
+	dir     *os.File       // the directory, checked; its files are read beneath it; close it
+	files   []string       // the manifest files to read, in name order
+	errs    []*spec.Error  // manifest files not read (the limits), in name order
+	skipped []*spec.Notice // entries that are not manifest files, in name order
 }
+
+// report is what the listing says of the directory, as a file before its
+// files (spec.Combine).
+func (l *listing) report() spec.File { return spec.File{Errors: l.errs, Skipped: l.skipped} }
 
 // close closes the listing's directory.
 func (l *listing) close() { l.dir.Close() }
@@ -57,9 +62,9 @@ func (l *listing) read(path string) ([]byte, error) {
 }
 
 // listDir lists the manifest files of dir in name order: names ending in
-// one of ManifestExtensions (any name with anyName, as kubelet's
-// static-pod source reads "[^.]*"), at most MaxManifestFiles of them, among the
-// first MaxManifestDirEntries entries. Names starting with "." (editor
+// one of Extensions (any name with anyName, as kubelet's
+// static-pod source reads "[^.]*"), at most MaxFiles of them, among the
+// first MaxDirEntries entries. Names starting with "." (editor
 // leftovers, a ConfigMap volume's ..data) are skipped silently; other
 // names and subdirectories are skipped with a notice; manifest files past
 // the limits are reported as errors. Whether a listed name leads to a
@@ -89,7 +94,7 @@ func list(d *os.File, dir string, anyName bool) (*listing, error) {
 	var entries []fs.DirEntry
 	more := false
 	for {
-		batch, err := d.ReadDir(min(256, MaxManifestDirEntries-len(entries)))
+		batch, err := d.ReadDir(min(256, MaxDirEntries-len(entries)))
 		entries = append(entries, batch...)
 		if errors.Is(err, io.EOF) {
 			break
@@ -97,7 +102,7 @@ func list(d *os.File, dir string, anyName bool) (*listing, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the manifest directory: %w", err)
 		}
-		if len(entries) == MaxManifestDirEntries {
+		if len(entries) == MaxDirEntries {
 			extra, _ := d.ReadDir(1)
 			more = len(extra) > 0
 			break
@@ -106,8 +111,8 @@ func list(d *os.File, dir string, anyName bool) (*listing, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	l := &listing{dir: d}
 	if more {
-		l.errs = append(l.errs, &Error{Source: dir, Detail: fmt.Sprintf(
-			"more than %d entries: only the first %d the system listed are looked at, the others are ignored; keep manifests in a directory of their own", MaxManifestDirEntries, MaxManifestDirEntries)})
+		l.errs = append(l.errs, &spec.Error{Source: dir, Detail: fmt.Sprintf(
+			"more than %d entries: only the first %d the system listed are looked at, the others are ignored; keep manifests in a directory of their own", MaxDirEntries, MaxDirEntries)})
 	}
 	var skipped []string
 	for _, e := range entries {
@@ -117,14 +122,14 @@ func list(d *os.File, dir string, anyName bool) (*listing, error) {
 		case strings.HasPrefix(name, "."):
 			// Editor leftovers, and a ConfigMap volume's ..data links.
 		case e.IsDir():
-			l.skipped = append(l.skipped, &Notice{Source: path, Kind: NoticeDirectory, Detail: "a directory: manifests in subdirectories are not read"})
+			l.skipped = append(l.skipped, &spec.Notice{Source: path, Kind: spec.NoticeDirectory, Detail: "a directory: manifests in subdirectories are not read"})
 		case !anyName && !hasManifestExtension(name):
 			ext := filepath.Ext(name)
 			if ext == "" {
 				ext = "no extension"
 			}
-			l.skipped = append(l.skipped, &Notice{Source: path, Kind: NoticeNotManifestFile, Detail: "not a manifest (" + ext + ")"})
-		case len(l.files) == MaxManifestFiles:
+			l.skipped = append(l.skipped, &spec.Notice{Source: path, Kind: spec.NoticeNotManifestFile, Detail: "not a manifest (" + ext + ")"})
+		case len(l.files) == MaxFiles:
 			skipped = append(skipped, path)
 		default:
 			// Whatever its type: readManifestAt looks at what the name
@@ -135,8 +140,8 @@ func list(d *os.File, dir string, anyName bool) (*listing, error) {
 	if len(skipped) > 0 {
 		// One report for them all, naming the first: a million files
 		// are not a million messages.
-		l.errs = append(l.errs, &Error{Source: skipped[0], Detail: fmt.Sprintf(
-			"not read, nor the %d manifest file(s) after it in name order: at most %d manifest files are read from a directory", len(skipped)-1, MaxManifestFiles)})
+		l.errs = append(l.errs, &spec.Error{Source: skipped[0], Detail: fmt.Sprintf(
+			"not read, nor the %d manifest file(s) after it in name order: at most %d manifest files are read from a directory", len(skipped)-1, MaxFiles)})
 	}
 	return l, nil
 }
@@ -169,12 +174,12 @@ func (l *listing) fingerprint() string {
 	return b.String()
 }
 
-// errTooLarge refuses a file over MaxManifestSize.
-var errTooLarge = fmt.Errorf("refused: larger than %d bytes (1 MiB), the most a manifest file may hold; split it into several files", MaxManifestSize)
+// errTooLarge refuses a file over MaxFileSize.
+var errTooLarge = fmt.Errorf("refused: larger than %d bytes (1 MiB), the most a manifest file may hold; split it into several files", MaxFileSize)
 
 // readManifest reads a file given by name (validate FILE, play FILE) if it
 // is a regular file (directly or through a symbolic link, wherever it
-// leads) of at most MaxManifestSize bytes. Its owner and mode are not
+// leads) of at most MaxFileSize bytes. Its owner and mode are not
 // checked: the file is the invoking user's own choice, as a script they
 // run is, and whoever can start pods with play already is root.
 func readManifest(path string) ([]byte, error) {
@@ -191,7 +196,7 @@ func readManifest(path string) ([]byte, error) {
 // readManifestAt reads the file name of a manifest directory, dir, if it
 // is a regular file beneath the directory (directly or through symbolic
 // links that stay beneath it, as a ConfigMap volume's do) of at most
-// MaxManifestSize bytes, root's or the agent's and writable by no one
+// MaxFileSize bytes, root's or the agent's and writable by no one
 // else: an exec probe or a lifecycle hook in it runs any command in the
 // containers of the pod it names, and with --static-pod-path it starts any
 // container, so whoever can change it must already be root.
@@ -216,7 +221,7 @@ func readManifestAt(dir *os.File, name string) ([]byte, error) {
 }
 
 // readFound reads the file found as fd (O_PATH, which it closes), path in
-// what it says, if it is a regular file of at most MaxManifestSize bytes
+// what it says, if it is a regular file of at most MaxFileSize bytes
 // and, with trust, root's or the agent's alone (untrusted). Nothing it
 // does waits on anything but the file system, and it opens nothing but
 // that regular file: a FIFO's open waits for a writer, and opening a
@@ -239,7 +244,7 @@ func readFound(fd int, path string, trust bool, linked func() bool) ([]byte, err
 			return nil, refused(u, path, whyFile)
 		}
 	}
-	if fi.Size() > MaxManifestSize {
+	if fi.Size() > MaxFileSize {
 		return nil, errTooLarge
 	}
 	f, err := os.OpenFile(procFD(fd), os.O_RDONLY|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
@@ -264,11 +269,11 @@ func readFound(fd int, path string, trust bool, linked func() bool) ([]byte, err
 	}
 	// One byte over the limit tells a file at the limit from a larger one
 	// (or one that grew since the Stat).
-	data, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxManifestSize {
+	if len(data) > MaxFileSize {
 		return nil, errTooLarge
 	}
 	return data, nil
