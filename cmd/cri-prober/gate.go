@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -109,9 +105,13 @@ set.`,
 				}
 				settings = append(settings, setting{t, status})
 			}
+			client := agentClient(o.server)
 			for _, st := range settings {
-				body, _ := json.Marshal(api.GateRequest{Status: string(st.status)})
-				if err := o.change(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), http.MethodPut, ns, name, st.t, body); err != nil {
+				a, err := client.SetGate(cmd.Context(), ns, name, st.t, api.GateRequest{Status: string(st.status)})
+				if err != nil {
+					return err
+				}
+				if err := o.printChange(cmd.OutOrStdout(), cmd.ErrOrStderr(), a, false); err != nil {
 					return err
 				}
 			}
@@ -151,8 +151,13 @@ not exist."), so the pod is not Ready.`,
 					return usageErrorf(cmd, "%q: want a condition type alone (to set one: cri-prober gate set POD CONDITION=True)", t)
 				}
 			}
+			client := agentClient(o.server)
 			for _, t := range args[1:] {
-				if err := o.change(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), http.MethodDelete, ns, name, t, nil); err != nil {
+				a, err := client.UnsetGate(cmd.Context(), ns, name, t)
+				if err != nil {
+					return err
+				}
+				if err := o.printChange(cmd.OutOrStdout(), cmd.ErrOrStderr(), a, true); err != nil {
 					return err
 				}
 			}
@@ -164,15 +169,10 @@ not exist."), so the pod is not Ready.`,
 	return cmd
 }
 
-// change sends one change and prints what it did, kubectl's way: a line
-// on stdout (-o json|yaml: the agent's answer, one document per
-// condition), a warning on stderr.
-func (o *gateOptions) change(ctx context.Context, stdout, stderr io.Writer, method, ns, name, t string, body []byte) error {
-	path := "/api/v1/pods/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/gates/" + url.PathEscape(t)
-	var a api.GateAnswer
-	if err := apiCall(ctx, o.server, method, path, body, &a); err != nil {
-		return err
-	}
+// printChange prints what one change (unset: an unset) did, kubectl's
+// way: a line on stdout (-o json|yaml: the agent's answer, one document
+// per condition), a warning on stderr.
+func (o *gateOptions) printChange(stdout, stderr io.Writer, a api.GateAnswer, unset bool) error {
 	if a.Warning != "" {
 		safef(stderr, "Warning: %s\n", a.Warning)
 	}
@@ -187,9 +187,9 @@ func (o *gateOptions) change(ctx context.Context, stdout, stderr io.Writer, meth
 		ready = "ready"
 	}
 	switch {
-	case method == http.MethodDelete && a.Changed:
+	case unset && a.Changed:
 		safef(stdout, "pod %s/%s: %s unset (was %s); the pod is %s\n", a.Namespace, a.Name, a.ConditionType, a.Previous, ready)
-	case method == http.MethodDelete:
+	case unset:
 		safef(stdout, "pod %s/%s: %s was not set; the pod is %s\n", a.Namespace, a.Name, a.ConditionType, ready)
 	case a.Changed && a.Previous != "":
 		safef(stdout, "pod %s/%s: %s=%s (was %s); the pod is %s\n", a.Namespace, a.Name, a.ConditionType, a.Status, a.Previous, ready)
@@ -222,8 +222,8 @@ one (POD is NAMESPACE/NAME, or NAME with -n NAMESPACE).`,
 					return err
 				}
 			}
-			var list api.GateList
-			if err := apiGet(cmd.Context(), o.server, "/api/v1/gates", &list); err != nil {
+			list, err := agentClient(o.server).Gates(cmd.Context())
+			if err != nil {
 				return err
 			}
 			kept := list.Gates[:0]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
@@ -75,13 +74,9 @@ func (q *podQuery) parse(cmd *cobra.Command, args []string, formats ...string) e
 	return nil
 }
 
-func (q *podQuery) path(what string) string {
-	return "/api/v1/pods/" + url.PathEscape(q.ns) + "/" + url.PathEscape(q.name) + "/" + what
-}
-
 func (q *podQuery) history(ctx context.Context, stdout io.Writer) error {
-	var h api.History
-	if err := apiGet(ctx, q.server, q.path("history"), &h); err != nil {
+	h, err := agentClient(q.server).History(ctx, q.ns, q.name)
+	if err != nil {
 		return err
 	}
 	if c := q.container; c != "" {

@@ -5,11 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,40 +80,6 @@ func TestTerminalOutputIsEscaped(t *testing.T) {
 	assert.NotContains(t, out, "\x1b", out)
 	assert.NotContains(t, out, "\x07", out)
 	assert.Contains(t, out, `x\x1b]0;pwned\x07\x1b[2J`)
-}
-
-// The CLI reaches an agent listening on a unix socket, and never prints
-// the password a --server URL carries.
-func TestCLIServerURLs(t *testing.T) {
-	dir, err := os.MkdirTemp("", "cli")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "api.sock")
-	l, err := net.Listen("unix", socket)
-	require.NoError(t, err)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"pods":[]}`))
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-
-	var list api.PodList
-	require.NoError(t, apiGet(context.Background(), "unix://"+socket, "/api/v1/pods", &list))
-
-	// --listen's own forms, as the help suggests: host:port and :port.
-	tcp := httptest.NewServer(srv.Handler)
-	t.Cleanup(tcp.Close)
-	hostPort := strings.TrimPrefix(tcp.URL, "http://")
-	require.NoError(t, apiGet(context.Background(), hostPort, "/api/v1/pods", &list))
-	_, port, _ := net.SplitHostPort(hostPort)
-	require.NoError(t, apiGet(context.Background(), ":"+port, "/api/v1/pods", &list))
-	assert.Equal(t, "http://127.0.0.1:9440", serverURL(":9440"))
-	assert.Equal(t, "https://node1:9440", serverURL("https://node1:9440"))
-
-	err = apiGet(context.Background(), "http://prometheus:s3cret@127.0.0.1:1", "/api/v1/pods", &list)
-	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "s3cret")
-	assert.Contains(t, err.Error(), "cannot reach the agent at http://prometheus:xxxxx@127.0.0.1:1")
 }
 
 // Warning events are logged as warnings: klog's W in the text format,

@@ -22,6 +22,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/logs"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
 // defaultContainerAnnotation names the container kubectl picks when none
@@ -153,16 +154,12 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer client.Close()
-	sandbox, err := findSandbox(ctx, client, namespace, name)
+	pod, err := findPod(ctx, client, namespace, name)
 	if err != nil {
 		return err
 	}
-	list, err := client.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sandbox.GetId()})
-	if err != nil {
-		return err
-	}
-	byName := instancesByName(list)
-	names, err := o.chooseContainers(cmd, sandbox, byName, container)
+	byName := instancesByName(pod)
+	names, err := o.chooseContainers(cmd, pod, byName, container)
 	if err != nil {
 		return err
 	}
@@ -266,51 +263,36 @@ func (src logSource) read(ctx context.Context, client *cri.Client, opts logs.Opt
 	return fmt.Errorf("container %q in pod %q: %w", src.container, src.pod, err)
 }
 
-// findSandbox is the pod's sandbox a name stands for, as everywhere in
-// cri-prober (pkg/pods): a ready one, else the newest.
-func findSandbox(ctx context.Context, client *cri.Client, namespace, name string) (*runtimeapi.PodSandbox, error) {
-	all, err := client.ListPodSandbox(ctx, nil)
+// findPod is the pod a name stands for, as everywhere in cri-prober: the
+// one View.ByName picks among the runtime's pods (pods.Resolve), as
+// status, probe and the state API pick it.
+func findPod(ctx context.Context, client *cri.Client, namespace, name string) (*pods.Pod, error) {
+	poller, err := cri.NewPoller(client)
 	if err != nil {
 		return nil, err
 	}
-	var best *runtimeapi.PodSandbox
-	for _, s := range all {
-		md := s.GetMetadata()
-		if md.GetNamespace() != namespace || md.GetName() != name {
-			continue
-		}
-		if best == nil || currentSandboxFirst(s, best) < 0 {
-			best = s
-		}
+	snap, err := poller.Relist(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if best == nil {
+	p, ok := pods.Resolve(snap, pods.Inputs{}).ByName(namespace, name)
+	if !ok || p.Sandbox == nil {
 		return nil, fmt.Errorf("pod %q not found in namespace %q: the runtime has no sandbox of that name (cri-prober pods lists what it has)", name, namespace)
 	}
-	return best, nil
+	return p, nil
 }
 
-func currentSandboxFirst(a, b *runtimeapi.PodSandbox) int {
-	if ar, br := a.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY, b.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY; ar != br {
-		if ar {
-			return -1
+// instancesByName are the instances of each container of the pod's
+// current sandbox, newest first (pods.Container.Instances: kubelet's
+// order of a container's statuses).
+func instancesByName(p *pods.Pod) map[string][]*cri.Container {
+	out := map[string][]*cri.Container{}
+	for _, c := range p.Containers {
+		for _, i := range c.Instances {
+			if i.SandboxID == p.Sandbox.ID {
+				out[c.Name] = append(out[c.Name], i)
+			}
 		}
-		return 1
-	}
-	return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))
-}
-
-// instancesByName groups a sandbox's containers by name, newest instance
-// first, as kubelet orders a container's statuses.
-func instancesByName(list []*runtimeapi.Container) map[string][]*runtimeapi.Container {
-	out := map[string][]*runtimeapi.Container{}
-	for _, c := range list {
-		name := c.GetMetadata().GetName()
-		out[name] = append(out[name], c)
-	}
-	for _, instances := range out {
-		slices.SortFunc(instances, func(a, b *runtimeapi.Container) int {
-			return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))
-		})
 	}
 	return out
 }
@@ -318,19 +300,19 @@ func instancesByName(list []*runtimeapi.Container) map[string][]*runtimeapi.Cont
 // containerNames orders a pod's containers as they were first created:
 // init containers first, then the others, as the pod's spec lists them
 // (CRI keeps no spec).
-func containerNames(byName map[string][]*runtimeapi.Container) []string {
+func containerNames(byName map[string][]*cri.Container) []string {
 	names := make([]string, 0, len(byName))
 	for name := range byName {
 		names = append(names, name)
 	}
-	first := func(name string) int64 { return byName[name][len(byName[name])-1].GetCreatedAt() }
-	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(first(a), first(b)), strings.Compare(a, b)) })
+	first := func(name string) time.Time { return byName[name][len(byName[name])-1].CreatedAt }
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(first(a).Compare(first(b)), strings.Compare(a, b)) })
 	return names
 }
 
 // chooseContainers says whose logs to print, with kubectl's defaults.
-func (o *logsOptions) chooseContainers(cmd *cobra.Command, sandbox *runtimeapi.PodSandbox, byName map[string][]*runtimeapi.Container, container string) ([]string, error) {
-	pod := sandbox.GetMetadata().GetName()
+func (o *logsOptions) chooseContainers(cmd *cobra.Command, p *pods.Pod, byName map[string][]*cri.Container, container string) ([]string, error) {
+	pod := p.Name
 	names := containerNames(byName)
 	switch {
 	case container != "":
@@ -345,7 +327,7 @@ func (o *logsOptions) chooseContainers(cmd *cobra.Command, sandbox *runtimeapi.P
 	case len(names) == 1:
 		return names, nil
 	}
-	if d := sandbox.GetAnnotations()[defaultContainerAnnotation]; d != "" {
+	if d := p.Sandbox.Annotations[defaultContainerAnnotation]; d != "" {
 		if _, ok := byName[d]; ok {
 			return []string{d}, nil
 		}
@@ -372,32 +354,32 @@ func (e safeError) Unwrap() error { return e.err }
 // resolveSource picks the instance whose log to read, by kubelet's rules
 // (validateContainerLogStatus), and asks the runtime for its log file.
 // instances are newest first.
-func resolveSource(ctx context.Context, client *cri.Client, pod, name string, instances []*runtimeapi.Container, previous bool) (logSource, error) {
+func resolveSource(ctx context.Context, client *cri.Client, pod, name string, instances []*cri.Container, previous bool) (logSource, error) {
 	current := instances[0]
-	var last *runtimeapi.Container // the newest exited before the current one: kubelet's lastState.terminated
+	var last *cri.Container // the newest exited before the current one: kubelet's lastState.terminated
 	for _, c := range instances[1:] {
-		if c.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+		if c.State == cri.StateExited {
 			last = c
 			break
 		}
 	}
-	var chosen *runtimeapi.Container
-	switch state := current.GetState(); {
+	var chosen *cri.Container
+	switch state := current.State; {
 	case previous && last == nil:
 		return logSource{}, fmt.Errorf("previous terminated container %q in pod %q not found: it has not restarted (or its previous instance was removed); without -p, the current one's log", name, pod)
 	case previous:
 		chosen = last
-	case state == runtimeapi.ContainerState_CONTAINER_RUNNING, state == runtimeapi.ContainerState_CONTAINER_EXITED:
+	case state == cri.StateRunning, state == cri.StateExited:
 		chosen = current
 	case last != nil:
 		chosen = last // waiting to start again: its last run's log, as kubelet shows it
-	case state == runtimeapi.ContainerState_CONTAINER_CREATED:
+	case state == cri.StateCreated:
 		return logSource{}, fmt.Errorf("container %q in pod %q is waiting to start: ContainerCreating; its log begins once it has started", name, pod)
 	default:
-		return logSource{}, fmt.Errorf("container %q in pod %q is in an unknown state: the runtime cannot say whether it ran (crictl inspect %s)", name, pod, shortID(current.GetId()))
+		return logSource{}, fmt.Errorf("container %q in pod %q is in an unknown state: the runtime cannot say whether it ran (crictl inspect %s)", name, pod, shortID(current.ID))
 	}
 
-	resp, err := client.ContainerStatus(ctx, chosen.GetId(), false)
+	resp, err := client.ContainerStatus(ctx, chosen.ID, false)
 	if err != nil {
 		return logSource{}, fmt.Errorf("container %q in pod %q: %w", name, pod, err)
 	}
@@ -408,7 +390,7 @@ func resolveSource(ctx context.Context, client *cri.Client, pod, name string, in
 	case !filepath.IsAbs(path):
 		return logSource{}, fmt.Errorf("container %q in pod %q has log path %q, relative to the runtime's working directory: its pod sandbox was created without log_directory", name, pod, path)
 	}
-	return logSource{pod: pod, container: name, id: chosen.GetId(), path: path}, nil
+	return logSource{pod: pod, container: name, id: chosen.ID, path: path}, nil
 }
 
 // lockedWriter serialises the writes of sources followed at once.

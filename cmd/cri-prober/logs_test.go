@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 )
 
 // logPod is a fake runtime with a pod whose containers write their logs
@@ -197,6 +200,40 @@ func TestLogsChoosesAsKubectl(t *testing.T) {
 		assert.Equal(t, 1, report(err, io.Discard), "a runtime answer, not a usage error")
 		assert.Contains(t, stderr, "cri-prober: container")
 	})
+}
+
+// The pod a name stands for is the one status and the state API mean
+// (pods.View.ByName), kept-apart case included: a pod re-created under
+// another pod's UID is kept apart, and its ready sandbox loses to the
+// name's other pod, whose sandbox is not ready. logs read the kept-apart
+// pod's log before, by its own copy of "a ready sandbox, else the newest".
+func TestLogsMeanThePodStatusMeans(t *testing.T) {
+	p := newLogPod(t) // shop/web uid1: its sandbox stopped below
+	p.add(t, "app", 0, runtimeapi.ContainerState_CONTAINER_EXITED, rec("01", "stdout", "F", "uid1's app"))
+	_, err := p.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.sandbox})
+	require.NoError(t, err)
+	p.rt.AddSandbox("shop", "db", "uid2") // holds uid2 first
+	apart := &logPod{rt: p.rt, dir: filepath.Join(t.TempDir(), "shop_web_uid2")}
+	apart.sandbox = p.rt.AddSandbox("shop", "web", "uid2", fakeruntime.WithLogDirectory(apart.dir)) // ready, newest
+	apart.add(t, "app", 0, runtimeapi.ContainerState_CONTAINER_RUNNING, rec("02", "stdout", "F", "the kept-apart pod's app"))
+
+	client, err := cri.Dial(context.Background(), p.rt.Endpoint())
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	poller, err := cri.NewPoller(client)
+	require.NoError(t, err)
+	snap, err := poller.Relist(context.Background())
+	require.NoError(t, err)
+	view := pods.Resolve(snap, pods.Inputs{})
+	meant, ok := view.ByName("shop", "web")
+	require.True(t, ok)
+	require.Equal(t, p.sandbox, meant.Sandbox.ID, "what status and the state API show as shop/web")
+	keptApart := slices.ContainsFunc(view.Pods(), func(q *pods.Pod) bool { return q.Sandbox != nil && q.Sandbox.ID == apart.sandbox && q.KeptApart() })
+	require.True(t, keptApart, "the re-created pod is kept apart")
+
+	out, stderr, err := p.logs(t, "shop/web")
+	require.NoError(t, err, stderr)
+	assert.Equal(t, "uid1's app\n", out, "the log of the pod status shows")
 }
 
 func TestLogsErrors(t *testing.T) {

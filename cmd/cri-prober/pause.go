@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"text/tabwriter"
 	"time"
 
@@ -48,8 +45,11 @@ unix:///run/cri-prober/api.sock, or the systemd socket unit), or behind a
 			if len(o.reason) > api.MaxPauseReason {
 				return usageErrorf(cmd, "--reason is %d bytes: at most %d", len(o.reason), api.MaxPauseReason)
 			}
-			body, _ := json.Marshal(api.PauseRequest{Reason: o.reason})
-			return o.change(cmd.Context(), cmd.OutOrStdout(), "/api/v1/kills/pause", body)
+			st, err := agentClient(o.server).PauseKills(cmd.Context(), api.PauseRequest{Reason: o.reason})
+			if err != nil {
+				return err
+			}
+			return o.print(cmd.OutOrStdout(), st)
 		},
 	}
 	o.register(cmd)
@@ -72,7 +72,11 @@ a KillsResumed event. Resuming a node that is not paused changes nothing.`,
 			if err := checkOutput(cmd, o.output, changeFormats...); err != nil {
 				return err
 			}
-			return o.change(cmd.Context(), cmd.OutOrStdout(), "/api/v1/kills/resume", []byte("{}"))
+			st, err := agentClient(o.server).ResumeKills(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return o.print(cmd.OutOrStdout(), st)
 		},
 	}
 	o.register(cmd)
@@ -87,11 +91,8 @@ func (o *pauseOptions) register(cmd *cobra.Command) {
 	addOutputFlag(cmd, &o.output, changeFormats...)
 }
 
-func (o *pauseOptions) change(ctx context.Context, stdout io.Writer, path string, body []byte) error {
-	var st killbudget.Status
-	if err := apiCall(ctx, o.server, http.MethodPost, path, body, &st); err != nil {
-		return err
-	}
+// print prints the kills' status after a pause or resume.
+func (o *pauseOptions) print(stdout io.Writer, st killbudget.Status) error {
 	if structured(o.output) {
 		return printObject(stdout, o.output, st)
 	}

@@ -201,8 +201,8 @@ func (o *playOptions) follow(ctx context.Context, engine *agent.Agent, holds fun
 		defer t.Stop()
 		deadline = t.C
 	}
-	check := time.NewTicker(250 * time.Millisecond)
-	defer check.Stop()
+	sub := engine.Subscribe()
+	defer sub.Close()
 	for {
 		out.printChanged()
 		if holds != nil && out.allHold(holds) {
@@ -222,7 +222,7 @@ func (o *playOptions) follow(ctx context.Context, engine *agent.Agent, holds fun
 				return playResult{err: errProblemsFound, keep: o.keep}
 			}
 			return playResult{keep: o.keep}
-		case <-check.C:
+		case <-sub.Changed():
 		}
 	}
 }
@@ -260,11 +260,12 @@ func loadPlayed(cmd *cobra.Command, files []string, node string, stderr io.Write
 
 // removePlayed stops and removes the pods of uids as kubelet removes a
 // pod whose manifest is gone (their manifests are taken away from the
-// engine), and waits until none is left.
+// engine), and waits until none is left and the runtime answers, looking
+// again at each change and each listing of the runtime.
 func removePlayed(ctx context.Context, engine *agent.Agent, owned *agent.PodSet, uids map[string]bool, stdout io.Writer) error {
+	sub := engine.Subscribe()
+	defer sub.Close()
 	owned.Set(nil)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		left := 0
 		for _, p := range engine.View().Pods() {
@@ -279,7 +280,8 @@ func removePlayed(ctx context.Context, engine *agent.Agent, owned *agent.PodSet,
 		select {
 		case <-ctx.Done():
 			return interruptedWait(context.Cause(ctx), "of the files", "removed")
-		case <-tick.C:
+		case <-sub.Changed():
+		case <-sub.Listed():
 		}
 	}
 }

@@ -221,16 +221,10 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 		p.TimeoutSeconds = int32((o.timeout + time.Second - 1) / time.Second)
 	}
 	// The flag, else the pod's own choice as the agent resolves it.
-	host, inPodNetwork := pod.ProbeHost, pod.InPodNetwork
-	if o.probeNetwork != "" {
-		host, inPodNetwork = pods.ProbeAddress(pod.Sandbox, o.probeNetwork, "127.0.0.1")
-	}
-	target := prober.Target{Host: host, ContainerID: instance.ID, Container: cspec, Extensions: extensions, AllowedDestinations: o.policy.allowedDestinations}
-	if inPodNetwork {
-		if pod.Sandbox.NetNS == "" {
-			return fmt.Errorf("the runtime does not report pod %s/%s's network namespace; --probe-network pod needs containerd", pod.Namespace, pod.Name)
-		}
-		target.NetNS = pod.Sandbox.NetNS
+	target := prober.TargetFor(pod, instance.ID, cspec, o.probeNetwork)
+	target.Extensions = extensions
+	if target.InPodNetwork && target.NetNS == "" {
+		return fmt.Errorf("the runtime does not report pod %s/%s's network namespace; --probe-network pod needs containerd", pod.Namespace, pod.Name)
 	}
 	runner, err := exec.NewRunner(client, exec.Config{})
 	if err != nil {
@@ -241,7 +235,7 @@ func (o *probeOptions) run(cmd *cobra.Command, args []string) error {
 		tr = &probe.Transcript{}
 	}
 	start := time.Now()
-	out := prober.RunOnce(ctx, runner, p, target, tr)
+	out := prober.RunOnce(ctx, runner, p, target, o.policy.allowedDestinations, tr)
 	return o.print(stdout, out, time.Since(start), tr)
 }
 

@@ -42,8 +42,7 @@ func runProbeAt(ctx context.Context, p *corev1.Probe, address string, tr *probe.
 	if err != nil {
 		return prober.Outcome{}, err
 	}
-	t.AllowedDestinations = allowed
-	return prober.RunOnce(ctx, nil, q, t, tr), nil
+	return prober.RunOnce(ctx, nil, q, t, allowed, tr), nil
 }
 
 // atAddress aims p at address (runProbeAt) and returns a copy of it with

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-prober/cri-prober/pkg/api"
 )
 
 // The agent's state API as the CLI finds it without --server: the unix
@@ -24,10 +25,6 @@ const (
 	agentSocket       = "/run/cri-prober/api.sock"
 	agentLoopbackPort = "127.0.0.1:9440"
 )
-
-// maxAPIAnswer bounds what the CLI reads of one answer (the pod list of
-// thousands of pods is a few tens of MiB).
-const maxAPIAnswer = 256 << 20
 
 // defaultServerURL is where the CLI asks when --server is not given.
 func defaultServerURL() string {
@@ -165,36 +162,12 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(netip.AddrFrom16(b), uint16(port)), nil
 }
 
-// vettedDialer dials as d does, then vets a server on this host.
-func vettedDialer(d func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkLocalServer(c); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
+// agentClient is the client of the agent at server (--server; "": where
+// the agent is found, defaultServerURL), which vets a server on this host
+// (checkLocalServer).
+func agentClient(server string) *api.Client {
+	if server == "" {
+		server = defaultServerURL()
 	}
-}
-
-// limitedBody bounds what is read of an answer and says when the bound
-// cut it, rather than ending it quietly.
-type limitedBody struct {
-	r    io.Reader
-	left int64
-}
-
-func (l *limitedBody) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		return 0, fmt.Errorf("the agent's answer is over %d MiB: not read further", maxAPIAnswer>>20)
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	return n, err
+	return api.NewClient(server, checkLocalServer)
 }

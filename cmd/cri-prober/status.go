@@ -1,16 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -20,127 +13,11 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/events"
-	"github.com/cri-prober/cri-prober/pkg/killbudget"
 )
 
 // defaultServer is --server's default: "" is where the agent is found
 // (defaultServerURL).
 const defaultServer = ""
-
-// apiRequest GETs path from a running agent and returns the response of a
-// 200; anything else is an error that says what to check. server is the
-// agent's --listen address as a URL: http://host:port, https://… (a
-// user:password in it is sent as basic auth, as curl does; the CA comes
-// from the system or SSL_CERT_FILE), or unix:///path for a unix socket.
-func apiRequest(ctx context.Context, server, path string) (*http.Response, error) {
-	return apiDo(ctx, server, http.MethodGet, path, nil)
-}
-
-// apiDo sends a request of method to path (a JSON body, if body is not
-// nil), as apiRequest.
-func apiDo(ctx context.Context, server, method, path string, body []byte) (*http.Response, error) {
-	if server == "" {
-		server = defaultServerURL()
-	}
-	server = serverURL(server)
-	base := strings.TrimSuffix(server, "/")
-	var d net.Dialer
-	dial := d.DialContext
-	if socket, ok := strings.CutPrefix(server, "unix://"); ok {
-		dial = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", socket) }
-		base = "http://localhost"
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.DialContext = vettedDialer(dial)
-	client := &http.Client{Transport: transport}
-	var reqBody io.Reader
-	if body != nil {
-		reqBody = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, reqBody)
-	if err != nil {
-		return nil, fmt.Errorf("--server %s: %w", redactURL(server), err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		var urlErr *url.Error
-		if errors.As(err, &urlErr) {
-			err = urlErr.Err // its URL may carry a password
-		}
-		return nil, fmt.Errorf("cannot reach the agent at %s: %w (is `cri-prober run` running? set --server to its --listen address)", redactURL(server), err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		text := strings.TrimSpace(string(b))
-		var answer struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &answer) == nil && answer.Error != "" {
-			text = answer.Error // the API's errors: {"error":"…"}
-		}
-		// What a server sent is shown, never obeyed: one line, escape
-		// sequences escaped.
-		return nil, apiStatusError{code: resp.StatusCode, err: fmt.Errorf("agent at %s answered %s: %s", redactURL(server), terminalSafe(resp.Status), terminalSafe(text))}
-	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{&limitedBody{r: resp.Body, left: maxAPIAnswer}, resp.Body}
-	return resp, nil
-}
-
-// apiStatusError is an agent's answer other than 200.
-type apiStatusError struct {
-	code int
-	err  error
-}
-
-func (e apiStatusError) Error() string { return e.err.Error() }
-
-// serverURL takes --server as the agent's --listen address may be
-// written: a URL, or host:port (http), or :port (this host).
-func serverURL(server string) string {
-	if strings.Contains(server, "://") || server == "" {
-		return server
-	}
-	if strings.HasPrefix(server, ":") {
-		server = "127.0.0.1" + server
-	}
-	return "http://" + server
-}
-
-// redactURL is server without the password it may carry.
-func redactURL(server string) string {
-	u, err := url.Parse(server)
-	if err != nil || u.User == nil {
-		return server
-	}
-	return u.Redacted()
-}
-
-func apiGet(ctx context.Context, server, path string, v any) error {
-	return apiCall(ctx, server, http.MethodGet, path, nil, v)
-}
-
-// apiCall sends a request of method to path (apiDo), within 10 s, and
-// decodes the agent's JSON answer into v.
-func apiCall(ctx context.Context, server, method, path string, body []byte, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := apiDo(ctx, server, method, path, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("read the agent's answer: %w", err)
-	}
-	return nil
-}
 
 func newStatusCommand() *cobra.Command {
 	var o statusOptions
@@ -179,6 +56,7 @@ get -w.`,
 
 type statusOptions struct {
 	server     string
+	client     *api.Client // of server, once run
 	namespaces namespaceFilter
 	watch      bool
 	output     string
@@ -187,8 +65,8 @@ type statusOptions struct {
 // list is the agent's pods (of -n's namespace), and the runtime error it
 // reports, if any, on stderr.
 func (o *statusOptions) list(ctx context.Context, stderr io.Writer) (api.PodList, error) {
-	var list api.PodList
-	if err := apiGet(ctx, o.server, "/api/v1/pods", &list); err != nil {
+	list, err := o.client.Pods(ctx)
+	if err != nil {
 		return list, err
 	}
 	pods := list.Pods[:0]
@@ -205,6 +83,7 @@ func (o *statusOptions) list(ctx context.Context, stderr io.Writer) (api.PodList
 }
 
 func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	o.client = agentClient(o.server)
 	list, err := o.list(ctx, stderr)
 	if err != nil {
 		return err
@@ -234,8 +113,8 @@ func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 // wait (nothing from an agent that does not say: one without a
 // restarter, or older).
 func (o *statusOptions) printKills(ctx context.Context, stdout io.Writer) {
-	var st killbudget.Status
-	if err := apiGet(ctx, o.server, "/api/v1/kills", &st); err != nil {
+	st, err := o.client.Kills(ctx)
+	if err != nil {
 		return
 	}
 	if st.Paused != nil || len(st.Deferred) > 0 {
@@ -260,8 +139,7 @@ func (o *statusOptions) watchPods(ctx context.Context, last []api.Pod, stdout, s
 	for _, p := range last {
 		remember(p)
 	}
-	query := url.Values{"watch": {"1"}}
-	return streamEvents(ctx, o.server, query, func(events.Event) error {
+	return o.client.WatchEvents(ctx, time.Time{}, func(events.Event) error {
 		list, err := o.list(ctx, stderr)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -550,9 +428,9 @@ type eventsOptions struct {
 }
 
 func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
-	query := url.Values{}
+	var since time.Time
 	if o.since > 0 {
-		query.Set("since", time.Now().Add(-o.since).UTC().Format(time.RFC3339))
+		since = time.Now().Add(-o.since)
 	}
 	print := func(e events.Event) error {
 		if !o.namespaces.matches(e.Namespace) {
@@ -565,9 +443,10 @@ func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
 		printEvent(tw, e, o.output == outputWide)
 		return tw.Flush()
 	}
+	client := agentClient(o.server)
 	if !o.follow {
-		var list api.EventList
-		if err := apiGet(ctx, o.server, "/api/v1/events?"+query.Encode(), &list); err != nil {
+		list, err := client.Events(ctx, since)
+		if err != nil {
 			return err
 		}
 		kept := list.Events[:0]
@@ -593,43 +472,9 @@ func (o *eventsOptions) run(ctx context.Context, stdout io.Writer) error {
 		tw.Flush()
 	}
 	if o.since == 0 {
-		query.Set("since", time.Unix(0, 0).UTC().Format(time.RFC3339)) // the backlog first
+		since = time.Unix(0, 0) // the backlog first
 	}
-	query.Set("watch", "1")
-	return streamEvents(ctx, o.server, query, print)
-}
-
-// streamEvents calls handle with each event of the agent's event stream
-// until ctx is done (nil) or the stream ends (an error).
-func streamEvents(ctx context.Context, server string, query url.Values, handle func(events.Event) error) error {
-	query.Set("watch", "1")
-	resp, err := apiRequest(ctx, server, "/api/v1/events?"+query.Encode())
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var e events.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			continue
-		}
-		if err := handle(e); err != nil {
-			return err
-		}
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("event stream from %s: %w", server, err)
-	}
-	return errors.New("the agent closed the event stream (did it stop?)")
+	return client.WatchEvents(ctx, since, print)
 }
 
 func printEventHeader(w io.Writer) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -111,18 +110,24 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	pod := namespace + "/" + name
 	var state func(ctx context.Context) (waitState, error)
-	// Its own engine is read in memory; an agent over HTTP, less often: many
-	// CI jobs may wait on one agent at once.
-	every := 100 * time.Millisecond
+	// Its own engine tells of its changes (changed). An agent over HTTP is
+	// asked every half second: its event stream does not tell of every
+	// change (a pod or a container seen to appear), and many CI jobs may
+	// wait on one agent at once, beyond its cap of event streams.
+	var changed <-chan struct{}
+	every := 500 * time.Millisecond // the remote asks; locally, the progress line's clock
 	if o.server != "" {
-		every = 500 * time.Millisecond
-		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, o.server, namespace, name) }
+		client := agentClient(o.server)
+		state = func(ctx context.Context) (waitState, error) { return agentWaitState(ctx, client, namespace, name) }
 	} else {
 		engine, stop, err := o.startEngine(ctx, namespace, name)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		sub := engine.Subscribe()
+		defer sub.Close()
+		changed = sub.Changed()
 		state = func(context.Context) (waitState, error) {
 			report, found := engine.ReportPod(namespace, name)
 			if !found {
@@ -135,8 +140,12 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	line := newProgressLine(stderr, show)
 	defer line.clear()
 	started := time.Now()
-	check := time.NewTicker(every)
-	defer check.Stop()
+	var check <-chan time.Time
+	if o.server != "" || show {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		check = t.C
+	}
 	deadline := time.NewTimer(o.timeout)
 	defer deadline.Stop()
 	var last waitState
@@ -167,7 +176,8 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 			safef(stdout, "timed out after %s: pod %s is not %s\n", o.timeout, pod, o.cond)
 			last.print(stdout)
 			return errProblemsFound
-		case <-check.C:
+		case <-changed:
+		case <-check:
 		}
 	}
 }
@@ -316,11 +326,10 @@ func (s waitState) print(w io.Writer) {
 
 // agentWaitState asks a running agent; a pod it does not know is not
 // found yet (waited for), any other answer but 200 is an error.
-func agentWaitState(ctx context.Context, server, namespace, name string) (waitState, error) {
-	var p api.Pod
-	err := apiGet(ctx, server, "/api/v1/pods/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), &p)
-	var status apiStatusError
-	if errors.As(err, &status) && status.code == http.StatusNotFound {
+func agentWaitState(ctx context.Context, client *api.Client, namespace, name string) (waitState, error) {
+	p, err := client.Pod(ctx, namespace, name)
+	var status *api.StatusError
+	if errors.As(err, &status) && status.Code == http.StatusNotFound {
 		return waitState{}, nil
 	}
 	if err != nil {

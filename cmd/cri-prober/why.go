@@ -46,8 +46,8 @@ POD is NAMESPACE/NAME, or NAME with -n NAMESPACE.`,
 }
 
 func (q *podQuery) why(ctx context.Context, stdout io.Writer, all bool) error {
-	var r api.Restarts
-	if err := apiGet(ctx, q.server, q.path("restarts"), &r); err != nil {
+	r, err := agentClient(q.server).Restarts(ctx, q.ns, q.name)
+	if err != nil {
 		return err
 	}
 	if c := q.container; c != "" {

@@ -10,6 +10,8 @@
 // It sits beside cmd at the top of the dependency order: it reads the
 // agent's view of the pods (with the probes' results), the probes'
 // histories, the restarter's waiting state and ledger, and the event ring.
+// Its routes are declared once (routes.go), for the server and for Client,
+// the typed client every command asks an agent with.
 package api
 
 import (
@@ -169,25 +171,25 @@ func (s *Server) routes(webConfigFile string) http.Handler {
 	mux.HandleFunc("GET /ui/{file}", serveStatic)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /livez", s.livez)
-	mux.HandleFunc("GET /api/v1/pods", s.bounded(s.listPods))
-	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}", s.getPod)
-	mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/ready", s.ready)
+	mux.HandleFunc("GET "+PathPods, s.bounded(s.listPods))
+	mux.HandleFunc("GET "+routePod, s.getPod)
+	mux.HandleFunc("GET "+routeReady, s.ready)
 	if s.history != nil {
-		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/history", s.bounded(s.getHistory))
+		mux.HandleFunc("GET "+routeHistory, s.bounded(s.getHistory))
 	}
 	if s.ledger != nil {
-		mux.HandleFunc("GET /api/v1/pods/{namespace}/{name}/restarts", s.bounded(s.getRestarts))
+		mux.HandleFunc("GET "+routeRestarts, s.bounded(s.getRestarts))
 	}
-	mux.HandleFunc("GET /api/v1/events", s.listEvents)
+	mux.HandleFunc("GET "+PathEvents, s.listEvents)
 	if s.kills != nil {
-		mux.HandleFunc("GET /api/v1/kills", s.getKills)
-		mux.HandleFunc("POST /api/v1/kills/pause", mutating(webConfigFile, s.changeKills(true)))
-		mux.HandleFunc("POST /api/v1/kills/resume", mutating(webConfigFile, s.changeKills(false)))
+		mux.HandleFunc("GET "+PathKills, s.getKills)
+		mux.HandleFunc("POST "+PathKillsPause, mutating(webConfigFile, s.changeKills(true)))
+		mux.HandleFunc("POST "+PathKillsResume, mutating(webConfigFile, s.changeKills(false)))
 	}
 	if s.gates != nil {
-		mux.HandleFunc("GET /api/v1/gates", s.listGates)
-		mux.HandleFunc("PUT /api/v1/pods/{namespace}/{name}/gates/{condition...}", mutating(webConfigFile, s.setGate))
-		mux.HandleFunc("DELETE /api/v1/pods/{namespace}/{name}/gates/{condition...}", mutating(webConfigFile, s.unsetGate))
+		mux.HandleFunc("GET "+PathGates, s.listGates)
+		mux.HandleFunc("PUT "+routeGate, mutating(webConfigFile, s.setGate))
+		mux.HandleFunc("DELETE "+routeGate, mutating(webConfigFile, s.unsetGate))
 	}
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", s.metrics)

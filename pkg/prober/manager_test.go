@@ -42,7 +42,7 @@ func probeName(p *corev1.Probe) string {
 	}
 }
 
-func (s *scriptedRunner) probe(_ context.Context, p *corev1.Probe, _ target) outcome {
+func (s *scriptedRunner) probe(_ context.Context, p *corev1.Probe, _ Target) outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := probeName(p)

@@ -17,6 +17,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -38,21 +39,38 @@ type ExecRunner interface {
 
 var _ ExecRunner = (*exec.Runner)(nil)
 
-// target is where one probe goes.
-type target struct {
-	// pod is the pod's key (exec probes are limited per pod).
-	pod string
-	// host is where network probes go when the probe names no host: the
-	// pod IP (pods.Pod.ProbeHost).
-	host        string
-	containerID string
-	container   *spec.Container
-	// inPodNetwork: HTTP, TCP and gRPC probes are dialled from inside
-	// netns, the pod's network namespace (host is then 127.0.0.1).
-	inPodNetwork bool
-	netns        string
-	// extensions are the probe's additions beyond core/v1 (nil: none).
-	extensions *spec.Extensions
+// Target is where one probe goes: a worker's container instance
+// (TargetFor), or a one-off probe's (RunOnce).
+type Target struct {
+	// Pod is the pod's key (exec probes are limited per pod).
+	Pod string
+	// Host is where network probes go when the probe names no host: the
+	// pod IP (pods.Pod.ProbeHost); 127.0.0.1 with InPodNetwork.
+	Host        string
+	ContainerID string
+	// Container gives named ports and env for $(VAR); RunOnce takes nil
+	// as a container without either.
+	Container *spec.Container
+	// InPodNetwork: HTTP, TCP and gRPC probes are dialled from inside
+	// NetNS, the pod's network namespace (Host is then 127.0.0.1).
+	InPodNetwork bool
+	NetNS        string
+	// Extensions are the probe's additions beyond core/v1 (nil: none).
+	Extensions *spec.Extensions
+}
+
+// TargetFor is where probes of container c, instance containerID, of pod
+// p go: the pod's probe address as the view resolves it (pods.Pod's
+// ProbeHost and InPodNetwork), or, with network (spec.ProbeNetworkPod or
+// spec.ProbeNetworkNode: cri-prober probe --probe-network), that
+// network's as this node reaches it. Its Extensions are the caller's to
+// set (they are the probe type's).
+func TargetFor(p *pods.Pod, containerID string, c *spec.Container, network string) Target {
+	t := Target{Pod: p.Key, Host: p.ProbeHost, ContainerID: containerID, Container: c, InPodNetwork: p.InPodNetwork, NetNS: p.Sandbox.NetNS}
+	if network != "" {
+		t.Host, t.InPodNetwork = pods.ProbeAddress(p.Sandbox, network, "127.0.0.1")
+	}
+	return t
 }
 
 // outcome is one probe run after retries.
@@ -100,13 +118,13 @@ func newDispatcher(execRunner ExecRunner, dialer *probe.Dialer, keepSuccessOutpu
 // output is dropped here too unless kept: kubelet discards it, and
 // whatever a probe fetched (from wherever its spec's author aimed it)
 // must not be served to every reader of the API.
-func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t target) outcome {
+func (d *dispatcher) probe(ctx context.Context, p *corev1.Probe, t Target) outcome {
 	return d.probeRecorded(ctx, p, t, nil)
 }
 
 // probeRecorded is probe, recorded into tr when it is not nil: what the
 // network kinds sent and received (probe --debug).
-func (d *dispatcher) probeRecorded(ctx context.Context, p *corev1.Probe, t target, tr *probe.Transcript) outcome {
+func (d *dispatcher) probeRecorded(ctx context.Context, p *corev1.Probe, t Target, tr *probe.Transcript) outcome {
 	var o outcome
 	for range maxProbeRetries {
 		start := time.Now()
@@ -139,17 +157,17 @@ func (d *dispatcher) probeRecorded(ctx context.Context, p *corev1.Probe, t targe
 	return o
 }
 
-func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target, tr *probe.Transcript) outcome {
+func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t Target, tr *probe.Transcript) outcome {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
-	if p.Exec == nil && t.inPodNetwork {
-		if t.netns == "" {
+	if p.Exec == nil && t.InPodNetwork {
+		if t.NetNS == "" {
 			return outcome{err: errNoNetNS}
 		}
-		ctx = probe.WithNetNS(ctx, t.netns)
+		ctx = probe.WithNetNS(ctx, t.NetNS)
 	}
 	switch {
 	case p.Exec != nil:
-		r, err := d.exec.Run(ctx, t.pod, t.containerID, spec.ExpandCommand(p.Exec.Command, t.container.Env), timeout)
+		r, err := d.exec.Run(ctx, t.Pod, t.ContainerID, spec.ExpandCommand(p.Exec.Command, t.Container.Env), timeout)
 		switch {
 		case err != nil:
 			return outcome{err: err, queued: r.Queued}
@@ -171,7 +189,7 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target, tr 
 			return outcome{err: fmt.Errorf("build HTTP request: %w", err)}
 		}
 		var check probe.HTTPCheck
-		if ext := t.extensions; ext != nil && ext.HTTPGet != nil {
+		if ext := t.Extensions; ext != nil && ext.HTTPGet != nil {
 			if ext.HTTPGet.Method != "" {
 				req.Method = ext.HTTPGet.Method
 			}
@@ -186,14 +204,14 @@ func (d *dispatcher) runOnce(ctx context.Context, p *corev1.Probe, t target, tr 
 		}
 		return fromNet(probe.TCP(ctx, d.dialer, net.JoinHostPort(host, strconv.Itoa(port)), timeout, tr))
 	case p.GRPC != nil:
-		if t.host == "" {
+		if t.Host == "" {
 			return outcome{err: errNoPodIP}
 		}
 		service := ""
 		if p.GRPC.Service != nil {
 			service = *p.GRPC.Service
 		}
-		addr := net.JoinHostPort(t.host, strconv.Itoa(int(p.GRPC.Port)))
+		addr := net.JoinHostPort(t.Host, strconv.Itoa(int(p.GRPC.Port)))
 		return fromNet(probe.GRPCHealth(ctx, d.dialer, addr, service, UserAgent, timeout, tr))
 	default:
 		return outcome{err: errors.New("missing probe handler")}
@@ -228,13 +246,13 @@ var (
 // address resolves a probe's port (a number or a named port of the
 // container, kubelet's way: a name the container does not declare is an
 // error at every run, kubelet's text) and host (default: the pod IP).
-func address(host string, p intstr.IntOrString, t target) (string, int, error) {
-	port, err := spec.ResolvePort(p, t.container.Ports)
+func address(host string, p intstr.IntOrString, t Target) (string, int, error) {
+	port, err := spec.ResolvePort(p, t.Container.Ports)
 	if err != nil {
 		return "", 0, err
 	}
 	if host == "" {
-		host = t.host
+		host = t.Host
 	}
 	if host == "" {
 		return "", 0, errNoPodIP
@@ -263,24 +281,6 @@ func fromNet(v probe.Verdict, err error) outcome {
 	}
 }
 
-// Target is where a one-off probe goes.
-type Target struct {
-	// Host is where network probes go when the probe names no host (the
-	// pod IP; 127.0.0.1 with NetNS).
-	Host        string
-	ContainerID string
-	// Container gives named ports and env for $(VAR); may be empty.
-	Container *spec.Container
-	// Extensions are the probe's additions (startInterval is moot here).
-	Extensions *spec.Extensions
-	// NetNS, when set, dials network probes from inside that network
-	// namespace.
-	NetNS string
-	// AllowedDestinations are the link-local and cloud metadata addresses
-	// the probe may reach, as the agent's --allow-probe-destination.
-	AllowedDestinations []netip.Prefix
-}
-
 // Outcome is a one-off probe's result, as a worker would see it.
 type Outcome struct {
 	Result results.Result  // Success or Failure (meaningless when Err is set)
@@ -295,11 +295,12 @@ type Outcome struct {
 // the caller once, not kept or served. tr, when not nil, records what a
 // network probe sent and received, then the outcome as kubelet reports it
 // (all an exec probe records), with the values of credential headers
-// redacted as in the output (RunOnce sets its Redact).
-func RunOnce(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target, tr *probe.Transcript) Outcome {
-	c := t.Container
-	if c == nil {
-		c = &spec.Container{}
+// redacted as in the output (RunOnce sets its Redact). allowed are the
+// link-local and cloud metadata addresses the probe may reach, as the
+// agent's --allow-probe-destination.
+func RunOnce(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Target, allowed []netip.Prefix, tr *probe.Transcript) Outcome {
+	if t.Container == nil {
+		t.Container = &spec.Container{}
 	}
 	if tr != nil {
 		if h := p.HTTPGet; h != nil {
@@ -307,9 +308,8 @@ func RunOnce(ctx context.Context, execRunner ExecRunner, p *corev1.Probe, t Targ
 			tr.Redact = func(s string) string { return probe.RedactCredentials(s, header) }
 		}
 	}
-	d := newDispatcher(execRunner, probe.NewDialer(t.AllowedDestinations...), true)
-	o := d.probeRecorded(ctx, p, target{host: t.Host, containerID: t.ContainerID, container: c,
-		inPodNetwork: t.NetNS != "", netns: t.NetNS, extensions: t.Extensions}, tr)
+	d := newDispatcher(execRunner, probe.NewDialer(allowed...), true)
+	o := d.probeRecorded(ctx, p, t, tr)
 	if tr != nil {
 		tr.Finish(string(o.raw), o.output, o.err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/bounded"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/probe"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -72,7 +73,7 @@ func TestDispatchExec(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			runner := &scriptedExec{answers: tt.answers}
 			d := newDispatcher(runner, probe.NewDialer(), false)
-			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
+			got := d.probe(context.Background(), execProbe("x"), Target{ContainerID: "c", Container: &spec.Container{}})
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.wantCalls, runner.calls)
 		})
@@ -101,7 +102,7 @@ func TestDispatchClassifiesAndBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDispatcher(&scriptedExec{answers: []execAnswer{tt.answer}}, probe.NewDialer(), false)
-			got := d.probe(context.Background(), execProbe("x"), target{containerID: "c", container: &spec.Container{}})
+			got := d.probe(context.Background(), execProbe("x"), Target{ContainerID: "c", Container: &spec.Container{}})
 			assert.Equal(t, tt.wantRaw, got.raw)
 			assert.Equal(t, tt.wantReason, got.reason)
 			assert.Equal(t, tt.wantCause, got.resourceCause)
@@ -116,7 +117,7 @@ func TestDispatchClassifiesAndBounds(t *testing.T) {
 func TestDispatchExpandsExecCommand(t *testing.T) {
 	runner := &scriptedExec{answers: []execAnswer{{}}}
 	d := newDispatcher(runner, probe.NewDialer(), false)
-	d.probe(context.Background(), execProbe("some", "$(A)", "$(B)"), target{container: &spec.Container{Env: []corev1.EnvVar{{Name: "A", Value: "script"}}}})
+	d.probe(context.Background(), execProbe("some", "$(A)", "$(B)"), Target{Container: &spec.Container{Env: []corev1.EnvVar{{Name: "A", Value: "script"}}}})
 	assert.Equal(t, []string{"some", "script", "$(B)"}, runner.lastCmd)
 }
 
@@ -177,7 +178,7 @@ func TestDispatchNetworkProbes(t *testing.T) {
 	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), false)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := d.probe(context.Background(), tt.probe, target{host: tt.podIP, container: container})
+			got := d.probe(context.Background(), tt.probe, Target{Host: tt.podIP, Container: container})
 			assert.Equal(t, tt.wantResult, got.result)
 			assert.Equal(t, tt.wantRaw, got.raw)
 			assert.Equal(t, tt.wantReason, got.reason, got.output)
@@ -212,7 +213,7 @@ func TestDispatchRedactsCredentialHeaders(t *testing.T) {
 		}}}}
 	spec.DefaultProbe(p)
 	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), false)
-	got := d.probe(context.Background(), p, target{host: "127.0.0.1", container: &spec.Container{}})
+	got := d.probe(context.Background(), p, Target{Host: "127.0.0.1", Container: &spec.Container{}})
 	require.NoError(t, got.err)
 	assert.Equal(t, results.OutcomeWarning, got.raw)
 	assert.Equal(t, "Probe terminated redirects, Response body: auth=[redacted] key=[redacted] token-only=[redacted] trace=trace-42", got.output)
@@ -225,10 +226,10 @@ func TestProbeInPodNetworkNeedsANamespace(t *testing.T) {
 	d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), false)
 	tcp := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
 	spec.DefaultProbe(tcp)
-	got := d.probe(context.Background(), tcp, target{host: "10.0.0.1", container: &spec.Container{}, inPodNetwork: true})
+	got := d.probe(context.Background(), tcp, Target{Host: "10.0.0.1", Container: &spec.Container{}, InPodNetwork: true})
 	assert.ErrorIs(t, got.err, errNoNetNS)
 	// An exec probe does not use the network.
-	got = d.probe(context.Background(), execProbe("true"), target{container: &spec.Container{}, inPodNetwork: true})
+	got = d.probe(context.Background(), execProbe("true"), Target{Container: &spec.Container{}, InPodNetwork: true})
 	assert.NoError(t, got.err)
 }
 
@@ -276,7 +277,7 @@ func TestSuccessOutputIsKeptOnlyWhenAsked(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for keep, want := range map[bool]string{false: tt.wantDefault, true: tt.wantKept} {
 				d := newDispatcher(&scriptedExec{answers: []execAnswer{{result: tt.exec}}}, probe.NewDialer(), keep)
-				got := d.probe(context.Background(), tt.probe, target{host: "127.0.0.1", containerID: "c", container: &spec.Container{}})
+				got := d.probe(context.Background(), tt.probe, Target{Host: "127.0.0.1", ContainerID: "c", Container: &spec.Container{}})
 				require.NoError(t, got.err)
 				assert.Equal(t, tt.wantRaw, got.raw)
 				assert.Equal(t, want, got.output, "keep success output: %v", keep)
@@ -306,7 +307,7 @@ func TestDispatchRefusesMetadataDestinations(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDispatcher(&scriptedExec{answers: []execAnswer{{}}}, probe.NewDialer(), true)
-			got := d.probe(context.Background(), tt.probe, target{host: "10.0.0.5", container: &spec.Container{}})
+			got := d.probe(context.Background(), tt.probe, Target{Host: "10.0.0.5", Container: &spec.Container{}})
 			require.Error(t, got.err)
 			assert.Equal(t, results.OutcomeUnknown, got.raw)
 			assert.Equal(t, ReasonDestinationRefused, got.reason)
@@ -322,7 +323,7 @@ func TestDispatchRefusesMetadataDestinations(t *testing.T) {
 func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
 	p := &corev1.Probe{TimeoutSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}}
 	tr := &probe.Transcript{}
-	out := RunOnce(context.Background(), nil, p, Target{}, tr) // no host
+	out := RunOnce(context.Background(), nil, p, Target{}, nil, tr) // no host
 	require.Error(t, out.Err)
 	rec := tr.Record()
 	require.NotNil(t, rec.Result)
@@ -332,4 +333,32 @@ func TestRunProbeTranscriptCouldNotProbe(t *testing.T) {
 	require.NoError(t, tr.Write(&text))
 	assert.Contains(t, text.String(), "result:   unknown (could not probe")
 	assert.Contains(t, text.String(), "error:    the pod has no IP address yet")
+}
+
+// A worker and cri-prober probe aim at a container alike: where the view
+// resolved the pod's probes to go, or where --probe-network says.
+func TestTargetFor(t *testing.T) {
+	c := &spec.Container{Name: "app"}
+	sb := &cri.Sandbox{ID: "sb", IPs: []string{"10.0.0.7"}, NetNS: "/var/run/netns/cni-1"}
+	inPod := &pods.Pod{Key: "uid", Sandbox: sb, ProbeHost: "127.0.0.1", InPodNetwork: true}
+	onNode := &pods.Pod{Key: "uid", Sandbox: sb, ProbeHost: "10.0.0.7"}
+	for _, tt := range []struct {
+		name    string
+		pod     *pods.Pod
+		network string
+		want    Target
+	}{
+		{"the pod's own choice: its network", inPod, "",
+			Target{Pod: "uid", Host: "127.0.0.1", ContainerID: "c1", Container: c, InPodNetwork: true, NetNS: sb.NetNS}},
+		{"the pod's own choice: the node's", onNode, "",
+			Target{Pod: "uid", Host: "10.0.0.7", ContainerID: "c1", Container: c, NetNS: sb.NetNS}},
+		{"--probe-network pod", onNode, spec.ProbeNetworkPod,
+			Target{Pod: "uid", Host: "127.0.0.1", ContainerID: "c1", Container: c, InPodNetwork: true, NetNS: sb.NetNS}},
+		{"--probe-network node", inPod, spec.ProbeNetworkNode,
+			Target{Pod: "uid", Host: "10.0.0.7", ContainerID: "c1", Container: c, NetNS: sb.NetNS}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, TargetFor(tt.pod, "c1", c, tt.network))
+		})
+	}
 }

@@ -65,7 +65,7 @@ func TestDispatchTimeoutWhileTheAgentStalled(t *testing.T) {
 
 	d := newDispatcher(nil, probe.NewDialer(), false)
 	d.stalls = &stallMonitor{}
-	o := d.probe(context.Background(), p, target{host: "127.0.0.1", container: &spec.Container{}})
+	o := d.probe(context.Background(), p, Target{Host: "127.0.0.1", Container: &spec.Container{}})
 	require.NoError(t, o.err, "no stall: the target's timeout")
 	assert.Equal(t, results.Failure, o.result)
 	assert.Equal(t, ReasonTimeout, o.reason)
@@ -77,7 +77,7 @@ func TestDispatchTimeoutWhileTheAgentStalled(t *testing.T) {
 		d.stalls.note(stall{at: time.Now(), lateness: 400 * time.Millisecond})
 	}()
 	start := time.Now()
-	o = d.probe(context.Background(), p, target{host: "127.0.0.1", container: &spec.Container{}})
+	o = d.probe(context.Background(), p, Target{Host: "127.0.0.1", Container: &spec.Container{}})
 	<-stalled
 	require.Error(t, o.err, "the agent's stall: could not probe")
 	assert.True(t, errors.Is(o.err, ErrAgentOverload), "%v", o.err)

@@ -32,7 +32,7 @@ type podReader interface {
 
 // probeRunner runs one probe (with retries) against a target.
 type probeRunner interface {
-	probe(ctx context.Context, p *corev1.Probe, t target) outcome
+	probe(ctx context.Context, p *corev1.Probe, t Target) outcome
 }
 
 var _ probeRunner = (*dispatcher)(nil)
@@ -200,8 +200,9 @@ func (w *worker) step(ctx context.Context) (keepGoing bool) {
 		return true
 	}
 
-	o := w.runner.probe(ctx, w.probe, target{pod: w.key.pod, host: p.ProbeHost, containerID: c.ID, container: w.container, inPodNetwork: p.InPodNetwork, netns: p.Sandbox.NetNS,
-		extensions: w.container.Extension(w.key.probeType)})
+	t := TargetFor(p, c.ID, w.container, "")
+	t.Extensions = w.container.Extension(w.key.probeType)
+	o := w.runner.probe(ctx, w.probe, t)
 	if ctx.Err() != nil {
 		return true // stopping: the loop will notice
 	}

@@ -107,7 +107,7 @@ type fakeRunner struct {
 	gate chan struct{}
 }
 
-func (f *fakeRunner) probe(ctx context.Context, _ *corev1.Probe, _ target) outcome {
+func (f *fakeRunner) probe(ctx context.Context, _ *corev1.Probe, _ Target) outcome {
 	f.mu.Lock()
 	f.calls++
 	o, block, gate := f.next, f.block, f.gate

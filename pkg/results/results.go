@@ -1,7 +1,8 @@
 // Package results holds probe results per container and probe type: the
 // stable (threshold-applied) result that drives readiness and restarts, an
 // update stream that never blocks the worker that writes, the last raw
-// observation of each probe, and the Started and Ready flags derived from
+// observation of each probe (and a signal of each, for readers that show
+// them), and the Started and Ready flags derived from
 // them exactly as kubelet's UpdatePodStatus derives them.
 //
 // It imports only the standard library and pkg/pubsub: its vocabulary is shared by the
@@ -139,6 +140,9 @@ type Store struct {
 	changes, observed atomic.Uint64
 
 	updates pubsub.Topic[Update, []Update]
+	// runs tells of each run observed, for readers that show the last
+	// runs (cri-prober wait, play); pod sync acts on stable results alone.
+	runs pubsub.Topic[struct{}, struct{}]
 }
 
 // NewStore returns an empty store.
@@ -222,13 +226,20 @@ func (s *Store) Export() map[Key]Saved {
 	return out
 }
 
-// Observe records the last raw observation for k, if k has a result.
+// Observe records the last raw observation for k, if k has a result, and
+// tells the subscribers of runs (SubscribeRuns).
 func (s *Store) Observe(k Key, o Observation) {
+	if s.observe(k, o) {
+		s.runs.Publish(struct{}{})
+	}
+}
+
+func (s *Store) observe(k Key, o Observation) (observed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[k]
 	if !ok {
-		return
+		return false
 	}
 	// An output equal to the last one keeps the last one's string: the
 	// history holds that one too (probes mostly print the same thing).
@@ -237,6 +248,7 @@ func (s *Store) Observe(k Key, o Observation) {
 	}
 	e.observation, e.observed = o, true
 	s.observed.Add(1)
+	return true
 }
 
 // LastObservation returns the last raw observation for k.
@@ -298,6 +310,21 @@ type Subscription = pubsub.Subscription[Update, []Update]
 func (s *Store) Subscribe() *Subscription {
 	return s.updates.Subscribe(&pendingUpdates{index: map[Key]int{}}, nil)
 }
+
+// RunSubscription is signalled (Ready) when runs were observed since its
+// previous Next.
+type RunSubscription = pubsub.Subscription[struct{}, struct{}]
+
+// SubscribeRuns returns a subscription to the runs observed (Observe).
+// Close it when done.
+func (s *Store) SubscribeRuns() *RunSubscription { return s.runs.Subscribe(anyRun{}, nil) }
+
+// anyRun gathers that some run was observed: which one, the reader reads
+// from the store.
+type anyRun struct{}
+
+func (anyRun) Add(struct{}) bool { return true }
+func (anyRun) Take() struct{}    { return struct{}{} }
 
 // pendingUpdates gathers updates, one per key.
 type pendingUpdates struct {

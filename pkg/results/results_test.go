@@ -57,6 +57,36 @@ func TestSubscriptionCoalescesPerKeyAndNeverBlocks(t *testing.T) {
 	assert.Empty(t, sub.Next())
 }
 
+// A run observed is told to the subscribers of runs, even one that
+// changes no stable result (a liveness probe's first success); a run of
+// a probe without a result is not recorded, and not told.
+func TestSubscribeRuns(t *testing.T) {
+	s := NewStore()
+	runs := s.SubscribeRuns()
+	defer runs.Close()
+	k := Key{ContainerID: "c", Type: Liveness}
+	s.Observe(k, Observation{Outcome: OutcomeSuccess})
+	select {
+	case <-runs.Ready():
+		t.Fatal("told of a run not recorded")
+	default:
+	}
+	s.Set(k, Success, "p")
+	s.Observe(k, Observation{Outcome: OutcomeSuccess})
+	s.Observe(k, Observation{Outcome: OutcomeSuccess})
+	select {
+	case <-runs.Ready():
+	default:
+		t.Fatal("not signalled")
+	}
+	runs.Next()
+	select {
+	case <-runs.Ready():
+		t.Fatal("two runs coalesce into one signal")
+	default:
+	}
+}
+
 func TestObservation(t *testing.T) {
 	s := NewStore()
 	k := Key{ContainerID: "c", Type: Liveness}
