@@ -267,7 +267,7 @@ func (src logSource) read(ctx context.Context, client *cri.Client, opts logs.Opt
 // one View.ByName picks among the runtime's pods (pods.Resolve), as
 // status, probe and the state API pick it.
 func findPod(ctx context.Context, client *cri.Client, namespace, name string) (*pods.Pod, error) {
-	poller, err := cri.NewPoller(client)
+	poller, err := cri.NewPoller(client, cri.PollerConfig{})
 	if err != nil {
 		return nil, err
 	}

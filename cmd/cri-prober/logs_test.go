@@ -220,7 +220,7 @@ func TestLogsMeanThePodStatusMeans(t *testing.T) {
 	client, err := cri.Dial(context.Background(), p.rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	poller, err := cri.NewPoller(client)
+	poller, err := cri.NewPoller(client, cri.PollerConfig{})
 	require.NoError(t, err)
 	snap, err := poller.Relist(context.Background())
 	require.NoError(t, err)

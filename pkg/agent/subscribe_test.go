@@ -11,6 +11,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/prober"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -31,7 +32,7 @@ func TestSubscribeTellsOfEveryRun(t *testing.T) {
 	client, err := cri.Dial(t.Context(), rt.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	engine, err := New(t.Context(), Config{Client: client, RelistPeriod: time.Hour, Recorder: recorders{}, NoStartupJitter: true})
+	engine, err := New(t.Context(), Config{Client: client, Poller: cri.PollerConfig{RelistPeriod: time.Hour}, Recorder: recorders{}, Prober: prober.Config{NoStartupJitter: true}})
 	require.NoError(t, err)
 	sub := engine.Subscribe()
 	defer sub.Close()
