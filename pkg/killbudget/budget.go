@@ -365,40 +365,35 @@ func (b *Budget) Kills() Status { return b.Status(b.clock.Now()) }
 // (audited in a KillsPaused event), reason why (may be empty). Pausing
 // again changes nothing.
 func (b *Budget) PauseKills(ctx context.Context, by, reason string) (Status, error) {
-	changed, before, err := b.setPause(&Pause{By: by, Reason: reason, Since: b.clock.Now()})
-	if err != nil {
-		return b.Kills(), err
-	}
-	if changed {
+	changed, before, err := b.setPause(&Pause{By: by, Reason: reason, Since: b.clock.Now()}, func(*Pause) {
 		msg := "Probe-triggered kills paused on this node by " + by
 		if reason != "" {
 			msg += ": " + reason
 		}
 		b.nodeEvent(ctx, events.Warning, ReasonKillsPaused, msg+"; liveness and startup failures are reported but no container is killed until cri-prober resume")
-	} else {
+	})
+	if err == nil && !changed {
 		klog.FromContext(ctx).Info("Kills already paused", "by", by, "pausedBy", before.By, "since", before.Since)
 	}
-	return b.Kills(), nil
+	return b.Kills(), err
 }
 
 // ResumeKills ends a pause (cri-prober resume): the kills that waited go
 // ahead if their probes still fail (and the budget allows). by is audited
 // in a KillsResumed event.
 func (b *Budget) ResumeKills(ctx context.Context, by string) (Status, error) {
-	changed, before, err := b.setPause(nil)
-	if err != nil {
-		return b.Kills(), err
-	}
-	if changed {
+	_, _, err := b.setPause(nil, func(before *Pause) {
 		b.nodeEvent(ctx, events.Normal, ReasonKillsResumed, fmt.Sprintf("Probe-triggered kills resumed on this node by %s (paused by %s for %s)",
 			by, before.By, b.clock.Since(before.Since).Round(time.Second)))
-	}
-	return b.Kills(), nil
+	})
+	return b.Kills(), err
 }
 
 // setPause pauses (p non-nil) or resumes the node's kills. It reports
-// whether that changed anything, and the pause in force before.
-func (b *Budget) setPause(p *Pause) (changed bool, before *Pause, err error) {
+// whether that changed anything, and the pause in force before. announce
+// records the change's event once it is kept, before it takes effect: no
+// kill a resume lets go ahead is told before the KillsResumed event.
+func (b *Budget) setPause(p *Pause, announce func(before *Pause)) (changed bool, before *Pause, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	before = b.paused
@@ -416,6 +411,7 @@ func (b *Budget) setPause(p *Pause) (changed bool, before *Pause, err error) {
 			return false, before, fmt.Errorf("keep the pause in the state directory: %w", err)
 		}
 	}
+	announce(before)
 	b.paused = p
 	b.version++
 	b.syncPausedGaugeLocked()

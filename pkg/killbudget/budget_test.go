@@ -33,7 +33,7 @@ func TestCommitIsOptimistic(t *testing.T) {
 	assert.True(t, budget.Commit(s.Version, "b", 0, now), "nothing spent: nothing to check")
 
 	s = budget.Snapshot()
-	_, _, err = budget.setPause(&Pause{By: "test"})
+	_, _, err = budget.setPause(&Pause{By: "test"}, func(*Pause) {})
 	require.NoError(t, err)
 	assert.False(t, budget.Commit(s.Version, "c", 1, now), "paused meanwhile")
 }
