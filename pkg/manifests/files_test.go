@@ -6,11 +6,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/cri-prober/cri-prober/test/inputs"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,49 +32,6 @@ spec:
       exec: {command: ["cat", "/tmp/ready"]}
       periodSeconds: %d
 `, period)
-}
-
-// heapAllocs is every byte the program allocated so far.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// promptly runs load and fails unless it returns before a deadline and
-// allocates at most maxAlloc bytes meanwhile. At the deadline it calls
-// release (which should unblock a load stuck on a FIFO) before failing. A
-// load allocating without end is stopped by a panic well before it could
-// exhaust the machine's memory: a read of /dev/zero does that in seconds.
-func promptly(t *testing.T, maxAlloc uint64, release func(), load func()) {
-	t.Helper()
-	const deadline = 10 * time.Second
-	const runaway = 512 << 20
-	before := heapAllocs()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		load()
-	}()
-	timeout := time.After(deadline)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			assert.LessOrEqual(t, heapAllocs()-before, maxAlloc, "bytes allocated while loading")
-			return
-		case <-tick.C:
-			if used := heapAllocs() - before; used > runaway {
-				panic(fmt.Sprintf("the load has allocated %d MiB and goes on: a read without a limit; stopping before it exhausts memory", used>>20))
-			}
-		case <-timeout:
-			if release != nil {
-				release()
-			}
-			t.Fatalf("the load did not return within %v", deadline)
-		}
-	}
 }
 
 // releaseFIFO opens a FIFO for writing, without waiting, and closes it: a
@@ -122,20 +79,20 @@ func TestLoadDirSkipsAFIFOPromptly(t *testing.T) {
 
 	var pods []*spec.Pod
 	var errs []*spec.Error
-	promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(dir) })
+	inputs.Promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(dir) })
 	require.Len(t, pods, 1, "the rest of the directory loads")
 	assert.Equal(t, []string{fifo + ": skipped: a named pipe (FIFO), not a regular file: only regular files, directly or through a symbolic link, are read"},
 		messages(errs))
 
 	t.Run("as the directory", func(t *testing.T) {
-		promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(fifo) })
+		inputs.Promptly(t, 8<<20, releaseFIFO(fifo), func() { pods, errs = LoadDir(fifo) })
 		assert.Empty(t, pods)
 		require.Len(t, errs, 1)
 		assert.Contains(t, errs[0].Error(), fifo+": cannot read the manifest directory: ")
 		assert.Contains(t, errs[0].Error(), "not a directory")
 	})
 	t.Run("as a file", func(t *testing.T) {
-		promptly(t, 8<<20, releaseFIFO(fifo), func() { r := Load(fifo); pods, errs = r.Pods, r.Errors })
+		inputs.Promptly(t, 8<<20, releaseFIFO(fifo), func() { r := Load(fifo); pods, errs = r.Pods, r.Errors })
 		assert.Empty(t, pods)
 		assert.Len(t, errs, 1)
 	})
@@ -158,13 +115,13 @@ func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 
 	var pods []*spec.Pod
 	var errs []*spec.Error
-	promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
+	inputs.Promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
 	require.Len(t, pods, 1)
 	assert.Equal(t, []string{link + `: refused: a symbolic link out of the manifest directory (to "/dev/zero"): ` + outsideText},
 		messages(errs))
 
 	t.Run("given by name", func(t *testing.T) {
-		promptly(t, 8<<20, nil, func() { r := Load(link); pods, errs = r.Pods, r.Errors })
+		inputs.Promptly(t, 8<<20, nil, func() { r := Load(link); pods, errs = r.Pods, r.Errors })
 		assert.Empty(t, pods)
 		assert.Equal(t, []string{link + ": skipped: a symbolic link to a character device, not to a regular file: " + only}, messages(errs))
 	})
@@ -175,7 +132,7 @@ func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 			t.Skipf("cannot make a device like /dev/zero: %v", err)
 		}
 		require.NoError(t, os.Symlink("dev.yaml", filepath.Join(dir, "devlink.yaml")))
-		promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
+		inputs.Promptly(t, 8<<20, nil, func() { pods, errs = LoadDir(dir) })
 		require.Len(t, pods, 1)
 		assert.Equal(t, []string{
 			dev + ": skipped: a character device, not a regular file: " + only,

@@ -1,30 +1,13 @@
 package manifests
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cri-prober/cri-prober/test/inputs"
+
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
-
-// addFiles adds the files matching the patterns to the fuzzer's corpus.
-func addFiles(f *testing.F, patterns ...string) {
-	for _, pattern := range patterns {
-		files, err := filepath.Glob(pattern)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, name := range files {
-			data, err := os.ReadFile(name)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(data)
-		}
-	}
-}
 
 // Any bytes in a manifest file give pods or errors that name the file and
 // say what is wrong, never a panic. The bytes go through what the
@@ -36,7 +19,7 @@ func addFiles(f *testing.F, patterns ...string) {
 // to the unit tests: the fuzzer needs runs whose coverage depends on the
 // input alone.
 func FuzzLoadManifest(f *testing.F) {
-	addFiles(f, "../spec/testdata/good/*", "../spec/testdata/bad/*")
+	inputs.AddFiles(f, "../spec/testdata/good/*", "../spec/testdata/bad/*")
 	f.Add([]byte(""))
 	f.Add([]byte("# nothing\n---\n"))
 	f.Add([]byte("apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: a}\r\nspec: {containers: [{name: b, image: c}]}\r\n---\r\n"))

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cri-prober/cri-prober/test/inputs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
@@ -98,7 +100,7 @@ func TestManifestDirKeepsLastGoodVersion(t *testing.T) {
 		require.NoError(t, syscall.Mkfifo(path, 0o644))
 		t.Cleanup(func() { os.Remove(path) })
 		var reloaded bool
-		promptly(t, 8<<20, releaseFIFO(path), func() { reloaded = d.Reload() })
+		inputs.Promptly(t, 8<<20, releaseFIFO(path), func() { reloaded = d.Reload() })
 		require.True(t, reloaded)
 		pods, errs := d.Pods()
 		assert.Equal(t, good, pods)

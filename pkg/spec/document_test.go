@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cri-prober/cri-prober/test/inputs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -281,7 +283,7 @@ func TestHostileContentIsNotQuotedWhole(t *testing.T) {
 	for name, data := range tests {
 		t.Run(name, func(t *testing.T) {
 			var r *Result
-			promptly(t, 256<<20, nil, func() { r = loadData("x.yaml", []byte(data), nil) })
+			inputs.Promptly(t, 256<<20, nil, func() { r = loadData("x.yaml", []byte(data), nil) })
 			var got []string // what quotes the document
 			for _, e := range r.Errors {
 				got = append(got, e.Detail, e.Field) // an annotation's key is its field, cut too

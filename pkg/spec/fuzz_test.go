@@ -1,38 +1,21 @@
 package spec
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cri-prober/cri-prober/test/inputs"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// addFiles adds the files matching the patterns to the fuzzer's corpus.
-func addFiles(f *testing.F, patterns ...string) {
-	for _, pattern := range patterns {
-		files, err := filepath.Glob(pattern)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, name := range files {
-			data, err := os.ReadFile(name)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(data)
-		}
-	}
-}
-
 // Any bytes in a file given by name, as a crictl config is, give errors
 // that name the file and say what is wrong, never a panic; a file that is
 // one crictl config gives a config.
 func FuzzCRIConfig(f *testing.F) {
-	addFiles(f, "testdata/cri/*")
+	inputs.AddFiles(f, "testdata/cri/*")
 	f.Add([]byte("annotations: [a]\nmetadata: {}\n"))
 	const path = "/tmp/container.json"
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,14 +1,6 @@
 package spec
 
-import (
-	"fmt"
-	"os"
-	"runtime/metrics"
-	"testing"
-	"time"
-
-	"github.com/stretchr/testify/assert"
-)
+import "os"
 
 // load decodes the file path as pkg/manifests' Load reads a file given by
 // name (static nil: pods others made).
@@ -33,9 +25,8 @@ func loadPods(path string, data []byte) ([]*Pod, []*Error) {
 	return f.Pods, f.Errors
 }
 
-// webPod is a one-pod manifest; period tells versions apart.
-func webPod(period int) string {
-	return fmt.Sprintf(`apiVersion: v1
+// webManifest is a one-pod manifest.
+const webManifest = `apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: shop}
 spec:
@@ -44,52 +35,8 @@ spec:
     image: localhost/busybox:test
     readinessProbe:
       exec: {command: ["cat", "/tmp/ready"]}
-      periodSeconds: %d
-`, period)
-}
-
-// heapAllocs is every byte the program allocated so far.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// promptly runs load and fails unless it returns before a deadline and
-// allocates at most maxAlloc bytes meanwhile. At the deadline it calls
-// release (which should unblock a load stuck on a FIFO) before failing. A
-// load allocating without end is stopped by a panic well before it could
-// exhaust the machine's memory.
-func promptly(t *testing.T, maxAlloc uint64, release func(), load func()) {
-	t.Helper()
-	const deadline = 10 * time.Second
-	const runaway = 512 << 20
-	before := heapAllocs()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		load()
-	}()
-	timeout := time.After(deadline)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			assert.LessOrEqual(t, heapAllocs()-before, maxAlloc, "bytes allocated while loading")
-			return
-		case <-tick.C:
-			if used := heapAllocs() - before; used > runaway {
-				panic(fmt.Sprintf("the load has allocated %d MiB and goes on: a read without a limit; stopping before it exhausts memory", used>>20))
-			}
-		case <-timeout:
-			if release != nil {
-				release()
-			}
-			t.Fatalf("the load did not return within %v", deadline)
-		}
-	}
-}
+      periodSeconds: 3
+`
 
 func messages(errs []*Error) []string {
 	var msgs []string

@@ -163,7 +163,7 @@ func TestSplitDocuments(t *testing.T) {
 // the old code: the second pod is lost.
 func TestLoadBytesLongLine(t *testing.T) {
 	long := "# " + strings.Repeat("x", 16<<20) + "\n"
-	data := webPod(3) + "---\n" + long + "---\n" + strings.Replace(webPod(3), "name: web", "name: db", 1)
+	data := webManifest + "---\n" + long + "---\n" + strings.Replace(webManifest, "name: web", "name: db", 1)
 	pods, errs := loadPods("pods.yaml", []byte(data))
 	assert.Empty(t, errs)
 	require.Len(t, pods, 2)
