@@ -21,6 +21,7 @@ import (
 // one that reaches it Unhealthy (Warning), and the container is restarted
 // as before.
 func TestProbeFailureEventsThreshold(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgentWith(t, c, prober.WithFailureEvents(prober.FailureEventsThreshold))
 	pod := runPod(t, c, "ignored")
