@@ -214,20 +214,20 @@ func runPodWithUID(t testing.TB, c *cri.Client, name, uid string, annotations ma
 		defer cancel()
 		// The agent may be killing or re-creating a container of this pod
 		// right now (its test just made a probe fail), and containerd then
-		// fails the sandbox stop ("failed to kill container"): try again,
-		// as kubelet does.
+		// fails the sandbox stop ("failed to kill container") or removal
+		// (a container still starting: "failed to set removing state"):
+		// try again, as kubelet does.
 		poll := time.NewTicker(100 * time.Millisecond)
 		defer poll.Stop()
-		err := c.StopPodSandbox(ctx, id)
-		for err != nil && ctx.Err() == nil {
-			<-poll.C
-			err = c.StopPodSandbox(ctx, id)
-		}
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := c.RemovePodSandbox(ctx, id); err != nil {
-			t.Errorf("cleanup: %v", err)
+		for _, step := range []func(context.Context, string) error{c.StopPodSandbox, c.RemovePodSandbox} {
+			err := step(ctx, id)
+			for err != nil && ctx.Err() == nil {
+				<-poll.C
+				err = step(ctx, id)
+			}
+			if err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
 		}
 	})
 	return &pod{t: t, client: c, id: id, config: cfg}
