@@ -1,6 +1,8 @@
 # cri-prober. On a fresh machine, as root:
 #   make demo   the private containerd, a demo pod and what cri-prober sees
-#   make test   everything: lint, unit tests (-race), the deploy files, fuzzers (briefly), e2e on real containerd
+#   make test   everything: lint, unit tests (-race), the deploy files, fuzzers (briefly), e2e on real containerd;
+#               ends with each stage's wall time and the slowest tests (go test -json kept in
+#               TEST_TIMINGS_DIR=bin/test-timings, earlier runs in /var/tmp/cri-prober-test-timings)
 #   make bench  benchmarks, the load harness and the node cases (~10 min, optional; BENCH_RUNS=3,
 #               BENCH_* sizes: hack/bench.sh); writes docs/performance.md
 #   make soak   10 minutes of flapping targets; writes docs/reliability.md
@@ -15,6 +17,8 @@
 #   make release  dist/: tar.gz, .deb and image per arch, SHA256SUMS (RELEASE_ARCHES=amd64,arm64)
 #   make man      bin/man: the man pages, generated from the commands
 SHELL := /bin/bash
+# A recipe's pipeline fails when go test does (go test -json | testjson).
+.SHELLFLAGS := -o pipefail -c
 export PATH := /usr/local/go/bin:$(PATH)
 
 GO ?= go
@@ -34,14 +38,27 @@ RELEASE_ARCHES ?= amd64,arm64
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/cri-prober ./cmd/cri-prober
 
-test: lint test-unit test-deploy fuzz test-soak test-e2e
+# Each stage timed, in this order, stopping at the first that fails
+# (hack/test.sh); the summary's last line counts the tests passed and failed.
+test:
+	@hack/test.sh lint test-unit test-deploy fuzz test-soak test-e2e
 
-test-unit:
-	$(GO) test -race -count=1 ./...
+# The go test stages print what go test prints (an ok or FAIL line per
+# package, failed tests' output) and keep every event, with its timing, in
+# $(TEST_TIMINGS_DIR)/<stage>.json (hack/tools/testjson).
+TEST_TIMINGS_DIR ?= bin/test-timings
+export TEST_TIMINGS_DIR
+TESTJSON = bin/testjson filter -o $(TEST_TIMINGS_DIR)
+
+bin/testjson: hack/tools/testjson/main.go
+	CGO_ENABLED=0 $(GO) build -o $@ ./hack/tools/testjson
+
+test-unit: bin/testjson
+	$(GO) test -json -race -count=1 ./... | $(TESTJSON)/unit.json
 
 # The soak's short variant on the fake runtime (make soak: the long one).
-test-soak:
-	$(GO) test -tags soak -count=1 -timeout 10m -run '^TestSoak$$' ./test/soak -args -duration $${SOAK_DURATION:-1m}
+test-soak: bin/testjson
+	$(GO) test -json -tags soak -count=1 -timeout 10m -run '^TestSoak$$' ./test/soak -args -duration $${SOAK_DURATION:-1m} | $(TESTJSON)/soak.json
 
 # Starts a private containerd, runs the e2e tests, and stops and cleans it
 # up whatever happens. Pass go test flags with E2E_FLAGS="-run TestExit".
@@ -52,9 +69,9 @@ test-e2e: build
 # unit's sandbox, promtool on the Prometheus files, the DaemonSet against
 # the Kubernetes API types, make install, make image and make release.
 # Installs promtool and systemd-analyze from Debian packages if missing.
-test-deploy:
+test-deploy: bin/testjson
 	$(GO) vet -tags deploy ./test/deploy/...
-	$(GO) test -tags deploy -race -count=1 -timeout 5m ./test/deploy/...
+	$(GO) test -json -tags deploy -race -count=1 -timeout 5m ./test/deploy/... | $(TESTJSON)/deploy.json
 
 # Man pages (and Markdown pages) generated from the commands themselves.
 man: build

@@ -27,5 +27,11 @@ export CRI_PROBER_E2E_PROMETHEUS
 # crictl drives the CI-harness tests (built once, cached).
 CRI_PROBER_E2E_CRICTL="${CRI_PROBER_E2E_CRICTL:-$("$REPO_ROOT/hack/crictl.sh")}"
 export CRI_PROBER_E2E_CRICTL
+# go test -v's output, and every event with its timing kept for make
+# test's summary (hack/tools/testjson). The tests that call parallel(t)
+# run four at a time, after the serial ones (test/e2e/framework_test.go):
+# they mostly wait on containers and probe periods, not on the CPU.
+testjson=$(build_tool testjson)
+timings=${TEST_TIMINGS_DIR:-$REPO_ROOT/bin/test-timings}
 cd "$REPO_ROOT"
-go test -tags e2e -count=1 -p 1 -v -timeout 15m ./test/e2e/... "$@"
+go test -json -tags e2e -count=1 -p 1 -parallel "${E2E_PARALLEL:-4}" -timeout 15m ./test/e2e/... "$@" | "$testjson" filter -v -o "$timings/e2e.json"

@@ -42,6 +42,7 @@ const sickOnDemand = `  - name: app
 // the budget lets three more go each time the window frees until all ten
 // are replaced; never more than three kills in any 15 s.
 func TestKillBudgetDefersAStorm(t *testing.T) {
+	parallel(t)
 	const n, burst, interval = 10, 3, 15 * time.Second
 	c := dial(t)
 	a := startAgentConfig(t, c, func(cfg *engine.Config) {

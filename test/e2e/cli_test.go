@@ -30,6 +30,7 @@ func runBinary(t *testing.T, args ...string) (string, error) {
 // Contract (issue 2): `cri-prober pods` shows each pod with its IP and
 // containers, as a table and as JSON.
 func TestPodsCommand(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	pod := runPod(t, c, "cli")
 	pod.start("sleeper", "sleep", "3600")
@@ -75,6 +76,7 @@ func TestPodsCommand(t *testing.T) {
 // Contract: --watch follows containerd's events on its own (the runtime
 // reports itself as containerd) and prints an exit as it happens.
 func TestPodsWatchPrintsExit(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	pod := runPod(t, c, "watch")
 
@@ -139,6 +141,7 @@ func (b *lockedBuffer) String() string {
 
 // Contract: an unreachable runtime is one clear line and exit code 1.
 func TestPodsCommandRuntimeUnreachable(t *testing.T) {
+	parallel(t)
 	out, err := runBinary(t, "pods", "--runtime-endpoint", "unix:///nonexistent/containerd.sock")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)

@@ -36,6 +36,7 @@ func exitCode(t *testing.T, args ...string) (string, int) {
 // the container's own (from annotations) or given inline; exit 0 success,
 // 1 failure, 2 error.
 func TestProbeCommand(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	pod := runPod(t, c, "probecmd")
 	name := pod.config.GetMetadata().GetName()
@@ -115,10 +116,11 @@ func writeCrictlConfigs(t *testing.T, name, readiness string) (podJSON, ctrJSON 
 }
 
 // removePodNamed removes the sandboxes with this name when the test ends
-// (crictl made them, so the test does not know their IDs).
+// (crictl made them, so the test does not know their IDs, nor does a
+// parallel test's client list them).
 func removePodNamed(t *testing.T, name string) {
 	t.Helper()
-	c := dial(t)
+	c := dialNode(t)
 	t.Cleanup(func() {
 		// t.Context is already cancelled when cleanups run.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -146,6 +148,7 @@ func removePodNamed(t *testing.T, name string) {
 // passes; with a probe that never passes it exits 1 after the timeout and
 // shows the last results.
 func TestWaitInACrictlScript(t *testing.T) {
+	parallel(t)
 	require.NotEmpty(t, crictlPath, "CRI_PROBER_E2E_CRICTL: run through make test-e2e")
 	script, err := filepath.Abs("testdata/crictl-wait.sh")
 	require.NoError(t, err)
@@ -179,6 +182,7 @@ func TestWaitInACrictlScript(t *testing.T) {
 // Contract: wait --for started and healthy, from a manifest, and a pod that
 // does not exist yet is waited for.
 func TestWaitStartedAndHealthy(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	dir := t.TempDir()
 	name := uniqueName("waitfor")
@@ -211,6 +215,7 @@ func TestWaitStartedAndHealthy(t *testing.T) {
 // copy, the test's own (the checkout may be another user's, which the
 // agent refuses).
 func TestValidateAndExplainBinary(t *testing.T) {
+	parallel(t)
 	demo := t.TempDir()
 	data, err := os.ReadFile("../../examples/demo/pods.yaml")
 	require.NoError(t, err)

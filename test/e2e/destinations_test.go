@@ -25,6 +25,7 @@ import (
 // thrown away, so the container is never ready and never restarted for
 // it.
 func TestProbesStayAwayFromTheNodesSecrets(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgentConfig(t, c, func(cfg *engine.Config) { cfg.Prober.NoStartupJitter = true })
 	const headers = `"httpHeaders":[{"name":"Metadata-Flavor","value":"Google"}]`

@@ -31,9 +31,7 @@ func heapMiB() float64 {
 // within its timeout and leaves no goroutine or heap behind.
 func TestExecProbeHostileCommands(t *testing.T) {
 	c := dial(t)
-	kubeletLimit, err := cri.Dial(t.Context(), endpoint, cri.WithMaxExecReply(16<<20))
-	require.NoError(t, err)
-	t.Cleanup(func() { kubeletLimit.Close() })
+	kubeletLimit := dial(t, cri.WithMaxExecReply(16<<20))
 	p := runPod(t, c, "hostile-exec")
 	id := p.start("app", "sleep", "3600")
 	runner, err := exec.NewRunner(c, exec.Config{})

@@ -24,6 +24,7 @@ import (
 // failIfBodyNotMatchesRegexp (blackbox_exporter's names, kubernetes#55405,
 // #49937) replace kubelet's verdict rules where set.
 func TestProbeExtensions(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	// The agent was just started: without its start-up jitter, which would
 	// spread the first probes over their period and blur the comparison.

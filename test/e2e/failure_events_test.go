@@ -22,6 +22,7 @@ import (
 // one that reaches it Unhealthy (Warning), and the container is restarted
 // as before.
 func TestProbeFailureEventsThreshold(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgentConfig(t, c, func(cfg *engine.Config) { cfg.Prober.FailureEvents = prober.FailureEventsThreshold })
 	pod := runPod(t, c, "ignored")

@@ -19,6 +19,7 @@ import (
 // pod's container only, although the other sandbox is newer (before, the
 // newest ready sandbox and instance were the pod's current ones).
 func TestUIDReuseKeptApart(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name, other := uniqueName("web"), uniqueName("other")

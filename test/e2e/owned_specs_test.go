@@ -56,6 +56,7 @@ func (o *owner) waiting(name, ctr string) string {
 // "MountVolume.SetUp failed for volume \"conf\" : hostPath type check
 // failed: /nonexistent/conf is not a file".
 func TestOwnedPodsThatCannotStart(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	o := startOwner(t, c)
 	pull, never, root, mount := uniqueName("pull"), uniqueName("never"), uniqueName("root"), uniqueName("mount")
@@ -104,6 +105,7 @@ func TestOwnedPodsThatCannotStart(t *testing.T) {
 // setup ran again in the same sandbox (attempt 1), then app and side;
 // the job pod ended Succeeded with its sandbox NotReady.
 func TestOwnedPodRestartAllAndCompletion(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	o := startOwner(t, c)
 	all, job := uniqueName("restartall"), uniqueName("job")
@@ -181,6 +183,7 @@ func (o *owner) execOutQuiet(t *testing.T, id string, argv ...string) string {
 // Contract (kubectl logs over kubelet's log files): cri-prober logs prints
 // a container's output, -p its previous instance's, --tail the last lines.
 func TestLogsOfAnOwnedPod(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	o := startOwner(t, c)
 	name := uniqueName("logs")

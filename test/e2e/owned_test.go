@@ -183,6 +183,7 @@ func (o *owner) execOut(t *testing.T, id string, argv ...string) string {
 // proxy started; app was created only after proxy's startup probe passed
 // (~2 s); app was Ready 3 s after its start, when its postStart ended.
 func TestOwnedPodFromItsManifest(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	o := startOwner(t, c)
 	name := uniqueName("owned")

@@ -35,6 +35,7 @@ import (
 // ("Stopping container proxy", the pod's grace period) and the sandbox
 // with it.
 func TestSidecars(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	liveness, exit, job := uniqueName("sidecar-liveness"), uniqueName("sidecar-exit"), uniqueName("job-sidecar")
@@ -121,6 +122,7 @@ func TestSidecars(t *testing.T) {
 // is, even when the app container is created a while after the init
 // container finished (no transient "succeeded" phase in between).
 func TestInitContainers(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name := uniqueName("init-ready")
@@ -238,6 +240,7 @@ func TestLifecycleHooks(t *testing.T) {
 // policy is Never stays exited; one whose rule restarts exit code 42 is
 // restarted (with back-off); the pod goes on.
 func TestContainerRestartPolicies(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name := uniqueName("container-policy")
@@ -320,6 +323,7 @@ func TestKillThenCreate(t *testing.T) {
 // kills the whole pod: "Stopping container app", the pod's grace period (4
 // s) though the probe says 1, then the sandbox.
 func TestNeverPodKilledWithThePodsGracePeriod(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name := uniqueName("never-kill")
@@ -357,6 +361,7 @@ func TestNeverPodKilledWithThePodsGracePeriod(t *testing.T) {
 // resulted in unknown state: strconv.Atoi: parsing \"web\": invalid
 // syntax"), never kills; the readiness probe works and the pod is ready.
 func TestUndeclaredNamedPortIsInert(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name := uniqueName("named-port")
@@ -470,6 +475,7 @@ func TestSameNameTwice(t *testing.T) {
 // (ReadinessGatesNotReady); the deadline pod (activeDeadlineSeconds: 5) was
 // killed 5–7 s after it started, phase Failed, reason DeadlineExceeded.
 func TestReadinessGatesAndActiveDeadline(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	gated, deadline := uniqueName("gated"), uniqueName("deadline")

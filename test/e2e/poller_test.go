@@ -47,6 +47,7 @@ func findPod(snap *cri.Snapshot, name string) *cri.Sandbox {
 // UID and CNI IP, and its running container; the IP answers HTTP from the
 // host as it would for kubelet's probes.
 func TestPodIsSeenWithItsIPAndAnswersHTTP(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	pod := runPod(t, c, "web")
 	ctrID := pod.start("httpd", "sh", "-c", "echo hello-from-pod > /var/www/index.html && exec httpd -f -p 8080 -h /var/www")
@@ -145,6 +146,7 @@ func summarise(t *testing.T, label string, seen []exitSeen) time.Duration {
 // fast is logged (the target is 200 ms: median 112 ms, max 300 ms on a
 // loaded 2-core machine); a bound that tight fails on a loaded CI machine.
 func TestExitSeenThroughTheEventStream(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	p, err := cri.NewPoller(c, cri.PollerConfig{RelistPeriod: time.Minute})
 	require.NoError(t, err)
@@ -191,6 +193,7 @@ func TestExitSeenWithinOneRelistPeriodWithoutEvents(t *testing.T) {
 // Contract: removing a container and then its sandbox shows up as
 // ContainerRemoved and SandboxRemoved.
 func TestRemovalsSeen(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	pod := runPod(t, c, "removals")
 	ctrID := pod.start("sleeper", "sleep", "3600")

@@ -17,6 +17,7 @@ import (
 // and no agent: exit 0 for a success, 1 for a failure, the target's own
 // answer printed.
 func TestProbeAddressArgument(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	pod := runPod(t, c, "address")
 	id := pod.startContainer(container{name: "web", image: targetImage})

@@ -30,6 +30,7 @@ const sleeper = "3600"
 // Contract: exec readiness through CRI ExecSync, flipping both ways; specs
 // from annotations on a crictl-style pod.
 func TestProbeExecReadinessFlipsBothWays(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "exec")
@@ -53,6 +54,7 @@ func TestProbeExecReadinessFlipsBothWays(t *testing.T) {
 // Contract: HTTP probes by named port from a manifest; readiness and
 // liveness judge status codes as kubelet does.
 func TestProbeHTTPWithNamedPort(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name := uniqueName("http")
@@ -90,6 +92,7 @@ func TestProbeHTTPWithNamedPort(t *testing.T) {
 // Contract (kubelet e2e 12 and 13): a same-host redirect is followed; one
 // to another host is not, and counts as success with a ProbeWarning.
 func TestProbeHTTPRedirects(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "redirect")
@@ -107,6 +110,7 @@ func TestProbeHTTPRedirects(t *testing.T) {
 // Contract: TCP probes: a listening port passes, a closed one fails with
 // the dial error.
 func TestProbeTCP(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "tcp")
@@ -124,6 +128,7 @@ func TestProbeTCP(t *testing.T) {
 // Contract (kubelet e2e 20/21): gRPC health: SERVING passes, NOT_SERVING
 // fails with kubelet's message.
 func TestProbeGRPC(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "grpc")
@@ -144,6 +149,7 @@ func TestProbeGRPC(t *testing.T) {
 // Contract (kubelet e2e 1): never ready before initialDelaySeconds, counted
 // from the container's start.
 func TestProbeInitialDelay(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "delay")
@@ -158,6 +164,7 @@ func TestProbeInitialDelay(t *testing.T) {
 // Contract: consecutive failures below failureThreshold leave the result
 // standing; the threshold flips it, and the worker then holds.
 func TestProbeFailureThreshold(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "threshold")
@@ -185,6 +192,7 @@ func TestProbeFailureThreshold(t *testing.T) {
 // exit 0` with a 1 s timeout passes and never restarts anything (checked
 // on kubelet v1.36.3 beside containerd 1.6.20).
 func TestProbeExecTimeout(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "exectimeout")
@@ -214,9 +222,8 @@ func TestProbeExecTimeout(t *testing.T) {
 // 2 s before the agent's own deadline (11 s): a liveness failure and a
 // kill, not "the runtime did not answer".
 func TestProbeExecTimeoutAnsweredLate(t *testing.T) {
-	c, err := cri.Dial(t.Context(), endpoint, cri.WithRuntimeRequestTimeout(10*time.Second))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	parallel(t)
+	c := dial(t, cri.WithRuntimeRequestTimeout(10*time.Second))
 	a := startAgent(t, c)
 	pod := runPod(t, c, "latetimeout")
 	name := pod.config.GetMetadata().GetName()
@@ -230,6 +237,7 @@ func TestProbeExecTimeoutAnsweredLate(t *testing.T) {
 
 // Contract: an HTTP probe that outlives its timeout is a failure.
 func TestProbeHTTPTimeout(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "httptimeout")
@@ -244,6 +252,7 @@ func TestProbeHTTPTimeout(t *testing.T) {
 // Contract (kubelet e2e 15/16): liveness is not run before the startup
 // probe succeeds; once it does, liveness runs.
 func TestProbeStartupGatesLiveness(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "startup")
@@ -298,6 +307,7 @@ func TestProbeReadyRightAfterStartup(t *testing.T) {
 // Contract: a bad manifest is reported with its file, pod, container and
 // field, and does not stop a good one beside it; its pod is never ready.
 func TestProbeBadManifestBesideGood(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	good, bad := uniqueName("good"), uniqueName("bad")

@@ -85,8 +85,13 @@ kube_pod_info{job="cri-prober-kube-state"}`
 // selector changed; each says its node. One query shows the fleet's pods
 // not ready and crash looping, by node. Once the crash-looping pod is
 // fixed and the never-ready one removed, every alert resolves. Events,
-// ledger entries and /api/v1/pods say the node too.
+// ledger entries and /api/v1/pods say the node too. Parallel, though its
+// agents are processes that list the whole node: they take specs from
+// manifests only (--spec-sources) and make pods only in their own
+// namespaces, so other tests' pods are nothing to them, and theirs are in
+// no other test's scope.
 func TestPrometheusAlertsOnTwoNodes(t *testing.T) {
+	parallel(t)
 	require.NotEmpty(t, prometheusBinary, "CRI_PROBER_E2E_PROMETHEUS: run through hack/e2e.sh (hack/install-prometheus.sh provides it)")
 	require.FileExists(t, binaryPath, "build it first (make build)")
 	addrs := listenAddrs(t, 3)

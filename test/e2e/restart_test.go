@@ -51,6 +51,7 @@ func runningAttempt(t *testing.T, p *pod, name string) int {
 // kubelet). The path from the failing result to the new container running
 // is measured.
 func TestRestartOnLivenessFailure(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "liveness")
@@ -91,6 +92,7 @@ func TestRestartOnLivenessFailure(t *testing.T) {
 // terminationGracePeriodSeconds, not the pod's 500 s, for a container that
 // ignores SIGTERM.
 func TestKillUsesTheProbeGracePeriod(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	name := uniqueName("grace")
@@ -116,6 +118,7 @@ func TestKillUsesTheProbeGracePeriod(t *testing.T) {
 // Contract: restartPolicy Never: the failed container stays exited and,
 // with nothing else running, the sandbox is stopped.
 func TestNeverPolicyStopsThePod(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	// sleep as PID 1 ignores SIGTERM: the kill takes the pod's grace
@@ -139,6 +142,7 @@ func TestNeverPolicyStopsThePod(t *testing.T) {
 // Contract: OnFailure restarts a container that exits non-zero, not one
 // that exits 0.
 func TestOnFailurePolicy(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	policy := map[string]string{spec.RestartPolicyAnnotation: "OnFailure"}
@@ -238,6 +242,7 @@ func TestCrashLoopRestartsCloseToTheBackOffsEnd(t *testing.T) {
 // Contract: containers no spec covers are never restarted; a covered
 // sibling exiting at the same time is (which shows the pod was looked at).
 func TestUncoveredContainersAreNotRestarted(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	a := startAgent(t, c)
 	pod := runPod(t, c, "uncovered")
