@@ -68,10 +68,12 @@ test-e2e: build
 # The deploy files as shipped (issue 16): systemd-analyze verify and the
 # unit's sandbox, promtool on the Prometheus files, the DaemonSet against
 # the Kubernetes API types, make install, make image and make release.
-# Installs promtool and systemd-analyze from Debian packages if missing.
+# Installs promtool and systemd-analyze from Debian packages if missing. The
+# release cross-builds two architectures: 10 minutes leaves room for a busy
+# machine (5 ran out once, at a load average of 20).
 test-deploy: bin/testjson
 	$(GO) vet -tags deploy ./test/deploy/...
-	$(GO) test -json -tags deploy -race -count=1 -timeout 5m ./test/deploy/... | $(TESTJSON)/deploy.json
+	$(GO) test -json -tags deploy -race -count=1 -timeout 10m ./test/deploy/... | $(TESTJSON)/deploy.json
 
 # Man pages (and Markdown pages) generated from the commands themselves.
 man: build
