@@ -237,7 +237,7 @@ func (o *runOptions) validate() (agent.Config, error) {
 		Poller:   cri.PollerConfig{RelistPeriod: o.relistPeriod},
 		Resolver: pods.ResolverConfig{HostIP: o.hostIP, ProbeNetwork: o.probeNetwork},
 		Exec:     exec.Config{PerPodConcurrency: o.maxExecPerPod},
-		Prober:   prober.Config{MaxProbesInFlight: o.maxInFlight},
+		Prober:   prober.Config{MaxProbesInFlight: inFlightBound(o.maxInFlight)},
 		Restart:  restart.Config{NotReadyOnExit: o.notReadyOnExit},
 		StateDir: o.stateDir, KillBudget: o.killBudget.config(), OnTransition: o.onTransition, Webhook: o.webhook, NotifySystemd: true,
 	}
@@ -405,4 +405,13 @@ func interfaceIPv4(name string) (string, error) {
 func buildInfoCollector(node string) prometheus.Collector {
 	promversion.Version, promversion.Revision = version, revision()
 	return versioncollector.NewCollector("cri_prober", versioncollector.WithExtraConstLabels(prometheus.Labels{"kubernetes_api": moduleVersion("k8s.io/api"), "node": node}))
+}
+
+// inFlightBound is --max-probes-in-flight as prober.Config takes it: the
+// flag's 0 is no bound (the config's 0 is the default, 512).
+func inFlightBound(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

@@ -82,6 +82,11 @@ func TestRunValidateMakesTheEngineConfig(t *testing.T) {
 	assert.Equal(t, 3, cfg.KillBudget.Node)
 	assert.Equal(t, "4s", cfg.Restart.SyncFrequency.String())
 	assert.Equal(t, restart.DefaultMaxBackoff, cfg.Restart.MaxContainerRestartPeriod)
+	o = runOptions{}
+	require.NoError(t, newRunCommand(&o).Flags().Parse([]string{"--max-probes-in-flight=0"}))
+	unbounded, err := o.validate()
+	require.NoError(t, err)
+	assert.Negative(t, unbounded.Prober.MaxProbesInFlight, "--max-probes-in-flight=0 is no bound, as its help says (it was the default, 512)")
 	assert.Equal(t, "https://example.com/hook", cfg.Webhook)
 	assert.True(t, cfg.Resolver.IgnoreAnnotations)
 	assert.True(t, cfg.NotifySystemd)
