@@ -154,3 +154,38 @@ func (rt *restartTest) relistSeq(t *testing.T) uint64 {
 	require.NoError(t, err)
 	return snap.Seq
 }
+
+// listingRelister lists the runtime and hands the listing on the moment a
+// sync asks for it, before the sync goes on: the order a worker preempted
+// between asking for a listing and releasing its pod sees, under load.
+type listingRelister struct {
+	t  *testing.T
+	st *syncTest
+	m  *spec.Pod
+}
+
+func (l *listingRelister) Trigger() {
+	l.st.publish(l.st.list(l.t, pods.Inputs{Manifests: []*spec.Pod{l.m}}))
+}
+
+func (l *listingRelister) Relists() uint64 { return l.st.seq }
+
+// A pod a sync acted on is released by the first listing after its
+// actions even when that listing was handed on before the sync released
+// the pod: the status shows the replacement without waiting for one more
+// listing (with none coming, it showed the killed instance running).
+func TestSyncReleaseAfterTheListingItWaitsFor(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.r.relister = &listingRelister{t: t, st: st, m: m}
+	st.fail(id, results.Liveness)
+	st.sync(t, st.view(t, m, false))
+	require.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
+	c := currentOf(st.r, "uid", "app")
+	if assert.NotNil(t, c) {
+		assert.Equal(t, uint32(1), c.Attempt, "the replacement shown, as the listing after the sync shows it")
+		assert.Equal(t, cri.StateRunning, c.State)
+	}
+}
