@@ -78,14 +78,16 @@ type syncTest struct {
 	last   *pods.View // the view of the last listing
 }
 
-func newSyncTest(t *testing.T) *syncTest {
+// newSyncTest readies a sync test; opts are the restarter's, after the
+// test's own.
+func newSyncTest(t *testing.T, opts ...Option) *syncTest {
 	t.Helper()
 	st := &syncTest{rt: fakeruntime.New(), maker: &fakeMaker{}, events: &recorded{}, hooks: &fakeHooks{release: make(chan struct{})},
 		clock: testingclock.NewFakeClock(planNow), store: results.NewStore()}
 	st.rt.SetClock(st.clock.Now)
 	st.calls = &callLog{Runtime: st.rt.Direct()}
 	var err error
-	st.r, err = New(st.calls, st.hooks, st.store, Config{}, WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker))
+	st.r, err = New(st.calls, st.hooks, st.store, Config{}, append([]Option{WithClock(st.clock), WithRecorder(st.events), WithMaker(st.maker)}, opts...)...)
 	require.NoError(t, err)
 	st.r.jitter = func() float64 { return 0 } // a back-off's retry at its expiry
 	st.w = &podWorker{key: "uid", state: newPodState(), gone: make(chan struct{})}

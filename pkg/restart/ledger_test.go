@@ -19,18 +19,20 @@ import (
 // threshold and the kill's grace period, or the exit; how long the
 // replacement waited; which attempt replaced which instance.
 func TestLedgerRecordsWhy(t *testing.T) {
-	l := openLedger(t)
-	rt := newRestartTest(t, corev1.RestartPolicyAlways, WithLedger(l))
-	id := rt.rt.AddContainer(rt.sandbox, "app", running)
-	rt.relist(t)
-	h := rt.histories.Get(results.HistoryKey{Pod: "uid-web", Container: "app", Type: results.Liveness})
+	l, histories := openLedger(t), results.NewHistories()
+	st := newSyncTest(t, WithLedger(l), WithHistories(histories))
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	h := histories.Get(results.HistoryKey{Pod: "uid", Container: "app", Type: results.Liveness})
 	h.Add(results.Observation{Time: time.Unix(1_000_000, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 1, Threshold: 2, ContainerID: id})
 	h.Add(results.Observation{Time: time.Unix(1_000_001, 0), Outcome: results.OutcomeFailure, Output: "sick", Consecutive: 2, Threshold: 2, Changed: true, ContainerID: id})
-	rt.fail(id, results.Liveness)
-	rt.eventually(t, "recorded", func() bool { return len(l.For("ns", "web")) == 1 })
+	st.fail(id, results.Liveness)
+	st.sync(t, st.view(t, m, false))
+	require.Len(t, l.For("ns", "web"), 1, "recorded")
 	e := l.For("ns", "web")[0]
-	replacement := rt.containers()[1]
-	assert.Equal(t, ledger.Entry{Time: rt.clock.Now(), Namespace: "ns", Pod: "web", PodUID: "uid-web", Container: "app", ContainerID: id,
+	replacement := st.rt.Containers(sb)[1]
+	assert.Equal(t, ledger.Entry{Time: st.clock.Now(), Namespace: "ns", Pod: "web", PodUID: "uid", Container: "app", ContainerID: id,
 		Cause: "liveness", Failures: []ledger.Failure{
 			{Time: time.Unix(1_000_000, 0), Output: "sick", Consecutive: 1, Threshold: 2},
 			{Time: time.Unix(1_000_001, 0), Output: "sick", Consecutive: 2, Threshold: 2},
@@ -38,12 +40,12 @@ func TestLedgerRecordsWhy(t *testing.T) {
 
 	// The replacement exits by itself: recorded as an exit, after its
 	// back-off (the first exit restarts at once, after the settle time).
-	rt.relist(t)
-	require.NoError(t, rt.rt.SetContainerState(replacement.ID, exited, 3))
-	rt.relist(t)
-	rt.eventually(t, "the worker waits out the settle time", rt.clock.HasWaiters)
-	rt.clock.Step(11 * time.Second) // past the settle time and the 10 s back-off of a second restart
-	rt.eventually(t, "the exit recorded", func() bool { return len(l.For("ns", "web")) == 2 })
+	st.sync(t, st.view(t, m, false))
+	require.NoError(t, st.rt.SetContainerState(replacement.ID, exited, 3))
+	assert.Equal(t, exitSettle, st.sync(t, st.view(t, m, false)), "the worker waits out the settle time")
+	st.clock.Step(11 * time.Second) // past the settle time and the 10 s back-off of a second restart
+	st.sync(t, st.view(t, m, false))
+	require.Len(t, l.For("ns", "web"), 2, "the exit recorded")
 	e = l.For("ns", "web")[1]
 	assert.Equal(t, string(CauseExit), e.Cause)
 	assert.Equal(t, int32(3), e.ExitCode)
@@ -58,21 +60,14 @@ func TestLedgerRecordsWhy(t *testing.T) {
 // recorded as stopped.
 func TestLedgerRecordsStops(t *testing.T) {
 	l := openLedger(t)
-	rt := newRestartTest(t, corev1.RestartPolicyNever, WithLedger(l))
-	rt.setSpec(func(p *spec.Pod) { p.Containers = append(p.Containers, spec.Container{Name: "keep"}) })
-	id := rt.rt.AddContainer(rt.sandbox, "app", running)
-	rt.rt.AddContainer(rt.sandbox, "keep", running)
-	rt.relist(t)
-	rt.eventually(t, "the spec seen", func() bool {
-		p, ok := rt.resolver.View().Pod("uid-web")
-		if !ok {
-			return false
-		}
-		c, ok := p.Container("keep")
-		return ok && c.Managed
-	})
-	rt.fail(id, results.Startup)
-	rt.eventually(t, "recorded", func() bool { return len(l.For("ns", "web")) == 1 })
+	st := newSyncTest(t, WithLedger(l))
+	m := theirPod(corev1.RestartPolicyNever, spec.Container{Name: "app"}, spec.Container{Name: "keep"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	st.rt.AddContainer(sb, "keep", running)
+	st.fail(id, results.Startup)
+	st.sync(t, st.view(t, m, false))
+	require.Len(t, l.For("ns", "web"), 1, "recorded")
 	e := l.For("ns", "web")[0]
 	assert.Equal(t, ledger.ActionStopped, e.Action)
 	assert.Equal(t, string(CauseStartup), e.Cause)
@@ -83,12 +78,14 @@ func TestLedgerRecordsStops(t *testing.T) {
 // cause the replacement carries; the failures went with the other agent.
 func TestLedgerRecordsAFinishedInterruptedRestart(t *testing.T) {
 	l := openLedger(t)
-	rt := newRestartTest(t, corev1.RestartPolicyAlways, WithLedger(l))
-	old := rt.rt.AddContainer(rt.sandbox, "app", exited)
-	replacement := rt.rt.AddContainer(rt.sandbox, "app", created, fakeruntime.WithAttempt(1),
+	st := newSyncTest(t, WithLedger(l))
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	old := st.rt.AddContainer(sb, "app", exited)
+	replacement := st.rt.AddContainer(sb, "app", created, fakeruntime.WithAttempt(1),
 		fakeruntime.WithAnnotations(map[string]string{cri.AnnotationRestartOf: old, cri.AnnotationRestartCause: "startup"}))
-	rt.relist(t)
-	rt.eventually(t, "recorded", func() bool { return len(l.For("ns", "web")) == 1 })
+	st.sync(t, st.view(t, m, false))
+	require.Len(t, l.For("ns", "web"), 1, "recorded")
 	e := l.For("ns", "web")[0]
 	assert.Equal(t, string(CauseStartup), e.Cause)
 	assert.Equal(t, old, e.ContainerID)

@@ -85,11 +85,13 @@ type hookCall struct {
 }
 
 // fakeHooks runs lifecycle handlers by their exec command: "fail" fails,
-// "block" waits until released or cancelled; anything else succeeds.
+// "block" waits until released or cancelled, "call" calls during (what a
+// synchronous test does while the hook runs); anything else succeeds.
 type fakeHooks struct {
 	mu      sync.Mutex
 	calls   []hookCall
 	release chan struct{}
+	during  func(lifecycle.Target)
 }
 
 func (f *fakeHooks) Run(ctx context.Context, h *corev1.LifecycleHandler, t lifecycle.Target) (string, error) {
@@ -106,6 +108,8 @@ func (f *fakeHooks) Run(ctx context.Context, h *corev1.LifecycleHandler, t lifec
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
+	case "call":
+		f.during(t)
 	}
 	return "", nil
 }

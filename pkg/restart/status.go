@@ -23,7 +23,7 @@ type statusManager struct {
 	notReadyOnExit bool
 	// listed returns the newest view of the runtime, published to the pod
 	// sync or not (nil before the first): what a change of what the syncs
-	// add is published with.
+	// add, and a release the view already shows, is published with.
 	listed func() *pods.View
 
 	mu    sync.Mutex
@@ -178,12 +178,20 @@ func (m *statusManager) hold(p *pods.Pod) {
 }
 
 // release lets pod p's status follow the runtime again from the first
-// listing numbered after relist.
+// listing numbered after relist. That listing may be out already (the
+// listing the sync asked for, handed on before the sync got here): then
+// the status follows it now, as no later listing may come soon.
 func (m *statusManager) release(key string, relist uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if h, ok := m.held[key]; ok {
-		h.after = relist
+	h, ok := m.held[key]
+	if !ok {
+		return
+	}
+	h.after = relist
+	if v := m.listed(); v != nil && v.Seq > relist {
+		delete(m.held, key)
+		m.publishLocked(v, []string{key})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/lifecycle"
 	"github.com/cri-prober/cri-prober/pkg/pods"
 	"github.com/cri-prober/cri-prober/pkg/results"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -106,53 +107,93 @@ func TestReadinessThroughAProbeKillReplacement(t *testing.T) {
 		{"not ready on exit", []Option{withConfig(Config{NotReadyOnExit: true})}, false, cri.StateExited},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := newRestartTest(t, corev1.RestartPolicyAlways, tt.opts...)
-			rt.setSpec(func(p *spec.Pod) {
-				p.Containers[0].Readiness = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1}
-				p.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: hook("postStart", "block")}
-			})
-			old := rt.rt.AddContainer(rt.sandbox, "app", running)
-			rt.relist(t)
-			rt.eventually(t, "the spec seen", func() bool { p, _ := rt.resolver.View().Pod("uid-web"); return p != nil && p.Source != "" })
-			rt.store.Set(results.Key{ContainerID: old, Type: results.Readiness}, results.Success, "uid-web")
+			st := newSyncTest(t, tt.opts...)
+			st.r.relister = &syncRelister{st: st} // the sync's outcome shows from the test's next listing
+			m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app",
+				Readiness: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1},
+				Lifecycle: &corev1.Lifecycle{PostStart: hook("postStart", "call")}})
+			sb := st.theirSandbox()
+			old := st.rt.AddContainer(sb, "app", running)
+			st.sync(t, st.view(t, m, false))
+			st.store.Set(results.Key{ContainerID: old, Type: results.Readiness}, results.Success, "uid")
 			ready := func() bool {
-				st := rt.r.Status()
-				p, ok := st.Pod("uid-web")
-				return ok && pods.ReportPod(p, st.For(p.Key), rt.store, pods.GateSet{}).Ready
+				s := st.r.Status()
+				p, ok := s.Pod("uid")
+				return ok && pods.ReportPod(p, s.For(p.Key), st.store, pods.GateSet{}).Ready
 			}
-			rt.eventually(t, "ready", ready)
+			require.True(t, ready(), "ready")
 
-			rt.fail(old, results.Liveness)
-			rt.eventually(t, "the replacement's postStart running", func() bool { return len(rt.hooks.called()) == 1 })
-			replacement := rt.hooks.called()[0].containerID
-			exit := rt.clock.Now()
-			// Sampled every second of the 4 s postStart, each time on a
-			// listing that shows the exit and the replacement.
-			for at := time.Duration(0); at < 4*time.Second; at += time.Second {
-				seq := rt.relistSeq(t)
-				rt.eventually(t, "the listing published", func() bool { return rt.r.Status().Seq >= seq })
-				assert.Equal(t, tt.wantReady, ready(), "ready at exit+%s", rt.clock.Since(exit))
-				if c := rt.current("app"); assert.NotNil(t, c) {
-					assert.Equal(t, old, c.ID, "the killed instance shown until the sync's outcome is listed")
-					assert.Equal(t, tt.wantState, c.State)
+			var replacement string
+			exit := st.clock.Now()
+			st.hooks.during = func(target lifecycle.Target) {
+				replacement = target.ContainerID
+				// Sampled every second of the 4 s postStart, each time on a
+				// listing that shows the exit and the replacement.
+				for at := time.Duration(0); at < 4*time.Second; at += time.Second {
+					v := st.list(t, pods.Inputs{Manifests: []*spec.Pod{m}})
+					st.publish(v)
+					require.Equal(t, v.Seq, st.r.Status().Seq, "the listing published")
+					assert.Equal(t, tt.wantReady, ready(), "ready at exit+%s", st.clock.Since(exit))
+					if c := currentOf(st.r, "uid", "app"); assert.NotNil(t, c) {
+						assert.Equal(t, old, c.ID, "the killed instance shown until the sync's outcome is listed")
+						assert.Equal(t, tt.wantState, c.State)
+					}
+					st.clock.Step(time.Second)
 				}
-				rt.clock.Step(time.Second)
 			}
-			rt.hooks.release <- struct{}{} // postStart over
-			rt.relistUntil(t, "the replacement shown once listed after the sync", func() bool { c := rt.current("app"); return c != nil && c.ID == replacement })
+			st.fail(old, results.Liveness)
+			st.sync(t, st.view(t, m, false)) // postStart over when it returns
+			require.Len(t, st.hooks.called(), 1, "the replacement's postStart ran")
+			if c := currentOf(st.r, "uid", "app"); assert.NotNil(t, c) {
+				assert.Equal(t, old, c.ID, "the killed instance shown until a listing after the sync")
+			}
+			st.publish(st.list(t, pods.Inputs{Manifests: []*spec.Pod{m}}))
+			if c := currentOf(st.r, "uid", "app"); assert.NotNil(t, c) {
+				assert.Equal(t, replacement, c.ID, "the replacement shown once listed after the sync")
+			}
 			assert.False(t, ready(), "the replacement not ready before its readiness probe passes")
-			rt.store.Set(results.Key{ContainerID: replacement, Type: results.Readiness}, results.Success, "uid-web")
+			st.store.Set(results.Key{ContainerID: replacement, Type: results.Readiness}, results.Success, "uid")
 			assert.True(t, ready())
 		})
 	}
 }
 
-// relistSeq lists the runtime and returns the listing's number.
-func (rt *restartTest) relistSeq(t *testing.T) uint64 {
-	t.Helper()
-	snap, err := rt.poller.Relist(t.Context())
-	require.NoError(t, err)
-	return snap.Seq
+// syncRelister numbers the test's listings, as the poller numbers its
+// relists; a sync's asking for one (Trigger) lists at once with onTrigger,
+// else the listing comes when the test lists.
+type syncRelister struct {
+	st        *syncTest
+	onTrigger func()
+}
+
+func (l *syncRelister) Trigger() {
+	if l.onTrigger != nil {
+		l.onTrigger()
+	}
+}
+
+func (l *syncRelister) Relists() uint64 { return l.st.seq }
+
+// A pod a sync acted on is released by the first listing after its
+// actions even when that listing was handed on before the sync released
+// the pod: the status shows the replacement without waiting for one more
+// listing (with none coming, it showed the killed instance running).
+func TestSyncReleaseAfterTheListingItWaitsFor(t *testing.T) {
+	st := newSyncTest(t)
+	m := theirPod(corev1.RestartPolicyAlways, spec.Container{Name: "app"})
+	sb := st.theirSandbox()
+	id := st.rt.AddContainer(sb, "app", running)
+	// The listing the sync asks for is handed on before the sync goes on:
+	// the order a worker preempted between asking and releasing sees.
+	st.r.relister = &syncRelister{st: st, onTrigger: func() { st.publish(st.list(t, pods.Inputs{Manifests: []*spec.Pod{m}})) }}
+	st.fail(id, results.Liveness)
+	st.sync(t, st.view(t, m, false))
+	require.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_RUNNING"}, st.states(sb))
+	c := currentOf(st.r, "uid", "app")
+	if assert.NotNil(t, c) {
+		assert.Equal(t, uint32(1), c.Attempt, "the replacement shown, as the listing after the sync shows it")
+		assert.Equal(t, cri.StateRunning, c.State)
+	}
 }
 
 // withConfig applies cfg as New does, after the test harness's options.
