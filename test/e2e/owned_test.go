@@ -14,8 +14,13 @@ import (
 	"testing"
 	"time"
 
+	eventtypes "github.com/containerd/containerd/api/events"
+	eventsapi "github.com/containerd/containerd/api/services/events/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	engine "github.com/cri-prober/cri-prober/pkg/agent"
@@ -393,6 +398,62 @@ func startOwnerBinary(t *testing.T, dir, rootDir, logsDir string) *runningAgent 
 	return a
 }
 
+// execStarts follows containerd's events from now on and returns how many
+// exec processes have been started in a container (its /tasks/exec-started
+// events: the shim sends one once the exec runs with its output connected).
+func execStarts(t *testing.T) func(containerID string) int {
+	t.Helper()
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	stream, err := eventsapi.NewEventsClient(conn).Subscribe(ctx, &eventsapi.SubscribeRequest{
+		Filters: []string{`namespace=="k8s.io",topic=="/tasks/exec-started"`},
+	})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	started := map[string]int{}
+	go func() {
+		for {
+			env, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			var e eventtypes.TaskExecStarted
+			if proto.Unmarshal(env.GetEvent().GetValue(), &e) == nil {
+				mu.Lock()
+				started[e.GetContainerID()]++
+				mu.Unlock()
+			}
+		}
+	}()
+	return func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return started[id]
+	}
+}
+
+// killAfterExecStart kills agent a as soon as one more exec process than
+// before has started in container id (see execStarts), never while the
+// shim starts one: a client gone while containerd 1.6's shim starts an
+// exec leaves that shim deadlocked (the exec's start waits forever to open
+// its output FIFO, whose reader went with the client, holding the
+// process's pid lock; the exit handler waits on that lock holding the
+// shim's, which every State, Exec and Kill of the pod's containers then
+// waits on), so no probe is answered and no container stopped, under any
+// agent or kubelet: not what these tests are about.
+func killAfterExecStart(t *testing.T, a *runningAgent, execStarted func(string) int, id string, before int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for execStarted(id) <= before {
+		require.True(t, time.Now().Before(deadline), "an exec started in %s", id)
+		time.Sleep(time.Millisecond)
+	}
+	a.kill()
+}
+
 // Contract: an agent killed (SIGKILL) while it makes a pod — during an
 // init container, during the app's postStart — leaves what it made to the
 // next agent, which adopts it: never a second sandbox, never a second
@@ -456,10 +517,17 @@ spec:
 	a := startOwnerBinary(t, dir, rootDir, logsDir)
 	eventually(t, 20*time.Second, "setup running", func() bool { return o.running(t, name, "setup") != "" })
 	a.kill()
+	execStarted := execStarts(t)
 	a = startOwnerBinary(t, dir, rootDir, logsDir)
-	// Killed during the app's postStart.
-	eventually(t, 20*time.Second, "app running (its postStart in progress)", func() bool { return o.running(t, name, "app") != "" })
-	a.kill()
+	// Killed during the app's postStart, once its exec has started (the
+	// agent probes the app only after its postStart: nothing else is
+	// exec'd in it meanwhile).
+	var app string
+	eventually(t, 20*time.Second, "app running (its postStart in progress)", func() bool {
+		app = o.running(t, name, "app")
+		return app != ""
+	})
+	killAfterExecStart(t, a, execStarted, app, 0)
 	assert.Equal(t, 1, count("setup"), "the init container ran once")
 	a = startOwnerBinary(t, dir, rootDir, logsDir)
 	if !assert.Eventually(t, func() bool {
@@ -475,8 +543,9 @@ spec:
 	assert.NotContains(t, a.logs.String(), `reason="Created"`, "the last agent made nothing")
 
 	// Removed while no agent runs: the next agent still knows it made it
-	// (its record) and removes it.
-	a.kill()
+	// (its record) and removes it. Killed right after a readiness probe's
+	// exec started, a period before the next one.
+	killAfterExecStart(t, a, execStarted, app, execStarted(app))
 	uid := o.sandboxes(t, name)[0].GetMetadata().GetUid()
 	require.NoError(t, os.Remove(filepath.Join(dir, "pod.yaml")))
 	a = startOwnerBinary(t, dir, rootDir, logsDir)
