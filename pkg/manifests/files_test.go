@@ -10,29 +10,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cri-prober/cri-prober/test/inputs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
-
-// webPod is a one-pod manifest; period tells versions apart.
-func webPod(period int) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: web, namespace: shop}
-spec:
-  containers:
-  - name: app
-    image: localhost/busybox:test
-    readinessProbe:
-      exec: {command: ["cat", "/tmp/ready"]}
-      periodSeconds: %d
-`, period)
-}
 
 // releaseFIFO opens a FIFO for writing, without waiting, and closes it: a
 // reader blocked in its open gets end of file.
@@ -73,7 +57,7 @@ func notices(skipped []*spec.Notice) []string {
 // old code: the load never returns.
 func TestLoadDirSkipsAFIFOPromptly(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(inputs.WebPod(3)), 0o644))
 	fifo := filepath.Join(dir, "b.yaml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 
@@ -109,7 +93,7 @@ func TestLoadDirSkipsALinkToDevZero(t *testing.T) {
 	}
 	const only = "only regular files, directly or through a symbolic link, are read"
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(inputs.WebPod(3)), 0o644))
 	link := filepath.Join(dir, "zero.yaml")
 	require.NoError(t, os.Symlink("/dev/zero", link))
 
@@ -150,8 +134,8 @@ func TestLoadDirRefusesAFileOverTheLimit(t *testing.T) {
 		b = append(b, bytes.Repeat([]byte("x"), size-len(b)-1)...)
 		return append(b, '\n')
 	}
-	atLimit := padded(webPod(3), MaxFileSize)
-	over := padded(strings.Replace(webPod(3), "name: web", "name: db", 1), MaxFileSize+1)
+	atLimit := padded(inputs.WebPod(3), MaxFileSize)
+	over := padded(strings.Replace(inputs.WebPod(3), "name: web", "name: db", 1), MaxFileSize+1)
 	require.Len(t, atLimit, MaxFileSize)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), atLimit, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.yaml"), over, 0o644))
@@ -167,7 +151,7 @@ func TestLoadDirRefusesAFileOverTheLimit(t *testing.T) {
 // skipped directories silently and failed to open a socket with ENXIO.
 func TestLoadDirSkipsDirectoriesAndSockets(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(inputs.WebPod(3)), 0o644))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "old"), 0o755))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755))
 	require.NoError(t, os.Symlink("old", filepath.Join(dir, "link.yaml")))
@@ -198,8 +182,8 @@ func TestLoadDirReadsAtMostMaxManifestFiles(t *testing.T) {
 	for i := range MaxFiles {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("a%04d.yaml", i)), nil, 0o644))
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "z1.yaml"), []byte(webPod(3)), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "z2.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "z1.yaml"), []byte(inputs.WebPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "z2.yaml"), []byte(inputs.WebPod(3)), 0o644))
 
 	l, err := listDir(dir, false)
 	require.NoError(t, err)

@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cri-prober/cri-prober/test/inputs"
-
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // Any bytes in a manifest file give pods or errors that name the file and
@@ -24,7 +23,7 @@ func FuzzLoadManifest(f *testing.F) {
 	f.Add([]byte("# nothing\n---\n"))
 	f.Add([]byte("apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: a}\r\nspec: {containers: [{name: b, image: c}]}\r\n---\r\n"))
 	const path = "/etc/cri-prober/pods/pods.yaml"
-	last, lastErrs := loadPods(path, []byte(webPod(3)))
+	last, lastErrs := loadPods(path, []byte(inputs.WebPod(3)))
 	if len(last) != 1 || len(lastErrs) != 0 {
 		f.Fatalf("the last good version does not load: %v", lastErrs)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // manifestDir writes a directory of n manifest files (and a few that are
@@ -20,7 +22,7 @@ func manifestDir(b *testing.B, n int) string {
 	for i := range n {
 		// Three pods, named after the file: no pod is defined twice.
 		doc := strings.NewReplacer("name: web", fmt.Sprintf("name: web-%d", i), "name: worker", fmt.Sprintf("name: worker-%d", i)).
-			Replace(webPod(3) + "---\n" + string(data))
+			Replace(inputs.WebPod(3) + "---\n" + string(data))
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("pod%03d.yaml", i)), []byte(doc), 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -39,7 +41,7 @@ func BenchmarkLoadManifest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	data = append([]byte(webPod(3)+"---\n"), data...)
+	data = append([]byte(inputs.WebPod(3)+"---\n"), data...)
 	b.ReportAllocs()
 	for b.Loop() {
 		pods, errs := loadPods("pods.yaml", data)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // What is not a Pod manifest is skipped with a notice, not an error: other
@@ -24,7 +25,7 @@ func TestLoadSkipsWhatIsNotAManifest(t *testing.T) {
 		"README.md":    "# Pods\n\nSome text: here\n",
 		"LICENSE":      "Apache License\n",
 		"notes.txt":    "hello",
-		"pods.yaml":    webPod(3) + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: b}\n",
+		"pods.yaml":    inputs.WebPod(3) + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: b}\n",
 		"values.yaml":  "replicas: 3\nimage: nginx\n",
 		"text.yaml":    "just some text\n",
 		"service.yml":  "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n",
@@ -107,7 +108,7 @@ items:
 func TestLoadFileByName(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pod.txt")
-	require.NoError(t, os.WriteFile(path, []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(inputs.WebPod(3)), 0o644))
 	r := Load(path)
 	require.Len(t, r.Pods, 1)
 	assert.True(t, r.OK())
@@ -220,9 +221,9 @@ func TestLoadFileIsLoadData(t *testing.T) {
 func TestLoadFilesDuplicatePod(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
-	require.NoError(t, os.WriteFile(a, []byte(webPod(3)), 0o644))
-	require.NoError(t, os.WriteFile(b, []byte(webPod(5)), 0o644))
-	r, err := LoadFiles([]string{a, "-", b, filepath.Join(dir, "missing.yaml")}, strings.NewReader(webPod(7)))
+	require.NoError(t, os.WriteFile(a, []byte(inputs.WebPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(b, []byte(inputs.WebPod(5)), 0o644))
+	r, err := LoadFiles([]string{a, "-", b, filepath.Join(dir, "missing.yaml")}, strings.NewReader(inputs.WebPod(7)))
 	require.NoError(t, err)
 	require.Len(t, r.Pods, 1)
 	assert.Equal(t, a+":1", r.Pods[0].Source, "the first definition wins")

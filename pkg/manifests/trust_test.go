@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // Who may change the manifests the agent reads (security review finding
@@ -61,7 +62,7 @@ func mountedReadOnly(t *testing.T) {
 
 // namedPod is webPod named name.
 func namedPod(name string) string {
-	return strings.Replace(webPod(3), "name: web", "name: "+name, 1)
+	return strings.Replace(inputs.WebPod(3), "name: web", "name: "+name, 1)
 }
 
 // writeOwned writes a manifest of pod name at path with mode and owner uid

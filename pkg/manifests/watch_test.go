@@ -9,20 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cri-prober/cri-prober/test/inputs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/cri-prober/cri-prober/pkg/spec"
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // twoPods is a file of two pods, web's readiness period telling versions
 // apart. Each version has its own length, so that a rewrite is a change
 // even where file times are coarse.
 func twoPods(period int) string {
-	return webPod(period) + strings.Repeat("#\n", period) + `---
+	return inputs.WebPod(period) + strings.Repeat("#\n", period) + `---
 apiVersion: v1
 kind: Pod
 metadata: {name: db, namespace: shop}
@@ -170,7 +169,7 @@ func TestStaticManifestDirDropsWhatDoesNotLoad(t *testing.T) {
 		messages(errs))
 
 	noExt := filepath.Join(dir, "web")
-	require.NoError(t, os.WriteFile(noExt, []byte(webPod(4)), 0o644))
+	require.NoError(t, os.WriteFile(noExt, []byte(inputs.WebPod(4)), 0o644))
 	require.True(t, d.Reload())
 	pods, _ = d.Pods()
 	require.Len(t, pods, 1, "a file named without an extension is read, as kubelet reads it")
@@ -267,7 +266,7 @@ func TestManifestDirHalfWrittenFile(t *testing.T) {
 // code: the first reload never returns, so neither does Run.
 func TestManifestDirRunStopsWithAFIFO(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(inputs.WebPod(3)), 0o644))
 	fifo := filepath.Join(dir, "b.yaml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 	d := NewDir(dir, testingclock.NewFakeClock(time.Now()))
@@ -328,10 +327,10 @@ func TestManifestDirRunSeesChangesAtOnce(t *testing.T) {
 			return false
 		}, 10*time.Second, 5*time.Millisecond, what)
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ".web.yaml"), []byte(webPod(3)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".web.yaml"), []byte(inputs.WebPod(3)), 0o644))
 	require.NoError(t, os.Rename(filepath.Join(dir, ".web.yaml"), filepath.Join(dir, "web.yaml")))
 	seen("a manifest renamed into place", func(pods []*spec.Pod) bool { return len(pods) == 1 })
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(webPod(5)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(inputs.WebPod(5)), 0o644))
 	seen("a manifest written in place", func(pods []*spec.Pod) bool {
 		return len(pods) == 1 && podPeriods(pods)["shop/web"] == 5
 	})

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cri-prober/cri-prober/test/inputs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // podDoc is a Pod manifest whose readiness probe ends with the line last.

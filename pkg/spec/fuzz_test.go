@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cri-prober/cri-prober/test/inputs"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // Any bytes in a file given by name, as a crictl config is, give errors

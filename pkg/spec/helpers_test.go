@@ -25,19 +25,6 @@ func loadPods(path string, data []byte) ([]*Pod, []*Error) {
 	return f.Pods, f.Errors
 }
 
-// webManifest is a one-pod manifest.
-const webManifest = `apiVersion: v1
-kind: Pod
-metadata: {name: web, namespace: shop}
-spec:
-  containers:
-  - name: app
-    image: localhost/busybox:test
-    readinessProbe:
-      exec: {command: ["cat", "/tmp/ready"]}
-      periodSeconds: 3
-`
-
 func messages(errs []*Error) []string {
 	var msgs []string
 	for _, e := range errs {

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cri-prober/cri-prober/test/inputs"
 )
 
 // Each bad manifest gives exactly these errors, at the line of the field
@@ -163,7 +165,7 @@ func TestSplitDocuments(t *testing.T) {
 // the old code: the second pod is lost.
 func TestLoadBytesLongLine(t *testing.T) {
 	long := "# " + strings.Repeat("x", 16<<20) + "\n"
-	data := webManifest + "---\n" + long + "---\n" + strings.Replace(webManifest, "name: web", "name: db", 1)
+	data := inputs.WebPod(3) + "---\n" + long + "---\n" + strings.Replace(inputs.WebPod(3), "name: web", "name: db", 1)
 	pods, errs := loadPods("pods.yaml", []byte(data))
 	assert.Empty(t, errs)
 	require.Len(t, pods, 2)

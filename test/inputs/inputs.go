@@ -1,5 +1,6 @@
 // Package inputs is what the tests of the manifest readers and decoders
-// feed them: a fuzzer's corpus from files, and the bound a hostile input
+// feed them: a one-pod manifest, a fuzzer's corpus from files, and the
+// bound a hostile input
 // (a FIFO, /dev/zero, a YAML bomb) is held to, in time and allocations.
 // It imports nothing of cri-prober's.
 package inputs
@@ -73,4 +74,20 @@ func AddFiles(f *testing.F, patterns ...string) {
 			f.Add(data)
 		}
 	}
+}
+
+// WebPod is a one-pod manifest (shop/web, a readiness probe); period tells
+// versions apart.
+func WebPod(period int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: %d
+`, period)
 }
