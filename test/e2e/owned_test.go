@@ -398,10 +398,17 @@ func startOwnerBinary(t *testing.T, dir, rootDir, logsDir string) *runningAgent 
 	return a
 }
 
-// execStarts follows containerd's events from now on and returns how many
-// exec processes have been started in a container (its /tasks/exec-started
-// events: the shim sends one once the exec runs with its output connected).
-func execStarts(t *testing.T) func(containerID string) int {
+// execCounts counts the exec processes started in each container, from
+// containerd's /tasks/exec-started events (the shim sends one once the
+// exec runs with its output connected).
+type execCounts struct {
+	mu      sync.Mutex
+	started map[string]int
+	changed chan struct{} // closed and replaced at each count
+}
+
+// execStarts follows containerd's events from now on.
+func execStarts(t *testing.T) *execCounts {
 	t.Helper()
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -412,8 +419,7 @@ func execStarts(t *testing.T) func(containerID string) int {
 		Filters: []string{`namespace=="k8s.io",topic=="/tasks/exec-started"`},
 	})
 	require.NoError(t, err)
-	var mu sync.Mutex
-	started := map[string]int{}
+	ec := &execCounts{started: map[string]int{}, changed: make(chan struct{})}
 	go func() {
 		for {
 			env, err := stream.Recv()
@@ -422,17 +428,23 @@ func execStarts(t *testing.T) func(containerID string) int {
 			}
 			var e eventtypes.TaskExecStarted
 			if proto.Unmarshal(env.GetEvent().GetValue(), &e) == nil {
-				mu.Lock()
-				started[e.GetContainerID()]++
-				mu.Unlock()
+				ec.mu.Lock()
+				ec.started[e.GetContainerID()]++
+				close(ec.changed)
+				ec.changed = make(chan struct{})
+				ec.mu.Unlock()
 			}
 		}
 	}()
-	return func(id string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return started[id]
-	}
+	return ec
+}
+
+// count is how many exec processes have started in container id, and a
+// channel closed at the next start anywhere.
+func (ec *execCounts) count(id string) (int, <-chan struct{}) {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	return ec.started[id], ec.changed
 }
 
 // killAfterExecStart kills agent a as soon as one more exec process than
@@ -444,12 +456,19 @@ func execStarts(t *testing.T) func(containerID string) int {
 // shim's, which every State, Exec and Kill of the pod's containers then
 // waits on), so no probe is answered and no container stopped, under any
 // agent or kubelet: not what these tests are about.
-func killAfterExecStart(t *testing.T, a *runningAgent, execStarted func(string) int, id string, before int) {
+func killAfterExecStart(t *testing.T, a *runningAgent, execs *execCounts, id string, before int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for execStarted(id) <= before {
-		require.True(t, time.Now().Before(deadline), "an exec started in %s", id)
-		time.Sleep(time.Millisecond)
+	deadline := time.After(10 * time.Second)
+	for {
+		n, changed := execs.count(id)
+		if n > before {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			require.FailNow(t, "no exec started", "in %s within 10s", id)
+		}
 	}
 	a.kill()
 }
@@ -517,7 +536,7 @@ spec:
 	a := startOwnerBinary(t, dir, rootDir, logsDir)
 	eventually(t, 20*time.Second, "setup running", func() bool { return o.running(t, name, "setup") != "" })
 	a.kill()
-	execStarted := execStarts(t)
+	execs := execStarts(t)
 	a = startOwnerBinary(t, dir, rootDir, logsDir)
 	// Killed during the app's postStart, once its exec has started (the
 	// agent probes the app only after its postStart: nothing else is
@@ -527,7 +546,7 @@ spec:
 		app = o.running(t, name, "app")
 		return app != ""
 	})
-	killAfterExecStart(t, a, execStarted, app, 0)
+	killAfterExecStart(t, a, execs, app, 0)
 	assert.Equal(t, 1, count("setup"), "the init container ran once")
 	a = startOwnerBinary(t, dir, rootDir, logsDir)
 	if !assert.Eventually(t, func() bool {
@@ -545,7 +564,8 @@ spec:
 	// Removed while no agent runs: the next agent still knows it made it
 	// (its record) and removes it. Killed right after a readiness probe's
 	// exec started, a period before the next one.
-	killAfterExecStart(t, a, execStarted, app, execStarted(app))
+	started, _ := execs.count(app)
+	killAfterExecStart(t, a, execs, app, started)
 	uid := o.sandboxes(t, name)[0].GetMetadata().GetUid()
 	require.NoError(t, os.Remove(filepath.Join(dir, "pod.yaml")))
 	a = startOwnerBinary(t, dir, rootDir, logsDir)
