@@ -563,6 +563,7 @@ func containerFromStatus(lc *runtimeapi.Container, st *runtimeapi.ContainerStatu
 	if ref := st.GetImageRef(); ref != "" {
 		c.ImageRef = ref
 	}
+	c.LogPath = st.GetLogPath()
 	return c
 }
 

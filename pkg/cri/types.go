@@ -101,6 +101,12 @@ type Container struct {
 	ImageRef    string            `json:"imageRef,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// LogPath is the container's log file on the host, from its status
+	// (the pod's log directory joined with the container's log path; ""
+	// before its first status, or when it has no log): what the log
+	// rotation, the links of /var/log/containers and the removal of an
+	// instance's files act on.
+	LogPath string `json:"logPath,omitempty"`
 }
 
 // Snapshot is an immutable view of the runtime after one relist. Its slices
