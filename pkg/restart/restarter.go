@@ -161,6 +161,7 @@ type Restarter struct {
 	metrics       *metrics
 	ledger        *ledger.Ledger // nil: none kept
 	maker         Maker          // nil: static pods are not made
+	logs          ContainerLogs  // nil: no links made, no log files removed
 	budget        *killbudget.Budget
 
 	configs sync.Map // sandbox ID → *runtimeapi.PodSandboxConfig

@@ -35,6 +35,23 @@ type Maker interface {
 	TearDown(ctx context.Context, p *pods.Pod) error
 }
 
+// ContainerLogs is what pod sync asks of the node's container log files
+// (pkg/logs; pkg/agent wires one in, WithContainerLogs): kubelet's legacy
+// link (/var/log/containers) made once an instance started, and an
+// instance's files (its log, its rotated files, its link) removed once the
+// runtime removed it (kubelet's removeContainerLog). Both act on
+// inst.LogPath; their errors are logged, never the container's failure.
+type ContainerLogs interface {
+	Link(namespace, podName string, inst *cri.Container) error
+	Remove(namespace, podName string, inst *cri.Container) error
+}
+
+// WithContainerLogs links and removes the log files of the instances pod
+// sync starts and removes (nil: neither).
+func WithContainerLogs(l ContainerLogs) Option {
+	return func(r *Restarter) error { r.logs = l; return nil }
+}
+
 // StartError is why a container could not be made, as kubelet reports it
 // in the container's waiting reason: ErrImagePull, ImagePullBackOff,
 // ErrImageNeverPull, CreateContainerConfigError, …
