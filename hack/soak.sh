@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make soak: the engine against the fake CRI runtime with 200 pods whose
 # targets flap, for SOAK_DURATION (default 10m); then, as root, the same
-# idea on a private real containerd for SOAK_E2E_DURATION (default 3m).
+# idea on a private real containerd for SOAK_E2E_DURATION (default 3m),
+# then a node kept (a chatty static pod and a crash loop: log rotation and
+# container GC) for SOAK_NODE_DURATION (default 30m).
 # Writes the summary into docs/reliability.md unless SOAK_REPORT is empty.
 # `make test` runs the short variants (1 minute, 45 seconds) without a report.
 set -euo pipefail
@@ -21,6 +23,9 @@ if [[ $EUID -eq 0 ]]; then
 	make -s build
 	CRI_PROBER_E2E_SOAK="${SOAK_E2E_DURATION:-3m}" CRI_PROBER_E2E_SOAK_REPORT="$report" \
 		hack/e2e.sh -run '^TestSoakOnContainerd$'
+	echo "== a node kept: log rotation and container GC on a private containerd: ${SOAK_NODE_DURATION:-30m}"
+	CRI_PROBER_E2E_NODE_SOAK="${SOAK_NODE_DURATION:-30m}" CRI_PROBER_E2E_SOAK_REPORT="$report" \
+		hack/e2e.sh -run '^TestNodeSoakOnContainerd$' -timeout 90m
 else
 	echo "soak: not root, skipping the real-containerd soak" >&2
 fi
