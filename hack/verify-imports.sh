@@ -18,6 +18,12 @@
 # interface pod sync declares (restart.Maker) and its back-off; pkg/restart,
 # the pod sync, imports neither podfs, podconfig nor podmaker, and only
 # pkg/agent wires the maker in.
+# pkg/eviction (kubelet's eviction manager for local storage: the pods'
+# limits, enforced on request, and node disk pressure) sits beside pod
+# sync: it reads the pods' view (pkg/pods) and their specs, kubelet's
+# paths (pkg/podconfig), measures through pkg/cri and records pkg/events;
+# pod sync learns of an eviction through the view (pods.EvictionSource),
+# and only pkg/agent wires it.
 # pkg/killbudget (the node's restart budget and pause, with its state
 # file) sits below pod sync, the prober and the API, which hold it: it
 # imports pkg/events and the leaves only.
@@ -70,11 +76,12 @@ allowed() {
     pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
     pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/spec pkg/results pkg/cri pkg/events" ;;
+    pkg/eviction*) echo "pkg/pods pkg/spec pkg/podconfig pkg/cri pkg/events" ;;
     pkg/podmaker*) echo "pkg/restart pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/manifests pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cri-prober/cri-prober/pkg/eviction"
 )
 
 // applyConfig sets the flags of fs that the command line did not set from
@@ -34,6 +36,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
 		}
 		f := fs.Lookup(key)
+		raw := values[key]
 		if alias, ok := kubeletConfigNames[key]; ok && f == nil {
 			f = fs.Lookup(alias)
 			key = alias
@@ -44,7 +47,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 		if f.Changed {
 			continue
 		}
-		value, err := configValue(values[key], strings.HasSuffix(f.Value.Type(), "Slice"))
+		value, err := configValue(raw, strings.HasSuffix(f.Value.Type(), "Slice"), f.Value.Type() == langleMapType)
 		if err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, key, err)
 		}
@@ -65,10 +68,13 @@ var kubeletConfigNames = map[string]string{
 	"clusterDomain": "cluster-domain",
 	"resolvConf":    "resolv-conf",
 	"cgroupsPerQOS": "cgroups-per-qos",
+	"evictionHard":  "eviction-hard",
 }
 
-// configValue turns a YAML scalar into the text a flag parses.
-func configValue(v any, list bool) (string, error) {
+// configValue turns a YAML scalar into the text a flag parses: a list
+// for a slice flag, a mapping for a langleMap (kubelet's evictionHard:
+// {nodefs.available: 10%}).
+func configValue(v any, list, mapping bool) (string, error) {
 	switch v := v.(type) {
 	case string:
 		return v, nil
@@ -84,13 +90,29 @@ func configValue(v any, list bool) (string, error) {
 		}
 		parts := make([]string, 0, len(v))
 		for _, item := range v {
-			s, err := configValue(item, false)
+			s, err := configValue(item, false, false)
 			if err != nil {
 				return "", err
 			}
 			parts = append(parts, s)
 		}
 		return strings.Join(parts, ","), nil
+	case map[string]any:
+		if !mapping {
+			return "", fmt.Errorf("want a single value, got a mapping")
+		}
+		pairs := make(map[string]string, len(v))
+		for k, item := range v {
+			s, err := configValue(item, false, false)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", k, err)
+			}
+			if strings.ContainsAny(k, "<,") || strings.Contains(s, ",") {
+				return "", fmt.Errorf("%s: %q: neither may hold < or ,", k, s)
+			}
+			pairs[k] = s
+		}
+		return eviction.FormatEvictionHard(pairs), nil
 	default:
 		return "", fmt.Errorf("want a single value, got %T", v)
 	}

@@ -95,6 +95,7 @@ type runOptions struct {
 	probeMetrics       string
 	policy             probePolicy
 	podSync            podSyncFlags
+	storage            storageFlags
 	killBudget         killBudgetFlags
 }
 
@@ -141,6 +142,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	fs.StringVar(&o.stateDir, "state-dir", "", "`directory` where the agent keeps what must survive its own restart: the restart ledger (cri-prober why), the readiness gates set with cri-prober gate, and each probe's result and run toward its threshold, so that an agent restart does not turn ready containers not ready; empty: nothing kept (kubelet's behaviour)")
 	o.policy.register(fs)
 	o.podSync.register(fs)
+	o.storage.register(fs)
 	o.killBudget.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.BoolVar(&o.notReadyOnExit, "not-ready-on-exit", false, "beyond kubelet: a container whose instance the agent kills to restart it (a liveness or startup failure) is not ready from that instance's exit, shown exited until its replacement runs, so that load balancers stop sending to it at once; default, as kubelet: shown running and ready until the replacement has started and its postStart hook ended")
@@ -200,7 +202,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 		if cfg.Node, err = o.node.node(cfg.Resolver.HostIP); err != nil {
 			return fmt.Errorf("the node, for the pods of --static-pod-path: %w", err)
 		}
-		opts := []manifests.LoadOption{manifests.AsStatic(spec.Static{NodeName: cfg.Node.Name})}
+		opts := []manifests.LoadOption{manifests.AsStatic(spec.Static{NodeName: cfg.Node.Name, LocalStorageLimits: cfg.Eviction.LocalStorageLimits})}
 		if o.staticKeepLastGood {
 			opts = append(opts, manifests.KeepLastGood())
 		}
@@ -269,6 +271,11 @@ func (o *runOptions) validate() (agent.Config, error) {
 		return cfg, err
 	}
 	o.podSync.apply(&cfg.Restart)
+	thresholds, err := o.storage.check()
+	if err != nil {
+		return cfg, err
+	}
+	o.storage.apply(&cfg.Eviction, thresholds)
 	if err := cfg.KillBudget.Check(); err != nil {
 		return cfg, err
 	}

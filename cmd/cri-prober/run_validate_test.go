@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
 	"github.com/cri-prober/cri-prober/pkg/restart"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // badRunFlags are values run refuses, each with what its error names.
@@ -28,6 +30,8 @@ var badRunFlags = []struct {
 	{"probe network", []string{"--probe-network=host"}, "--probe-network:"},
 	{"restart mode", []string{"--restart=sometimes"}, `--restart: restart mode "sometimes"`},
 	{"probe metrics", []string{"--probe-metrics=all"}, "--probe-metrics:"},
+	{"local storage limits", []string{"--local-storage-limits=strict"}, `--local-storage-limits "strict": want ignore or enforce`},
+	{"eviction signal", []string{"--eviction-hard=disk.available<10%"}, "--eviction-hard: unsupported eviction signal disk.available"},
 	{"spec sources", []string{"--spec-sources=manifest"}, `--spec-sources: unknown source "manifest"`},
 	{"manifests left out", []string{"--spec-sources=annotations", "--pod-manifests=/etc/cri-prober/pods"}, "--pod-manifests is set but --spec-sources leaves manifests out"},
 	{"restart period", []string{"--max-container-restart-period=0s"}, "--max-container-restart-period 0s"},
@@ -130,4 +134,35 @@ func TestRunChecksEveryFlagBeforeItActs(t *testing.T) {
 	require.NoError(t, err)
 	client.Close()
 	assert.Equal(t, 1, rt.Calls("Version"))
+}
+
+// --local-storage-limits and --eviction-hard reach the eviction's config
+// with kubelet's defaults; kubelet's config file gives evictionHard as a
+// mapping.
+func TestRunStorageFlags(t *testing.T) {
+	var o runOptions
+	require.NoError(t, newRunCommand(&o).Flags().Parse([]string{"--node-name=node1"}))
+	cfg, err := o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, spec.LocalStorageIgnore, cfg.Eviction.LocalStorageLimits, "kubelet's outcome for a static pod")
+	var thresholds []string
+	for _, th := range cfg.Eviction.EvictionHard {
+		thresholds = append(thresholds, th.String())
+	}
+	assert.Equal(t, []string{"imagefs.available<15%", "imagefs.inodesFree<5%", "memory.available<100Mi", "nodefs.available<10%", "nodefs.inodesFree<5%"}, thresholds, "kubelet's defaults")
+
+	o = runOptions{}
+	fs := newRunCommand(&o).Flags()
+	require.NoError(t, fs.Parse([]string{"--node-name=node1", "--local-storage-limits=enforce"}))
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("evictionHard:\n  nodefs.available: 5%\n  imagefs.available: 1Gi\n"), 0o644))
+	require.NoError(t, applyConfig(fs, path))
+	cfg, err = o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, spec.LocalStorageEnforce, cfg.Eviction.LocalStorageLimits)
+	thresholds = nil
+	for _, th := range cfg.Eviction.EvictionHard {
+		thresholds = append(thresholds, th.String())
+	}
+	assert.Equal(t, []string{"imagefs.available<1Gi", "nodefs.available<5%"}, thresholds, "the file's map replaces the defaults, as kubelet's evictionHard")
 }

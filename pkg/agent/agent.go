@@ -25,6 +25,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
+	"github.com/cri-prober/cri-prober/pkg/eviction"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
@@ -89,6 +90,11 @@ type Config struct {
 	Restart restart.Config
 	// KillBudget bounds probe-triggered kills (zero: no budget).
 	KillBudget killbudget.Config
+	// Eviction is how the local storage of the pods the agent makes is
+	// bounded: their limits (ignored, as kubelet does for static pods, or
+	// enforced) and the node's disk pressure (--local-storage-limits,
+	// --eviction-hard). Without static pods, nothing.
+	Eviction eviction.Config
 	// OnTransition is a shell command and Webhook a URL told of every
 	// transition (--on-transition, --webhook; "": none).
 	OnTransition, Webhook string
@@ -142,6 +148,9 @@ type Agent struct {
 	Histories  *results.Histories
 	Gates      *pods.GateStore
 	Ledger     *ledger.Ledger // nil without Config.StateDir or Config.API
+	// Eviction is the eviction manager of the pods the agent makes (nil
+	// without static pods).
+	Eviction *eviction.Manager
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -179,6 +188,12 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	maker, err := a.newMaker()
 	if err != nil {
 		return nil, err
+	}
+	if maker != nil {
+		a.Eviction = eviction.New(cfg.Client, viewerFunc(func() *pods.View { return a.Resolver.View() }), cfg.Node.Layout(), a.evictionConfig(),
+			eviction.WithRecorder(a.recorder), eviction.WithRegisterer(registerer(cfg.AgentRegistry)),
+			eviction.WithGarbageCollectors(a.nodeReclaimers()))
+		a.runFuncs = append(a.runFuncs, a.Eviction.Run)
 	}
 	a.Resolver = pods.NewResolver(cfg.Resolver, a.specSources(maker)...)
 	if err := a.newProber(); err != nil {
@@ -233,7 +248,32 @@ func (a *Agent) specSources(maker *podmaker.Maker) []pods.Option {
 	if maker != nil {
 		opts = append(opts, pods.WithStaticPods(a.cfg.StaticPods, maker))
 	}
+	if a.Eviction != nil {
+		opts = append(opts, pods.WithEvictions(a.Eviction))
+	}
 	return opts
+}
+
+// viewerFunc is a function as an eviction.Viewer.
+type viewerFunc func() *pods.View
+
+func (f viewerFunc) View() *pods.View { return f() }
+
+// evictionConfig is Config.Eviction with the node's name.
+func (a *Agent) evictionConfig() eviction.Config {
+	cfg := a.cfg.Eviction
+	if cfg.NodeName == "" {
+		cfg.NodeName = a.cfg.Node.Name
+	}
+	return cfg
+}
+
+// nodeReclaimers are what node disk pressure reclaims with before
+// anything else: kubelet's container GC (DeleteAllUnusedContainers) and
+// image GC (DeleteUnusedImages). None yet: the garbage collectors are
+// wired here when they exist.
+func (a *Agent) nodeReclaimers() (eviction.ContainerGC, eviction.ImageGC) {
+	return nil, nil
 }
 
 // newProber makes the prober's manager, and the kill budget its failures

@@ -219,6 +219,30 @@ func TestActiveDeadline(t *testing.T) {
 	assert.Empty(t, p.Reason)
 }
 
+// An evicted static pod is Failed with reason Evicted and kubelet's
+// message, for as long as the eviction is known (until its manifest
+// changes: another UID); a pod others made is never marked.
+func TestEvicted(t *testing.T) {
+	m := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web", UID: "u", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
+	sbs := []*cri.Sandbox{agents(sandbox("sb1", "web", "u", true, 0))}
+	ctrs := []*cri.Container{ctr("a0", "sb1", "app", 0, cri.StateRunning, 1)}
+	const msg = `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `
+	snap := cri.NewSnapshot(t0, sbs, ctrs)
+
+	p := mustPod(t, Resolve(snap, Inputs{StaticPods: []*spec.Pod{m}}), "u")
+	assert.Equal(t, corev1.PodRunning, p.Phase)
+
+	p = mustPod(t, Resolve(snap, Inputs{StaticPods: []*spec.Pod{m}, Evicted: map[string]string{"u": msg}}), "u")
+	assert.Equal(t, corev1.PodFailed, p.Phase)
+	assert.Equal(t, ReasonEvicted, p.Reason)
+	assert.Equal(t, msg, p.Message)
+
+	other := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0)}, ctrs)
+	p = mustPod(t, Resolve(other, Inputs{Evicted: map[string]string{"u": msg}}), "u")
+	assert.Empty(t, p.Reason, "a pod others made: never evicted by the agent")
+}
+
 // A status shows held pods in place of the view's, by key, and keeps the
 // name index right; what the pods' syncs add is kept beside them, by key.
 func TestStatusHoldsPods(t *testing.T) {

@@ -54,6 +54,10 @@ type Inputs struct {
 	Removed map[string]*spec.Pod
 	// Annotations reads containers' annotations (default ReadAnnotations).
 	Annotations AnnotationReader
+	// Evicted are the static pods the agent evicted (pkg/eviction), by
+	// UID, with kubelet's message: each is Failed with reason Evicted, and
+	// pod sync kills it and never starts it again.
+	Evicted map[string]string
 	// IgnoreAnnotations leaves CRI annotations out as a spec source: no
 	// probes, restart policy, grace period or probe network from them (the
 	// operator's choice, --spec-sources: beside kubelet, whoever creates a
@@ -158,6 +162,9 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		if pastActiveDeadline(p, snap.Time) {
 			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 		}
+		if msg, ok := in.Evicted[p.UID]; ok && p.Static && !p.Orphaned && p.Reason == "" {
+			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonEvicted, msg
+		}
 		p.Terminating = !p.Static && !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running) ||
 			p.Orphaned
 		setProbeAddress(p, in)
@@ -179,6 +186,10 @@ const (
 	ReasonDeadlineExceeded  = "DeadlineExceeded"
 	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
+
+// ReasonEvicted is kubelet's status reason (and event reason) of a pod its
+// eviction manager evicted; the message says why (Inputs.Evicted).
+const ReasonEvicted = "Evicted"
 
 // startTime is when the pod started on the node, kubelet's
 // status.startTime: when the agent first made it (its record), else its

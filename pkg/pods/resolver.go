@@ -43,8 +43,9 @@ type Resolver struct {
 	recorder      Recorder
 	clock         clock.PassiveClock
 
-	static  StaticSource
-	records RecordSource
+	static    StaticSource
+	records   RecordSource
+	evictions EvictionSource
 
 	view      atomic.Pointer[View]
 	publisher Publisher
@@ -72,6 +73,14 @@ type StaticSource interface {
 type RecordSource interface {
 	Records() map[string]Record
 	// Changed is signalled when a record is made or removed.
+	Changed() <-chan struct{}
+}
+
+// EvictionSource says which static pods the agent evicted, by UID, with
+// kubelet's message (pkg/eviction's Manager).
+type EvictionSource interface {
+	Evicted() map[string]string
+	// Changed is signalled when a pod is evicted or forgotten.
 	Changed() <-chan struct{}
 }
 
@@ -108,6 +117,11 @@ func WithManifests(src ManifestSource) Option { return func(r *Resolver) { r.man
 // the pod records of those it made (nil: none survive the agent).
 func WithStaticPods(src StaticSource, records RecordSource) Option {
 	return func(r *Resolver) { r.static, r.records = src, records }
+}
+
+// WithEvictions makes the pods evictions names Failed and Evicted.
+func WithEvictions(evictions EvictionSource) Option {
+	return func(r *Resolver) { r.evictions = evictions }
 }
 
 // WithRecorder receives configuration problems as events (default: logged).
@@ -163,7 +177,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	if r.recorder == nil {
 		r.recorder = events.Log(klog.FromContext(ctx))
 	}
-	var manifestsChanged, staticChanged, recordsChanged <-chan struct{}
+	var manifestsChanged, staticChanged, recordsChanged, evictionsChanged <-chan struct{}
 	if r.manifests != nil {
 		manifestsChanged = r.manifests.Changed()
 	}
@@ -172,6 +186,9 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 	}
 	if r.records != nil {
 		recordsChanged = r.records.Changed()
+	}
+	if r.evictions != nil {
+		evictionsChanged = r.evictions.Changed()
 	}
 	for {
 		select {
@@ -196,6 +213,7 @@ func (r *Resolver) Run(ctx context.Context, changes *cri.Subscription) {
 		case <-manifestsChanged:
 		case <-staticChanged:
 		case <-recordsChanged:
+		case <-evictionsChanged:
 		}
 		if r.snapshot != nil {
 			r.publish(ctx, r.resolve())
@@ -217,6 +235,9 @@ func (r *Resolver) resolve() *View {
 	}
 	if r.records != nil {
 		in.Records = r.records.Records()
+	}
+	if r.evictions != nil {
+		in.Evicted = r.evictions.Evicted()
 	}
 	for id := range r.annotations {
 		if _, ok := r.snapshot.Container(id); !ok {

@@ -34,6 +34,10 @@ const (
 	CauseRestartAll Cause = "RestartAllContainers"
 	// CauseFirstStart: the container's first start (a static pod's).
 	CauseFirstStart Cause = ""
+	// CauseEvicted: the whole pod is being stopped because it was evicted
+	// (pods.ReasonEvicted): kubelet's eviction grace period applies
+	// (EvictionGracePeriod), not the pod's. Never restarted.
+	CauseEvicted Cause = "evicted"
 )
 
 // causeFromAnnotation is the cause an interrupted restart's replacement

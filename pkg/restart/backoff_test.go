@@ -112,6 +112,7 @@ func TestGracePeriod(t *testing.T) {
 	assert.Equal(t, int64(30), gracePeriod(p, probed, CausePodKill), "a pod kill: the pod's, whatever the probe says")
 	assert.Equal(t, int64(30), gracePeriod(p, probed, CausePostStart))
 	assert.Equal(t, int64(30), gracePeriod(p, &pods.Container{Name: "x"}, CauseLiveness), "no spec: the pod's")
+	assert.Equal(t, int64(1), gracePeriod(p, probed, CauseEvicted), "an eviction: kubelet's immediateEvictionGracePeriodSeconds, whatever the pod says")
 
 	// A grace period that would overflow a time.Duration is clamped: an
 	// overflowed deadline is in the past and the stop would never happen.

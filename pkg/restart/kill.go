@@ -84,6 +84,13 @@ func (r *Restarter) killContainer(ctx context.Context, p *pods.Pod, c *pods.Cont
 	return grace, nil
 }
 
+// EvictionGracePeriod is the grace period, in seconds, of the kill of an
+// evicted pod's containers: kubelet's immediateEvictionGracePeriodSeconds,
+// which its eviction manager gives every pod it evicts for its local
+// storage limits (its preStop hooks get that long; StopContainer at least
+// MinimumGracePeriod).
+const EvictionGracePeriod = 1
+
 // maxGracePeriod bounds a grace period, in seconds: a century. The API
 // allows any int64, but seconds turned into a time.Duration overflow past
 // 292 years, and an overflowed deadline is already past: the container
@@ -93,6 +100,9 @@ const maxGracePeriod = 100 * 365 * 24 * 3600
 // gracePeriod is GracePeriod for a kill of c for cause: the failed
 // probe's, for a liveness or startup kill.
 func gracePeriod(p *pods.Pod, c *pods.Container, cause Cause) int64 {
+	if cause == CauseEvicted {
+		return EvictionGracePeriod
+	}
 	var failed *corev1.Probe
 	if t, ok := probeOf(cause); ok && c.Spec != nil {
 		failed = c.Spec.Probe(t)
@@ -174,6 +184,8 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: its manifest was removed, edited or no longer loads", p.Namespace, p.Name)
 	case killDeadline:
 		r.eventf(p, "", events.Normal, pods.ReasonDeadlineExceeded, "%s", pods.MessageDeadlineExceeded)
+	case killEvicted:
+		// The eviction told it (kubelet's eviction manager records Evicted).
 	case killCompleted:
 		r.eventf(p, "", events.Normal, ReasonStoppingPod, "Stopping pod %s/%s: it completed (phase %s)", p.Namespace, p.Name, p.Phase)
 	default:
@@ -184,7 +196,11 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 	failed := make(chan error, len(running))
 	for _, c := range running {
 		wg.Go(func() {
-			if _, err := r.killContainer(ctx, p, c, c.Current, "", CausePodKill, ordering); err != nil {
+			cause := CausePodKill
+			if pl.why == killEvicted {
+				cause = CauseEvicted
+			}
+			if _, err := r.killContainer(ctx, p, c, c.Current, "", cause, ordering); err != nil {
 				failed <- fmt.Errorf("container %s: %w", c.Name, err)
 				ordering.terminated(c.Name) // do not hold up the others
 			}

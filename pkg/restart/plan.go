@@ -192,6 +192,8 @@ const (
 	killDeadline
 	// killCompleted: it completed and something of it still runs.
 	killCompleted
+	// killEvicted: it was evicted (past its local storage limits).
+	killEvicted
 )
 
 // empty reports whether the plan does nothing to the runtime.
@@ -253,6 +255,12 @@ func makePlan(in planInput) plan {
 		// kubelet's active deadline: the pod is killed and never started
 		// again.
 		pl.killPod, pl.why = anythingRunning(p), killDeadline
+		return pl
+	case p.Reason == pods.ReasonEvicted:
+		// kubelet's eviction: the pod is killed with the eviction's grace
+		// period and never started again (a static pod stays Failed until
+		// its manifest changes, which makes it another pod).
+		pl.killPod, pl.why = anythingRunning(p), killEvicted
 		return pl
 	case p.Static && terminal(p):
 		// kubelet's pod worker stops syncing a pod that completed: what

@@ -277,6 +277,26 @@ func TestMakePlan(t *testing.T) {
 			keepsWaiting: true,
 		},
 		{
+			name: "evicted: killed with the eviction's grace period, nothing restarted",
+			pod: func() *pods.Pod {
+				p := planPod(true, always, sandboxes(ready), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateRunning, 0, 0)))
+				p.Reason, p.Phase = pods.ReasonEvicted, corev1.PodFailed
+				return p
+			}(),
+			want:         planSummary{killPod: true, why: killEvicted},
+			keepsWaiting: true,
+		},
+		{
+			name: "evicted and stopped already: nothing",
+			pod: func() *pods.Pod {
+				p := planPod(true, always, sandboxes(notReady), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 100)))
+				p.Reason, p.Phase = pods.ReasonEvicted, corev1.PodFailed
+				return p
+			}(),
+			want:         planSummary{why: killEvicted},
+			keepsWaiting: true,
+		},
+		{
 			name: "owned and completed, stopped already: nothing",
 			pod: func() *pods.Pod {
 				p := planPod(true, never, sandboxes(notReady), planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 0, 100)))

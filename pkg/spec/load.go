@@ -276,6 +276,12 @@ func decodePod(source string, doc []byte, root *yaml.Node, static *staticFile) (
 	p.Warnings = warnings[""]
 	if static == nil {
 		p.Warnings = append(p.Warnings, unpinnedWarnings(source, &pod)...)
+	} else {
+		for _, w := range localStorageWarnings(&pod.Spec, static.LocalStorageLimits == LocalStorageEnforce) {
+			e := &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: w.container}
+			e.Field, e.Detail = fromField(w.fe)
+			p.Warnings = append(p.Warnings, e)
+		}
 	}
 	for i := range p.Containers {
 		p.Containers[i].Warnings = warnings[p.Containers[i].Name]

@@ -23,6 +23,11 @@ type Static struct {
 	NodeName string
 	// Now gives kubernetes.io/config.seen (nil: time.Now).
 	Now func() time.Time
+	// LocalStorageLimits is what the agent does with the pods' local
+	// storage limits (run --local-storage-limits): LocalStorageIgnore
+	// ("", kubelet's outcome for a static pod) or LocalStorageEnforce.
+	// Unless enforced, each limit is a warning naming its field.
+	LocalStorageLimits string
 }
 
 // staticFile is Static for one file: kubelet's UID hashes the file's path.

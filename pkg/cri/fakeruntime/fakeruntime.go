@@ -53,7 +53,9 @@ type Runtime struct {
 	onStop     func(id string)
 	exec       ExecHandler
 	onPull     PullHandler
-	hung       chan struct{} // non-nil while Hang is in effect; closed to release
+	hung       chan struct{}                 // non-nil while Hang is in effect; closed to release
+	writable   map[string]uint64             // container ID → its writable layer's bytes (SetWritableLayer)
+	imageFs    []*runtimeapi.FilesystemUsage // ImageFsInfo's answer (SetImageFs)
 
 	// version counts changes to sandboxes and containers; with
 	// cacheListings, unfiltered listings are built and encoded once per
