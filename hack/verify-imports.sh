@@ -37,9 +37,11 @@
 # policy, safe from links and crashes), pkg/pubsub (handing values on
 # without blocking the writer: relists, pod views, probe results) and
 # pkg/podip (a pod's addresses as kubelet sorts them, for pkg/cri and
-# pkg/podconfig alike) are leaves that every layer may use. pkg/logs (reading CRI log files, for
-# the logs command) is a leaf beside the engine that imports at most
-# pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
+# pkg/podconfig alike) are leaves that every layer may use. pkg/logs (the
+# node's container log files: read for the logs command, those of the
+# agent's containers rotated, the /var/log/containers links; pkg/agent
+# wires its manager and links in) is a leaf beside the engine that imports
+# at most pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
 # --state-dir) is a leaf too: its entry's cause is its own string, so it
 # imports nothing of ours but pkg/statefile; pkg/restart records into it
 # and pkg/api serves it. (Kubernetes' import-boss, at our scale.)

@@ -1,4 +1,15 @@
-// Package logs reads a container's log file in the CRI format, as kubelet
+// Package logs is the node's container log files, as kubelet keeps and
+// reads them: the agent's log manager (manager.go, rotate.go: kubelet's
+// ContainerLogManager, rotating the log files of the containers the agent
+// manages through CRI ReopenContainerLog), the links of
+// /var/log/containers and an instance's files removed with it (link.go:
+// kubelet's legacyLogSymlink and removeContainerLog), and the reader of
+// cri-prober logs. It is a leaf beside the engine, which it never touches,
+// importing at most pkg/cri; pkg/agent feeds the manager the containers to
+// keep. A container's log directory is the workload's to write into, so
+// nothing here follows a link in it (dir.go).
+//
+// The reader reads a container's log file in the CRI format, as kubelet
 // reads it for kubectl logs: --tail, --since, --limit-bytes, --timestamps
 // and following the file until the container exits.
 //
