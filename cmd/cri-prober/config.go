@@ -33,6 +33,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 		if key == "config" {
 			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
 		}
+		raw := values[key] // under the file's key: a kubelet name is the flag's alias
 		f := fs.Lookup(key)
 		if alias, ok := kubeletConfigNames[key]; ok && f == nil {
 			f = fs.Lookup(alias)
@@ -44,7 +45,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 		if f.Changed {
 			continue
 		}
-		value, err := configValue(values[key], strings.HasSuffix(f.Value.Type(), "Slice"))
+		value, err := configValue(raw, strings.HasSuffix(f.Value.Type(), "Slice"))
 		if err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, key, err)
 		}
@@ -65,6 +66,11 @@ var kubeletConfigNames = map[string]string{
 	"clusterDomain": "cluster-domain",
 	"resolvConf":    "resolv-conf",
 	"cgroupsPerQOS": "cgroups-per-qos",
+
+	"containerLogMaxSize":         "container-log-max-size",
+	"containerLogMaxFiles":        "container-log-max-files",
+	"containerLogMaxWorkers":      "container-log-max-workers",
+	"containerLogMonitorInterval": "container-log-monitor-interval",
 }
 
 // configValue turns a YAML scalar into the text a flag parses.
