@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -16,11 +17,13 @@ import (
 // A container's log directory is the workload's to write into (a container
 // given /var/log as a hostPath can plant files and links there), so every
 // operation on it and on the link directory goes through a logDir: the
-// directory opened without following a link on its path (openat2's
-// RESOLVE_NO_SYMLINKS; on kernels before 5.6, O_NOFOLLOW on its last
-// component), and each file in it acted on by name relative to that
-// descriptor, never following a link: a link or any other file that is
-// not regular is never opened, compressed, renamed or counted.
+// directory opened without following a link on the last components of its
+// path, those under the operator's directories (a pod's and its
+// container's log directories; the link directory), and each file in it
+// acted on by name relative to that descriptor, never following a link: a
+// link or any other file that is not regular is never opened, compressed,
+// renamed or counted. Above them, the operator's paths (/var/log may be a
+// link on some hosts) are followed.
 
 // maxScanned bounds the entries a listing of a log directory reads, and
 // maxListed the files of one log it returns: a directory holding more is
@@ -41,21 +44,42 @@ type logDir struct {
 	path string
 }
 
-// openDir opens the directory at path without following any link on it.
-func openDir(path string) (*logDir, error) {
-	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
-	if errors.Is(err, unix.ENOSYS) {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+// openDir opens the directory at path without following a link on its
+// last own components (the rest of the path is the operator's).
+func openDir(path string, own int) (*logDir, error) {
+	path = filepath.Clean(path)
+	parts := []string{}
+	top := path
+	for range own {
+		parts = append([]string{filepath.Base(top)}, parts...)
+		top = filepath.Dir(top)
+	}
+	fd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	for _, p := range parts {
+		if err != nil {
+			break
+		}
+		var next int
+		next, err = unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		unix.Close(fd)
+		fd = next
 	}
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			err = fmt.Errorf("a symbolic link is on the path: %w", err)
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			err = fmt.Errorf("not a directory, or a symbolic link: %w", err)
 		}
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	return &logDir{fd: fd, path: path}, nil
 }
+
+// Directories' own components: a container's log directory is its pod's
+// (<pod-logs-dir>/<ns>_<name>_<uid>/<container>), the link directory is
+// one.
+const (
+	logDirOwn  = 2
+	linkDirOwn = 1
+)
 
 func (d *logDir) Close() error { return unix.Close(d.fd) }
 

@@ -46,12 +46,12 @@ func (l Links) Link(namespace, podName string, inst *cri.Container) error {
 	if _, err := os.Lstat(inst.LogPath); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	d, err := openDir(l.Dir)
+	d, err := openDir(l.Dir, linkDirOwn)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(l.Dir, 0o755); err != nil {
 			return fmt.Errorf("create the log link directory: %w", err)
 		}
-		d, err = openDir(l.Dir)
+		d, err = openDir(l.Dir, linkDirOwn)
 	}
 	if err != nil {
 		return fmt.Errorf("open the log link directory: %w", err)
@@ -80,7 +80,7 @@ func (l Links) Remove(namespace, podName string, inst *cri.Container) error {
 
 func removeLogFiles(path string) error {
 	dir, base := filepath.Split(path)
-	d, err := openDir(dir)
+	d, err := openDir(dir, logDirOwn)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -118,7 +118,7 @@ func isRotated(log, name string) bool {
 }
 
 func removeLink(dir, name string) error {
-	d, err := openDir(dir)
+	d, err := openDir(dir, linkDirOwn)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

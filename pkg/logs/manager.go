@@ -243,7 +243,7 @@ func (m *Manager) process(ctx context.Context, worker int, t Target) {
 	id, path := t.Container.ID, t.Container.LogPath
 	logger := klog.FromContext(ctx).WithValues("worker", worker, "containerID", id, "path", path)
 	dirPath, base := filepath.Split(path)
-	d, err := openDir(dirPath)
+	d, err := openDir(dirPath, logDirOwn)
 	if err != nil {
 		logger.Error(err, "Failed to open container log directory")
 		return

@@ -158,7 +158,7 @@ func TestCompressKeepsMode(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"0.log.1": "test log content"})
 	require.NoError(t, os.Chmod(filepath.Join(dir, "0.log.1"), 0o604))
-	d, err := openDir(dir)
+	d, err := openDir(dir, 1)
 	require.NoError(t, err)
 	defer d.Close()
 	require.NoError(t, d.compress("0.log.1"))
