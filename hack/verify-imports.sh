@@ -43,9 +43,11 @@
 # policy, safe from links and crashes), pkg/pubsub (handing values on
 # without blocking the writer: relists, pod views, probe results) and
 # pkg/podip (a pod's addresses as kubelet sorts them, for pkg/cri and
-# pkg/podconfig alike) are leaves that every layer may use. pkg/logs (reading CRI log files, for
-# the logs command) is a leaf beside the engine that imports at most
-# pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
+# pkg/podconfig alike) are leaves that every layer may use. pkg/logs (the
+# node's container log files: read for the logs command, those of the
+# agent's containers rotated, the /var/log/containers links; pkg/agent
+# wires its manager and links in) is a leaf beside the engine that imports
+# at most pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
 # --state-dir) is a leaf too: its entry's cause is its own string, so it
 # imports nothing of ours but pkg/statefile; pkg/restart records into it
 # and pkg/api serves it. (Kubernetes' import-boss, at our scale.)
@@ -81,7 +83,7 @@ allowed() {
     pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/logs pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/manifests pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

@@ -35,8 +35,8 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 		if key == "config" {
 			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
 		}
+		raw := values[key] // under the file's key: a kubelet name is the flag's alias
 		f := fs.Lookup(key)
-		raw := values[key]
 		if alias, ok := kubeletConfigNames[key]; ok && f == nil {
 			f = fs.Lookup(alias)
 			key = alias
@@ -62,13 +62,17 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 // settings the agent shares with it, accepted beside the flag names: a
 // kubelet user's staticPodPath works as it does there.
 var kubeletConfigNames = map[string]string{
-	"staticPodPath": "static-pod-path",
-	"podLogsDir":    "pod-logs-dir",
-	"clusterDNS":    "cluster-dns",
-	"clusterDomain": "cluster-domain",
-	"resolvConf":    "resolv-conf",
-	"cgroupsPerQOS": "cgroups-per-qos",
-	"evictionHard":  "eviction-hard",
+	"staticPodPath":               "static-pod-path",
+	"podLogsDir":                  "pod-logs-dir",
+	"clusterDNS":                  "cluster-dns",
+	"clusterDomain":               "cluster-domain",
+	"resolvConf":                  "resolv-conf",
+	"cgroupsPerQOS":               "cgroups-per-qos",
+	"evictionHard":                "eviction-hard",
+	"containerLogMaxSize":         "container-log-max-size",
+	"containerLogMaxFiles":        "container-log-max-files",
+	"containerLogMaxWorkers":      "container-log-max-workers",
+	"containerLogMonitorInterval": "container-log-monitor-interval",
 }
 
 // configValue turns a YAML scalar into the text a flag parses: a list

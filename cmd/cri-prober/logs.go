@@ -49,7 +49,11 @@ waiting to restart shows its last run's log, as under kubelet.
 
 With -f it keeps printing until the container exits (or Ctrl-C), through
 log rotation. --tail counts a line the runtime split into partial records
-once, and shows it whole.
+once, and shows it whole. Where --tail or --since asks for more lines than
+the current file holds, the lines come from the container's rotated files
+too (0.log.<timestamp>, gzipped or not: kubelet's rotation, which the agent
+does for its containers), oldest first; kubectl logs and crictl logs read
+the current file only. Without --tail or --since, the current file alone.
 
 On a terminal, control characters the container wrote (escape sequences,
 carriage returns, backspaces, bidirectional overrides) are shown escaped,
@@ -96,7 +100,7 @@ type logsOptions struct {
 // readOptions checks the flags that say what to print, with kubectl's
 // rules.
 func (o *logsOptions) readOptions(cmd *cobra.Command, now time.Time) (logs.Options, error) {
-	opts := logs.Options{Tail: o.tail, LimitBytes: o.limitBytes, Timestamps: o.timestamps, Follow: o.follow}
+	opts := logs.Options{Tail: o.tail, LimitBytes: o.limitBytes, Timestamps: o.timestamps, Follow: o.follow, Rotated: true}
 	switch {
 	case o.tail < -1:
 		return opts, usageErrorf(cmd, "--tail %d: want a number of lines, or -1 for all", o.tail)

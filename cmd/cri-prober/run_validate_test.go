@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
@@ -16,6 +17,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/logs"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
 )
@@ -52,6 +54,12 @@ var badRunFlags = []struct {
 	{"web config file", []string{"--web.config.file=/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml"},
 	{"listen address", []string{"--listen=unix://relative.sock"}, "--listen \"unix://relative.sock\": want unix:// and an absolute path"},
 	{"listen port", []string{"--listen=127.0.0.1"}, "--listen \"127.0.0.1\": want host:port"},
+	{"container log max size", []string{"--container-log-max-size=ten"}, `--container-log-max-size "ten": want a quantity`},
+	{"container log max size 0", []string{"--container-log-max-size=0"}, "--container-log-max-size 0 would rotate every log file"},
+	{"container log max files", []string{"--container-log-max-files=1"}, "containerLogMaxFiles must be greater than 1"},
+	{"container log max workers", []string{"--container-log-max-workers=0"}, "containerLogMaxWorkers must be greater than or equal to 1"},
+	{"container log monitor interval", []string{"--container-log-monitor-interval=1s"}, "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s"},
+	{"container log link dir", []string{"--container-log-link-dir=var/log/containers"}, "--container-log-link-dir: the link directory"},
 	{"profiling on TCP", []string{"--listen=127.0.0.1:9440", "--profiling"}, "--profiling serves the agent's internals"},
 }
 
@@ -86,6 +94,7 @@ func TestRunValidateMakesTheEngineConfig(t *testing.T) {
 	assert.Equal(t, 3, cfg.KillBudget.Node)
 	assert.Equal(t, "4s", cfg.Restart.SyncFrequency.String())
 	assert.Equal(t, restart.DefaultMaxBackoff, cfg.Restart.MaxContainerRestartPeriod)
+	assert.Equal(t, logs.Config{MaxSize: 10 << 20, MaxFiles: 5, MaxWorkers: 1, MonitorInterval: 10 * time.Second, LinkDir: "/var/log/containers"}, cfg.ContainerLogs, "kubelet's defaults")
 	o = runOptions{}
 	require.NoError(t, newRunCommand(&o).Flags().Parse([]string{"--max-probes-in-flight=0"}))
 	unbounded, err := o.validate()
@@ -165,4 +174,18 @@ func TestRunStorageFlags(t *testing.T) {
 		thresholds = append(thresholds, th.String())
 	}
 	assert.Equal(t, []string{"imagefs.available<1Gi", "nodefs.available<5%"}, thresholds, "the file's map replaces the defaults, as kubelet's evictionHard")
+}
+
+// kubelet's config file keys of the container log settings set run's
+// flags.
+func TestRunContainerLogConfigKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMaxWorkers: 2\ncontainerLogMonitorInterval: 3s\n"), 0o600))
+	var o runOptions
+	cmd := newRunCommand(&o)
+	require.NoError(t, cmd.Flags().Parse([]string{"--container-log-link-dir="}))
+	require.NoError(t, applyConfig(cmd.Flags(), path))
+	cfg, err := o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, logs.Config{MaxSize: 1 << 20, MaxFiles: 3, MaxWorkers: 2, MonitorInterval: 3 * time.Second}, cfg.ContainerLogs)
 }

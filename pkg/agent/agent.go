@@ -31,6 +31,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
+	"github.com/cri-prober/cri-prober/pkg/logs"
 	"github.com/cri-prober/cri-prober/pkg/manifests"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 	"github.com/cri-prober/cri-prober/pkg/podfs"
@@ -95,6 +96,10 @@ type Config struct {
 	// enforced) and the node's disk pressure (--local-storage-limits,
 	// --eviction-hard). Without static pods, nothing.
 	Eviction eviction.Config
+	// ContainerLogs is how the log files of the containers the agent
+	// manages are kept with a pod sync: kubelet's rotation settings and
+	// the directory of their links (LinkDir "": none).
+	ContainerLogs logs.Config
 	// OnTransition is a shell command and Webhook a URL told of every
 	// transition (--on-transition, --webhook; "": none).
 	OnTransition, Webhook string
@@ -151,6 +156,9 @@ type Agent struct {
 	// Eviction is the eviction manager of the pods the agent makes (nil
 	// without static pods).
 	Eviction *eviction.Manager
+	// ContainerLogs rotates the log files of the agent's containers (nil
+	// without Config.Restart.Mode).
+	ContainerLogs *logs.Manager
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -308,12 +316,17 @@ func (a *Agent) newPodSync(maker *podmaker.Maker) error {
 	if cfg.Restart.Mode == "" {
 		return nil
 	}
+	links, logManager, err := a.newContainerLogs()
+	if err != nil {
+		return fmt.Errorf("container logs: %w", err)
+	}
+	a.ContainerLogs = logManager
 	opts := []restart.Option{restart.WithHistories(a.Histories), restart.WithRelister(a.Poller), restart.WithLedger(a.Ledger),
-		restart.WithRecorder(a.recorder), restart.WithRegisterer(registerer(cfg.AgentRegistry)), restart.WithKillBudget(a.KillBudget)}
+		restart.WithRecorder(a.recorder), restart.WithRegisterer(registerer(cfg.AgentRegistry)), restart.WithKillBudget(a.KillBudget),
+		restart.WithContainerLogs(links)}
 	if maker != nil {
 		opts = append(opts, restart.WithMaker(maker))
 	}
-	var err error
 	a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, cfg.Restart, append(opts, cfg.TestRestartOptions...)...)
 	return err
 }
@@ -329,7 +342,7 @@ func (a *Agent) subscribe() {
 		restarterSub := a.Resolver.Subscribe()
 		managerSub = a.Restarter.Subscribe()
 		a.subs = append(a.subs, restarterSub)
-		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Restarter.Run(ctx, restarterSub) })
+		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Restarter.Run(ctx, restarterSub) }, a.ContainerLogs.Run)
 	} else {
 		managerSub = a.Resolver.Subscribe()
 	}

@@ -487,3 +487,15 @@ func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// ReopenContainerLog asks the runtime to reopen a running container's log
+// file at its log path (a new file, once the old one was renamed away):
+// kubelet's log rotation calls it after renaming the current file.
+func (c *Client) ReopenContainerLog(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
+	defer cancel()
+	if _, err := c.runtime.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id}); err != nil {
+		return fmt.Errorf("reopen container log %s: %w", id, err)
+	}
+	return nil
+}

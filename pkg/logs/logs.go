@@ -1,4 +1,15 @@
-// Package logs reads a container's log file in the CRI format, as kubelet
+// Package logs is the node's container log files, as kubelet keeps and
+// reads them: the agent's log manager (manager.go, rotate.go: kubelet's
+// ContainerLogManager, rotating the log files of the containers the agent
+// manages through CRI ReopenContainerLog), the links of
+// /var/log/containers and an instance's files removed with it (link.go:
+// kubelet's legacyLogSymlink and removeContainerLog), and the reader of
+// cri-prober logs. It is a leaf beside the engine, which it never touches,
+// importing at most pkg/cri; pkg/agent feeds the manager the containers to
+// keep. A container's log directory is the workload's to write into, so
+// nothing here follows a link in it (dir.go).
+//
+// The reader reads a container's log file in the CRI format, as kubelet
 // reads it for kubectl logs: --tail, --since, --limit-bytes, --timestamps
 // and following the file until the container exits.
 //
@@ -11,8 +22,10 @@
 // start; the two streams' partial lines are joined apart, so an
 // interleaved stderr record cannot take a stdout line's timestamp; a file
 // rotated while it is followed is read to its end before the new one,
-// where kubelet drops what it had not read yet. Like kubelet, it reads the
-// current file only: rotated files (0.log.20240102-150405, .gz) are not.
+// where kubelet drops what it had not read yet. Kubelet reads the current
+// file only; with Options.Rotated, a --tail or --since that asks for more
+// than it holds reads the rotated files too (0.log.20240102-150405, .gz
+// decompressed into an unlinked temporary file), oldest first (rotated.go).
 package logs
 
 import (
@@ -79,6 +92,11 @@ type Options struct {
 	Follow bool
 	// Stream chooses stdout, stderr or both.
 	Stream Stream
+	// Rotated reads, with Tail or Since, the container's rotated files
+	// (<path>.<timestamp>, .gz or not) before the current one, as far
+	// back as they ask for lines the current file no longer holds
+	// (kubelet reads the current file only).
+	Rotated bool
 }
 
 // Running reports whether the container that writes the log still runs:
@@ -144,6 +162,10 @@ func (r Reader) Read(ctx context.Context, path string, opts Options, stdout, std
 	if err != nil {
 		return err
 	}
+	out := &output{w: [2]io.Writer{stdout, stderr}, remain: -1}
+	if opts.LimitBytes > 0 {
+		out.remain = opts.LimitBytes
+	}
 	s := &session{
 		path:   resolved,
 		opts:   opts,
@@ -151,17 +173,23 @@ func (r Reader) Read(ctx context.Context, path string, opts Options, stdout, std
 		br:     bufio.NewReaderSize(f, bufferSize),
 		stopAt: -1,
 		cut:    [2]int64{-1, -1},
-		out:    output{w: [2]io.Writer{stdout, stderr}, remain: -1},
+		out:    out,
 		logger: klog.FromContext(ctx).WithValues("path", resolved),
 	}
 	defer func() { s.f.Close() }() // the file a follow ends on
 	defer s.reportMalformed()
-	if opts.LimitBytes > 0 {
-		s.out.remain = opts.LimitBytes
-	}
 	info, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	if opts.Rotated && (opts.Tail >= 0 || !opts.Since.IsZero()) {
+		err := r.readRotated(ctx, resolved, f, info.Size(), opts, out)
+		switch {
+		case errors.Is(err, errLimit):
+			return nil
+		case err != nil:
+			return err
+		}
 	}
 	if !opts.Follow {
 		// The file as it is now: a writer faster than the reader cannot
@@ -231,7 +259,7 @@ type session struct {
 	off    int64    // file offset of the next byte br returns
 	stopAt int64    // without --follow, no record starting here or later is read; -1: no end
 	cut    [2]int64 // per stream, records at or before this offset are not shown (--tail); -1: none
-	out    output
+	out    *output  // shared by the files of one read
 	logger klog.Logger
 
 	head     []byte // the head read so far of the record that starts at headOff

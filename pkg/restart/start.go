@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 
@@ -102,7 +103,8 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 			return fmt.Errorf("create container %s: %w", c.Name, err)
 		}
 		r.eventf(p, c.Name, events.Normal, ReasonCreated, "Container created") // kubelet 1.36's text
-		inst = &cri.Container{ID: id, SandboxID: sandbox.ID, Name: c.Name, Attempt: cfg.GetMetadata().GetAttempt(), State: cri.StateCreated, CreatedAt: now}
+		inst = &cri.Container{ID: id, SandboxID: sandbox.ID, Name: c.Name, Attempt: cfg.GetMetadata().GetAttempt(), State: cri.StateCreated, CreatedAt: now,
+			LogPath: logPath(sandboxCfg, cfg)}
 	}
 	if err := r.runtime.StartContainer(ctx, inst.ID); err != nil {
 		r.eventf(p, c.Name, events.Warning, "Failed", "Error: %v", err)
@@ -110,6 +112,7 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 		return fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	delete(w.state.failed, c.Name)
+	r.link(ctx, sandbox, inst)
 	transition := events.Transition("")
 	if s.replaces != nil || s.resume != nil {
 		transition = events.TransitionRestarted
@@ -137,6 +140,27 @@ func (r *Restarter) startContainer(ctx context.Context, w *podWorker, p *pods.Po
 		}
 	}
 	return nil
+}
+
+// logPath is a new instance's log file, as the runtime reports it: the
+// sandbox's log directory joined with the container's log path ("": none).
+func logPath(sandbox *runtimeapi.PodSandboxConfig, c *runtimeapi.ContainerConfig) string {
+	if c.GetLogPath() == "" {
+		return ""
+	}
+	return filepath.Join(sandbox.GetLogDirectory(), c.GetLogPath())
+}
+
+// link makes a started instance's link to its log file (kubelet's
+// legacyLogSymlink, named by the sandbox's name and namespace); a failure
+// is logged, as kubelet logs it, and fails nothing.
+func (r *Restarter) link(ctx context.Context, sandbox *cri.Sandbox, inst *cri.Container) {
+	if r.logs == nil {
+		return
+	}
+	if err := r.logs.Link(sandbox.Namespace, sandbox.Name, inst); err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to create legacy symbolic link", "containerID", inst.ID, "containerLogPath", inst.LogPath)
+	}
 }
 
 // replacedBy is the instance an interrupted restart's replacement was to

@@ -91,6 +91,7 @@ type container struct {
 	finishedAt time.Time
 	exitCode   int32
 	reason     string
+	log        *os.File // the log file it writes (WriteLog), nil until the first write
 }
 
 // New returns an empty fake runtime whose clock is time.Now.
@@ -495,6 +496,9 @@ func (r *Runtime) SetContainerState(id string, state runtimeapi.ContainerState, 
 func (r *Runtime) DeleteContainer(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c, ok := r.containers[id]; ok {
+		closeLogLocked(c)
+	}
 	delete(r.containers, id)
 	r.changedLocked()
 }
@@ -522,6 +526,7 @@ func (r *Runtime) transitionLocked(c *container, state runtimeapi.ContainerState
 		if exitCode != 0 {
 			c.reason = "Error"
 		}
+		closeLogLocked(c)
 	}
 	c.state = state
 }
@@ -531,6 +536,7 @@ func (r *Runtime) removeSandboxLocked(id string) {
 	delete(r.sandboxes, id)
 	for cid, c := range r.containers {
 		if c.sandboxID == id {
+			closeLogLocked(c)
 			delete(r.containers, cid)
 		}
 	}
@@ -698,9 +704,11 @@ func (r *Runtime) StopContainer(_ context.Context, req *runtimeapi.StopContainer
 func (r *Runtime) RemoveContainer(_ context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.containers[req.GetContainerId()]; !ok {
+	c, ok := r.containers[req.GetContainerId()]
+	if !ok {
 		return nil, notFound("container", req.GetContainerId())
 	}
+	closeLogLocked(c)
 	delete(r.containers, req.GetContainerId())
 	r.changedLocked()
 	return &runtimeapi.RemoveContainerResponse{}, nil
@@ -765,14 +773,8 @@ func (r *Runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSt
 		Annotations: c.config.GetAnnotations(),
 		Mounts:      c.config.GetMounts(),
 	}
-	if c.config.GetLogPath() != "" {
-		// As containerd reports it: joined to the sandbox's log directory.
-		var dir string
-		if sb, ok := r.sandboxes[c.sandboxID]; ok {
-			dir = sb.config.GetLogDirectory()
-		}
-		st.LogPath = filepath.Join(dir, c.config.GetLogPath())
-	}
+	// As containerd reports it: joined to the sandbox's log directory.
+	st.LogPath = r.logPathLocked(c)
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.GetVerbose() {
 		info, err := verboseInfo(map[string]any{"sandboxID": c.sandboxID, "config": c.config})

@@ -1,0 +1,350 @@
+package logs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+)
+
+// Kubelet's defaults of its container log settings.
+const (
+	DefaultMaxSize         = 10 << 20 // containerLogMaxSize: 10Mi
+	DefaultMaxFiles        = 5        // containerLogMaxFiles
+	DefaultMaxWorkers      = 1        // containerLogMaxWorkers
+	DefaultMonitorInterval = 10 * time.Second
+	// MinMonitorInterval is the shortest containerLogMonitorInterval
+	// kubelet accepts.
+	MinMonitorInterval = 3 * time.Second
+	// DefaultLinkDir is kubelet's legacyContainerLogsDir.
+	DefaultLinkDir = "/var/log/containers"
+)
+
+// Config is how the container logs of the agent's containers are kept:
+// kubelet's containerLog* settings and where the links go. Zero values are
+// kubelet's defaults, but for LinkDir.
+type Config struct {
+	// MaxSize is the size in bytes at which a log file is rotated
+	// (--container-log-max-size; 0: 10Mi); negative: no rotation, as
+	// kubelet's.
+	MaxSize int64
+	// MaxFiles is the most files kept for a container, the current one
+	// included (--container-log-max-files; 0: 5; else at least 2).
+	MaxFiles int
+	// MaxWorkers is how many containers are rotated at once
+	// (--container-log-max-workers; 0: 1).
+	MaxWorkers int
+	// MonitorInterval is how often the log files are looked at
+	// (--container-log-monitor-interval; 0: 10s; else at least 3s).
+	MonitorInterval time.Duration
+	// LinkDir is where a link to each started container's log file is
+	// made, as kubelet's /var/log/containers (--container-log-link-dir;
+	// "": no links).
+	LinkDir string
+}
+
+// Check validates the settings as kubelet validates its configuration.
+func (c Config) Check() error {
+	var errs []error
+	if c.MaxFiles != 0 && c.MaxFiles <= 1 {
+		errs = append(errs, fmt.Errorf("containerLogMaxFiles must be greater than 1 (got %d)", c.MaxFiles))
+	}
+	if c.MaxWorkers < 0 {
+		errs = append(errs, fmt.Errorf("containerLogMaxWorkers must be greater than or equal to 1 (got %d)", c.MaxWorkers))
+	}
+	if c.MonitorInterval != 0 && c.MonitorInterval < MinMonitorInterval {
+		errs = append(errs, fmt.Errorf("containerLogMonitorInterval must be a positive time duration greater than or equal to %s (got %s)", MinMonitorInterval, c.MonitorInterval))
+	}
+	if c.LinkDir != "" && !filepath.IsAbs(c.LinkDir) {
+		errs = append(errs, fmt.Errorf("the link directory %q must be an absolute path", c.LinkDir))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxSize == 0 {
+		c.MaxSize = DefaultMaxSize
+	}
+	if c.MaxFiles == 0 {
+		c.MaxFiles = DefaultMaxFiles
+	}
+	if c.MaxWorkers == 0 {
+		c.MaxWorkers = DefaultMaxWorkers
+	}
+	if c.MonitorInterval == 0 {
+		c.MonitorInterval = DefaultMonitorInterval
+	}
+	return c
+}
+
+// Target is a running container whose log file the manager keeps.
+type Target struct {
+	Namespace, Pod, PodUID string
+	// Container is the running instance; its LogPath is the file.
+	Container *cri.Container
+}
+
+// Reopener asks the runtime to reopen a container's log file (CRI
+// ReopenContainerLog).
+type Reopener interface {
+	ReopenContainerLog(ctx context.Context, id string) error
+}
+
+// Manager is kubelet's ContainerLogManager for the containers the agent
+// manages: every MonitorInterval, each running target's log file that
+// reached MaxSize is rotated (Plan, then carried out in its directory and
+// ReopenContainerLog), by MaxWorkers workers. It also tells how many bytes
+// each target's files hold.
+type Manager struct {
+	runtime Reopener
+	targets func() []Target
+	cfg     Config
+	clock   clock.WithTicker
+	metrics *managerMetrics
+
+	mu    sync.Mutex
+	bytes map[string]int64 // container ID → bytes of its log files, at the last round
+}
+
+// ManagerOption sets an optional dependency of the manager.
+type ManagerOption func(*Manager)
+
+// WithClock paces the manager and names rotated files by c (tests).
+func WithClock(c clock.WithTicker) ManagerOption { return func(m *Manager) { m.clock = c } }
+
+// WithRegisterer exports the manager's series to reg.
+func WithRegisterer(reg prometheus.Registerer) ManagerOption {
+	return func(m *Manager) { m.metrics = newManagerMetrics(reg) }
+}
+
+// NewManager returns the manager of the log files of the containers
+// targets returns at each round (the running instances the agent
+// manages); cfg is checked (Config.Check).
+func NewManager(runtime Reopener, targets func() []Target, cfg Config, opts ...ManagerOption) (*Manager, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	m := &Manager{runtime: runtime, targets: targets, cfg: cfg.withDefaults(), clock: clock.RealClock{}, bytes: map[string]int64{}}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.metrics == nil {
+		m.metrics = newManagerMetrics(nil)
+	}
+	return m, nil
+}
+
+// Run looks at the log files at once and every MonitorInterval, until ctx
+// is done; its workers stop with it.
+func (m *Manager) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	logger.Info("Initializing container log rotate workers", "workers", m.cfg.MaxWorkers, "monitorPeriod", m.cfg.MonitorInterval)
+	work := make(chan item)
+	var workers sync.WaitGroup
+	for i := range m.cfg.MaxWorkers {
+		workers.Go(func() {
+			for it := range work {
+				m.process(ctx, i+1, it.target)
+				it.done.Done()
+			}
+		})
+	}
+	defer workers.Wait()
+	defer close(work)
+	ticker := m.clock.NewTicker(m.cfg.MonitorInterval)
+	defer ticker.Stop()
+	for {
+		m.round(ctx, work)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+type item struct {
+	target Target
+	done   *sync.WaitGroup
+}
+
+// round hands each target to the workers and waits for all of them, so
+// that no container is rotated twice at once; then the series of the
+// containers no longer kept are deleted.
+func (m *Manager) round(ctx context.Context, work chan<- item) {
+	targets := m.targets()
+	var done sync.WaitGroup
+	for _, t := range targets {
+		if t.Container == nil || t.Container.LogPath == "" || t.Container.State != cri.StateRunning {
+			continue // kubelet rotates running containers only
+		}
+		done.Add(1)
+		select {
+		case work <- item{target: t, done: &done}:
+		case <-ctx.Done():
+			done.Done()
+		}
+	}
+	done.Wait()
+	m.forgetGone(targets)
+}
+
+// Step is one round without workers: each target processed in turn
+// (tests).
+func (m *Manager) Step(ctx context.Context) {
+	targets := m.targets()
+	for _, t := range targets {
+		if t.Container != nil && t.Container.LogPath != "" && t.Container.State == cri.StateRunning {
+			m.process(ctx, 0, t)
+		}
+	}
+	m.forgetGone(targets)
+}
+
+// LogBytes is what a container's log files held at the last round
+// (its current file and its rotated ones); false: it is not kept.
+func (m *Manager) LogBytes(containerID string) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.bytes[containerID]
+	return n, ok
+}
+
+func (m *Manager) forgetGone(targets []Target) {
+	ids, series := make(map[string]bool, len(targets)), make(map[string]bool, len(targets))
+	for _, t := range targets {
+		if t.Container != nil {
+			ids[t.Container.ID], series[seriesKey(t)] = true, true
+		}
+	}
+	m.mu.Lock()
+	for id := range m.bytes {
+		if !ids[id] {
+			delete(m.bytes, id)
+		}
+	}
+	m.mu.Unlock()
+	m.metrics.forget(series)
+}
+
+// process is kubelet's processContainer for one target: its log file
+// reopened if it is gone, rotated once it reached MaxSize, its bytes
+// counted.
+func (m *Manager) process(ctx context.Context, worker int, t Target) {
+	id, path := t.Container.ID, t.Container.LogPath
+	logger := klog.FromContext(ctx).WithValues("worker", worker, "containerID", id, "path", path)
+	dirPath, base := filepath.Split(path)
+	d, err := openDir(dirPath, logDirOwn)
+	if err != nil {
+		logger.Error(err, "Failed to open container log directory")
+		return
+	}
+	defer d.Close()
+	size, mode, err := d.stat(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := m.runtime.ReopenContainerLog(ctx, id); err != nil {
+			logger.Error(err, "Container log doesn't exist, reopen container log failed")
+			return
+		}
+		size, mode, err = d.stat(base)
+		if err != nil {
+			logger.Error(err, "Failed to stat container log after reopen")
+			return
+		}
+	}
+	if err != nil {
+		logger.Error(err, "Failed to stat container log")
+		return
+	}
+	if !mode.IsRegular() {
+		logger.Error(nil, "Container log is not a regular file: not rotated", "type", mode.Type().String())
+		return
+	}
+	files, others, err := d.list(base + ".")
+	if err != nil {
+		logger.Error(err, "Failed to list container log files")
+		return
+	}
+	if len(others) > 0 {
+		logger.V(2).Info("Left alone files beside the container log that are not regular files", "names", others)
+	}
+	var rotation Rotation // a negative MaxSize: kubelet's stub manager, no rotation
+	if m.cfg.MaxSize >= 0 {
+		rotation = Plan(base, size, names(files), Policy{MaxSize: m.cfg.MaxSize, MaxFiles: m.cfg.MaxFiles}, m.clock.Now())
+	}
+	if rotation.Rotate == "" {
+		logger.V(7).Info("log file doesn't need to be rotated", "currentSize", size, "maxSize", m.cfg.MaxSize)
+	} else {
+		err := m.rotate(ctx, d, id, base, rotation)
+		if err != nil {
+			logger.Error(err, "Failed to rotate log for container", "currentSize", size, "maxSize", m.cfg.MaxSize)
+		} else {
+			m.metrics.rotated(t)
+		}
+		size, _, _ = d.stat(base)
+		if files, _, err = d.list(base + "."); err != nil {
+			logger.Error(err, "Failed to list container log files")
+			return
+		}
+	}
+	total := size
+	for _, f := range files {
+		total += f.size
+	}
+	m.mu.Lock()
+	m.bytes[id] = total
+	m.mu.Unlock()
+	m.metrics.setBytes(t, total)
+}
+
+func names(files []file) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.name
+	}
+	return out
+}
+
+// rotate carries a rotation out, as kubelet's rotateLog.
+func (m *Manager) rotate(ctx context.Context, d *logDir, id, log string, r Rotation) error {
+	for _, name := range r.Remove {
+		if err := d.remove(name); err != nil {
+			return fmt.Errorf("failed to remove old log %q: %w", d.name(name), err)
+		}
+	}
+	for _, name := range r.Compress {
+		if err := d.compress(name); err != nil {
+			return fmt.Errorf("failed to compress log %q: %w", d.name(name), err)
+		}
+	}
+	if err := m.rotateLatest(ctx, d, id, log, r.Rotate); err != nil {
+		return fmt.Errorf("failed to rotate log %q: %w", d.name(log), err)
+	}
+	return nil
+}
+
+// rotateLatest renames the current file and has the runtime reopen it,
+// uncompressed so that the container can still write it and a shipper
+// finish reading it; if the runtime cannot, the file is renamed back, to
+// be rotated at the next round (kubelet's rotateLatestLog).
+func (m *Manager) rotateLatest(ctx context.Context, d *logDir, id, log, rotated string) error {
+	if err := d.rename(log, rotated); err != nil {
+		return fmt.Errorf("failed to rotate log %q to %q: %w", d.name(log), d.name(rotated), err)
+	}
+	if err := m.runtime.ReopenContainerLog(ctx, id); err != nil {
+		if renameErr := d.rename(rotated, log); renameErr != nil {
+			klog.FromContext(ctx).Error(renameErr, "Failed to rename rotated log", "rotatedLog", d.name(rotated), "newLog", d.name(log), "containerID", id)
+		}
+		return fmt.Errorf("failed to reopen container log %q: %w", id, err)
+	}
+	return nil
+}
