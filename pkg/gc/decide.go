@@ -29,8 +29,8 @@ import (
 )
 
 // Policy is kubelet's container GC policy (kubecontainer.GCPolicy), from
-// its flags of the same names. The zero Policy is not kubelet's default:
-// use DefaultPolicy.
+// its flags of the same names. The zero Policy is not kubelet's default
+// (it keeps nothing): DefaultPolicy is.
 type Policy struct {
 	// MinAge is how old a dead instance must be to be collected
 	// (--minimum-container-ttl-duration, 0).
@@ -127,7 +127,11 @@ func Decide(all []*pods.Pod, now time.Time, policy Policy) Decision {
 			d.removeFlat(all, flat[policy.MaxContainers:])
 		}
 	}
-	d.Sandboxes = deadSandboxes(all)
+	removed := map[string]bool{}
+	for _, r := range d.Containers {
+		removed[r.Instance.ID] = true
+	}
+	d.Sandboxes = deadSandboxes(all, removed)
 	return d
 }
 
@@ -175,15 +179,18 @@ func count(units []unit) int {
 
 // deadSandboxes is kubelet's evictSandboxes: of each pod's sandboxes,
 // those not ready and with no container in them, oldest first; the newest
-// sandbox of a pod is kept unless the pod is gone. Only the agent's are
-// removed: a static pod's (the view gives a static pod only the sandboxes
-// the agent made).
-func deadSandboxes(all []*pods.Pod) []SandboxRemoval {
+// sandbox of a pod is kept unless the pod is gone. The containers removed
+// before (removed) are not counted, as kubelet lists the containers again
+// after removing them. Only the agent's are removed: a static pod's (the
+// view gives a static pod only the sandboxes the agent made).
+func deadSandboxes(all []*pods.Pod, removed map[string]bool) []SandboxRemoval {
 	used := map[string]bool{}
 	for _, p := range all {
 		for _, c := range p.Containers {
 			for _, i := range c.Instances {
-				used[i.SandboxID] = true
+				if !removed[i.ID] {
+					used[i.SandboxID] = true
+				}
 			}
 		}
 	}

@@ -213,6 +213,9 @@ type gcSandbox struct {
 	used     bool
 	created  int
 	orphaned bool
+	// runs: its container runs (kubelet's row collects sandboxes alone;
+	// here the collection removes a gone pod's dead containers first).
+	runs bool
 }
 
 // The behaviour of kubelet's TestSandboxGC, and the agent's scope: only a
@@ -251,7 +254,7 @@ func TestDecideSandboxes(t *testing.T) {
 		},
 		{
 			name:      "sandbox with containers should not be garbage collected",
-			sandboxes: []gcSandbox{{pod: "deleted", orphaned: true, used: true}},
+			sandboxes: []gcSandbox{{pod: "deleted", orphaned: true, used: true, runs: true}},
 			remain:    []int{0},
 		},
 		{
@@ -262,6 +265,12 @@ func TestDecideSandboxes(t *testing.T) {
 				{pod: "deleted", orphaned: true},
 			},
 			remain: []int{0, 2},
+		},
+		{
+			name: "a sandbox whose containers this collection removes is removed with them (kubelet lists the containers again)",
+			sandboxes: []gcSandbox{{pod: "foo", attempt: 2, created: 2, ready: true}, {pod: "foo", attempt: 1, created: 1, used: true},
+				{pod: "foo", attempt: 0, created: 0, used: true}},
+			remain: []int{0, 1},
 		},
 		{
 			name:      "someone else's pod: its sandboxes are never removed",
@@ -287,9 +296,17 @@ func TestDecideSandboxes(t *testing.T) {
 				}
 				sb := &cri.Sandbox{ID: sandboxID(i), UID: s.pod, Attempt: s.attempt, State: state, CreatedAt: now.Add(-time.Hour + time.Duration(s.created)*time.Second)}
 				p.Sandboxes = append(p.Sandboxes, sb)
-				if s.used {
-					p.Containers = append(p.Containers, &pods.Container{Name: "c", Instances: []*cri.Container{{ID: "c" + sb.ID, SandboxID: sb.ID,
-						State: cri.StateExited, CreatedAt: now}}})
+				if s.used { // one container c across the pod's sandboxes, one dead instance in each
+					if len(p.Containers) == 0 {
+						p.Containers = []*pods.Container{{Name: "c"}}
+					}
+					c := p.Containers[0]
+					state := cri.StateExited
+					if s.runs {
+						state = cri.StateRunning
+					}
+					c.Instances = append(c.Instances, &cri.Container{ID: "c" + sb.ID, SandboxID: sb.ID, State: state, CreatedAt: sb.CreatedAt})
+					slices.SortStableFunc(c.Instances, newestFirst)
 				}
 			}
 			d := Decide(all, now, DefaultPolicy)

@@ -22,9 +22,10 @@ const DefaultPeriod = time.Minute
 const minimumGracePeriod = 2
 
 // Config is the garbage collection's settings. Zero values are kubelet's
-// defaults, but for Policy, which a caller sets (DefaultPolicy).
+// defaults.
 type Config struct {
-	Policy Policy
+	// Policy is what is kept (nil: DefaultPolicy, kubelet's).
+	Policy *Policy
 	// Period is how often it collects (0: DefaultPeriod); only tests set
 	// another.
 	Period time.Duration
@@ -97,6 +98,9 @@ func New(rt Runtime, cfg Config, opts ...Option) *GC {
 	if g.cfg.Period <= 0 {
 		g.cfg.Period = DefaultPeriod
 	}
+	if g.cfg.Policy == nil {
+		g.cfg.Policy = &DefaultPolicy
+	}
 	if g.metrics == nil {
 		g.metrics = newMetrics(nil)
 	}
@@ -134,7 +138,7 @@ func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 // collection.
 func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
 	logger := klog.FromContext(ctx)
-	d := Decide(all, g.clock.Now(), g.cfg.Policy)
+	d := Decide(all, g.clock.Now(), *g.cfg.Policy)
 	for _, r := range d.Containers {
 		if err := g.removeContainer(ctx, r); err != nil {
 			logger.Error(err, "Failed to remove container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "containerName", r.Instance.Name, "containerID", r.Instance.ID)

@@ -71,7 +71,7 @@ func TestCollect(t *testing.T) {
 	rt := &fakeRuntime{fail: map[string]error{"rm foo/bar#1": errors.New("busy")}}
 	logs := &fakeLogs{}
 	reg := prometheus.NewPedanticRegistry()
-	g := New(rt, Config{Policy: DefaultPolicy}, WithClock(testingclock.NewFakeClock(now)), WithContainerLogs(logs), WithRegisterer(reg))
+	g := New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)), WithContainerLogs(logs), WithRegisterer(reg))
 	all := gcPods([]gcContainer{makeGCContainer("foo", "bar", 3, 3, cri.StateExited), makeGCContainer("foo", "bar", 2, 2, cri.StateUnknown),
 		makeGCContainer("foo", "bar", 1, 1, cri.StateExited), makeGCContainer("foo", "bar", 0, 0, cri.StateExited)})
 	all[0].Sandboxes = []*cri.Sandbox{{ID: "new", State: cri.SandboxNotReady, CreatedAt: now}, {ID: "foo-sb", State: cri.SandboxNotReady},
@@ -89,7 +89,7 @@ func TestCollect(t *testing.T) {
 // next collection, not at every view.
 func TestTearDownTerminated(t *testing.T) {
 	term := &fakeTerminator{fail: 1}
-	g := New(&fakeRuntime{}, Config{Policy: DefaultPolicy}, WithTerminator(term))
+	g := New(&fakeRuntime{}, Config{}, WithTerminator(term))
 	done := []*pods.Pod{{UID: "job", Namespace: "ns", Name: "job", Static: true, Phase: corev1.PodSucceeded}}
 
 	g.tearDownTerminated(t.Context(), done, false)
