@@ -158,7 +158,8 @@ func TestOldSandboxesCollected(t *testing.T) {
 // Contract (kubelet's volume manager once a pod's runtime may be removed,
 // and SyncTerminatedPod): a static pod that completed, its manifest still
 // there, has its volumes torn down: an emptyDir's contents removed, a
-// memory emptyDir (tmpfs) unmounted; its pod directory stays (kubelet
+// memory emptyDir (tmpfs) unmounted, its pod cgroup removed; its pod
+// directory stays (kubelet
 // v1.36.3: /var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~empty-dir/
 // is empty once the pod is Succeeded). Today's agent kept them until the
 // manifest is removed.
@@ -195,4 +196,9 @@ func TestCompletedPodVolumesTornDown(t *testing.T) {
 	})
 	_, err := os.Stat(podDir)
 	require.NoError(t, err, "the pod directory stays while the pod does")
+	eventually(t, 10*gcPeriod, "its pod cgroup removed in every hierarchy", func() bool {
+		left, _ := filepath.Glob("/sys/fs/cgroup/*/cri-prober-e2e/kubepods/*/pod" + uid)
+		top, _ := filepath.Glob("/sys/fs/cgroup/*/cri-prober-e2e/kubepods/pod" + uid)
+		return len(left)+len(top) == 0
+	})
 }
