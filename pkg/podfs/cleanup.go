@@ -65,12 +65,9 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 		return err
 	}
 
-	dfd, err := openDirAt(pfd, uid)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
-		return m.podDirError(uid, err)
+	dfd, ok, err := m.openPodDirAt(pfd, uid)
+	if !ok {
+		return err
 	}
 	defer unix.Close(dfd)
 	if _, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid); err != nil {
@@ -139,12 +136,9 @@ func (m *Manager) TearDownVolumes(ctx context.Context, uid string) error {
 		return err
 	}
 	defer pods.Close()
-	dfd, err := openDirAt(int(pods.Fd()), uid)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
-		return m.podDirError(uid, err)
+	dfd, ok, err := m.openPodDirAt(int(pods.Fd()), uid)
+	if !ok {
+		return err
 	}
 	defer unix.Close(dfd)
 	if _, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid); err != nil {
@@ -154,6 +148,19 @@ func (m *Manager) TearDownVolumes(ctx context.Context, uid string) error {
 		return fmt.Errorf("tearing down the volumes of pod %s: %w", uid, err)
 	}
 	return nil
+}
+
+// openPodDirAt opens the directory of pod uid in the pods directory open
+// at pfd; ok is false when it is missing (err nil) or cannot be opened.
+func (m *Manager) openPodDirAt(pfd int, uid string) (dfd int, ok bool, err error) {
+	dfd, err = openDirAt(pfd, uid)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return -1, false, m.podDirError(uid, err)
+	}
+	return dfd, true, nil
 }
 
 // tearDownVolumesAt tears down the volumes of the pod whose directory is
