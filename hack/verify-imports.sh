@@ -50,7 +50,11 @@
 # at most pkg/cri. pkg/ledger (the restarts pod sync did, and why, kept under
 # --state-dir) is a leaf too: its entry's cause is its own string, so it
 # imports nothing of ours but pkg/statefile; pkg/restart records into it
-# and pkg/api serves it. (Kubernetes' import-boss, at our scale.)
+# and pkg/api serves it. pkg/gc (kubelet's container garbage collection
+# and the teardown of terminated pods, beside pod sync) imports pkg/pods
+# and pkg/cri; it declares what it needs of the log files and the host
+# side, and only pkg/agent wires them in. (Kubernetes' import-boss, at
+# our scale.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -79,11 +83,12 @@ allowed() {
     pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/spec pkg/results pkg/cri pkg/events" ;;
     pkg/eviction*) echo "pkg/pods pkg/spec pkg/podconfig pkg/cri pkg/events" ;;
+    pkg/gc*) echo "pkg/pods pkg/cri" ;;
     pkg/podmaker*) echo "pkg/restart pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/logs pkg/prober pkg/podmaker pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/logs pkg/prober pkg/podmaker pkg/gc pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/manifests pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

@@ -98,6 +98,7 @@ type runOptions struct {
 	storage            storageFlags
 	killBudget         killBudgetFlags
 	containerLogs      containerLogFlags
+	gc                 gcFlags
 }
 
 // newRunCommand is run; its flags are also the keys of its config file.
@@ -146,6 +147,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	o.storage.register(fs)
 	o.killBudget.register(fs)
 	o.containerLogs.register(fs)
+	o.gc.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.BoolVar(&o.notReadyOnExit, "not-ready-on-exit", false, "beyond kubelet: a container whose instance the agent kills to restart it (a liveness or startup failure) is not ready from that instance's exit, shown exited until its replacement runs, so that load balancers stop sending to it at once; default, as kubelet: shown running and ready until the replacement has started and its postStart hook ended")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
@@ -278,6 +280,10 @@ func (o *runOptions) validate() (agent.Config, error) {
 		return cfg, err
 	}
 	o.storage.apply(&cfg.Eviction, thresholds)
+	if err := o.gc.check(); err != nil {
+		return cfg, err
+	}
+	cfg.GC = o.gc.config()
 	if err := cfg.KillBudget.Check(); err != nil {
 		return cfg, err
 	}

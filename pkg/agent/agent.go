@@ -27,6 +27,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/eviction"
 	"github.com/cri-prober/cri-prober/pkg/exec"
+	"github.com/cri-prober/cri-prober/pkg/gc"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
@@ -100,6 +101,10 @@ type Config struct {
 	// manages are kept with a pod sync: kubelet's rotation settings and
 	// the directory of their links (LinkDir "": none).
 	ContainerLogs logs.Config
+	// GC is the garbage collection of the dead instances and sandboxes the
+	// agent made, and of its terminated pods' volumes, run with
+	// --restart=recreate (the zero Config: kubelet's policy, every minute).
+	GC gc.Config
 	// OnTransition is a shell command and Webhook a URL told of every
 	// transition (--on-transition, --webhook; "": none).
 	OnTransition, Webhook string
@@ -118,6 +123,9 @@ type Config struct {
 	// no command sets (a shorter back-off, a clock).
 	TestProberOptions  []prober.Option
 	TestRestartOptions []restart.Option
+	// TestGCOptions are the garbage collection's (a clock, the log files
+	// removed with an instance).
+	TestGCOptions []gc.Option
 }
 
 // APIConfig is how the state API is served.
@@ -145,6 +153,10 @@ type Agent struct {
 	Resolver  *pods.Resolver
 	Manager   *prober.Manager
 	Restarter *restart.Restarter // nil without Config.Restart.Mode
+	// GC collects the dead instances and sandboxes the agent made and
+	// tears its terminated pods' volumes down (nil unless Config.Restart.Mode
+	// is recreate).
+	GC *gc.GC
 	// KillBudget is the restart budget and pause that pod sync spends,
 	// the prober asks and the API changes (nil without
 	// Config.Restart.Mode).
@@ -328,7 +340,20 @@ func (a *Agent) newPodSync(maker *podmaker.Maker) error {
 		opts = append(opts, restart.WithMaker(maker))
 	}
 	a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, cfg.Restart, append(opts, cfg.TestRestartOptions...)...)
-	return err
+	if err != nil {
+		return err
+	}
+	if cfg.Restart.Mode == restart.Recreate {
+		// kubelet's container garbage collection, beside its pod sync: what
+		// pod sync leaves (dead instances and sandboxes, a terminated pod's
+		// volumes) once no sync needs it.
+		gcOpts := []gc.Option{gc.WithRegisterer(registerer(cfg.AgentRegistry)), gc.WithContainerLogs(links)}
+		if maker != nil {
+			gcOpts = append(gcOpts, gc.WithTerminator(maker))
+		}
+		a.GC = gc.New(cfg.Client, cfg.GC, append(gcOpts, cfg.TestGCOptions...)...)
+	}
+	return nil
 }
 
 // subscribe makes the parts' subscriptions, each to the one before it, and
@@ -343,6 +368,11 @@ func (a *Agent) subscribe() {
 		managerSub = a.Restarter.Subscribe()
 		a.subs = append(a.subs, restarterSub)
 		a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.Restarter.Run(ctx, restarterSub) }, a.ContainerLogs.Run)
+		if a.GC != nil {
+			gcSub := a.Resolver.Subscribe()
+			a.subs = append(a.subs, gcSub)
+			a.runFuncs = append(a.runFuncs, func(ctx context.Context) { a.GC.Run(ctx, gcSub) })
+		}
 	} else {
 		managerSub = a.Resolver.Subscribe()
 	}

@@ -65,12 +65,9 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 		return err
 	}
 
-	dfd, err := openDirAt(pfd, uid)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
-		return m.podDirError(uid, err)
+	dfd, ok, err := m.openPodDirAt(pfd, uid)
+	if !ok {
+		return err
 	}
 	defer unix.Close(dfd)
 	if _, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid); err != nil {
@@ -84,18 +81,8 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 		return nil
 	}
 
-	if err := m.cleanSubPaths(ctx, dfd, types.UID(uid)); err != nil {
-		return fmt.Errorf("tearing down pod %s: %w", uid, err)
-	}
-	if err := m.unmountAll(ctx, podDir); err != nil {
-		return fmt.Errorf("tearing down pod %s: %w", uid, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-
 	// Volumes first, each by what its plugin's TearDown does.
-	if err := m.removeVolumes(logger, dfd, types.UID(uid)); err != nil {
+	if err := m.tearDownVolumesAt(ctx, logger, dfd, uid); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", uid, err)
 	}
 	// Then everything else but the record (cleanupOrphanedPodDirs).
@@ -124,6 +111,72 @@ func (m *Manager) TearDown(ctx context.Context, uid string) error {
 	_ = fsyncRetry(pfd)
 	logger.V(2).Info("Removed the pod directory", "path", podDir)
 	return nil
+}
+
+// TearDownVolumes tears down the volumes of a pod that terminated but
+// stays (its manifest is still there), as kubelet's volume manager does
+// once the pod's runtime may be removed: the subPath bind mounts and every
+// mount under the pod directory (tmpfs volumes) unmounted, then the
+// contents of the agent's own volume kinds (emptyDir, downwardAPI,
+// projected) removed, as TearDown does, without following a link or
+// crossing a mount. The pod directory, its record and its other files
+// (etc-hosts, containers/) stay, as kubelet leaves them until the pod is
+// removed. A missing directory is no error; one without the agent's
+// record is refused (ErrNoRecord).
+func (m *Manager) TearDownVolumes(ctx context.Context, uid string) error {
+	if err := checkElem("pod UID", uid); err != nil {
+		return err
+	}
+	defer m.lockPod(uid)()
+	pods, err := m.openPods()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer pods.Close()
+	dfd, ok, err := m.openPodDirAt(int(pods.Fd()), uid)
+	if !ok {
+		return err
+	}
+	defer unix.Close(dfd)
+	if _, err := readRecordAt(dfd, m.layout.RecordFile(types.UID(uid)), uid); err != nil {
+		return fmt.Errorf("tearing down the volumes of pod %s: %w", uid, err)
+	}
+	if err := m.tearDownVolumesAt(ctx, klog.FromContext(ctx).WithValues("podUID", uid), dfd, uid); err != nil {
+		return fmt.Errorf("tearing down the volumes of pod %s: %w", uid, err)
+	}
+	return nil
+}
+
+// openPodDirAt opens the directory of pod uid in the pods directory open
+// at pfd; ok is false when it is missing (err nil) or cannot be opened.
+func (m *Manager) openPodDirAt(pfd int, uid string) (dfd int, ok bool, err error) {
+	dfd, err = openDirAt(pfd, uid)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return -1, false, m.podDirError(uid, err)
+	}
+	return dfd, true, nil
+}
+
+// tearDownVolumesAt tears down the volumes of the pod whose directory is
+// open at dfd: subPaths, then every mount under the directory, then the
+// volumes' contents (removeVolumes). The caller holds the pod's lock.
+func (m *Manager) tearDownVolumesAt(ctx context.Context, logger klog.Logger, dfd int, uid string) error {
+	if err := m.cleanSubPaths(ctx, dfd, types.UID(uid)); err != nil {
+		return err
+	}
+	if err := m.unmountAll(ctx, m.layout.PodDir(types.UID(uid))); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return m.removeVolumes(logger, dfd, types.UID(uid))
 }
 
 // cleanSubPaths is kubelet's CleanSubPaths for every volume of the pod:

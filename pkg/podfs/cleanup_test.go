@@ -436,3 +436,43 @@ func TestRemovePodCgroups(t *testing.T) {
 		t.Error("a cgroup that could not be removed gave no error")
 	}
 }
+
+// A terminated pod that stays: its volumes torn down (tmpfs unmounted,
+// emptyDir and downwardAPI contents removed), its directory and record
+// kept; again: nothing to do. A directory without the agent's record is
+// refused.
+func TestTearDownVolumes(t *testing.T) {
+	requireMount(t)
+	m := newRealTestManager(t)
+	recorded(t, m, "u1")
+	ctx := context.Background()
+	vols, err := m.SetUp(ctx, fullPod("u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(vols["disk"].HostPath, "data"), "x")
+	writeFile(t, filepath.Join(vols["mem"].HostPath, "data"), "x")
+	for range 2 {
+		if err := m.TearDownVolumes(ctx, "u1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mps, _ := (sysMounter{}).mounts(m.Layout().RootDir); len(mps) != 0 {
+		t.Errorf("mounts left: %v", mps)
+	}
+	for name, v := range vols {
+		if exists(v.HostPath) {
+			t.Errorf("volume %s left: %s", name, v.HostPath)
+		}
+	}
+	if !exists(m.Layout().RecordFile("u1")) {
+		t.Error("the pod record went: the pod stays")
+	}
+
+	if err := os.MkdirAll(filepath.Join(m.Layout().PodDir("theirs"), "volumes"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.TearDownVolumes(ctx, "theirs"); !errors.Is(err, ErrNoRecord) {
+		t.Errorf("a pod directory without a record: %v, want ErrNoRecord", err)
+	}
+}

@@ -47,6 +47,7 @@ type HostFS interface {
 	MakeLogsDir(namespace, name, uid string) (string, error)
 	PrepareContainer(ctx context.Context, in podconfig.ContainerInput) (podconfig.ContainerInput, error)
 	TearDown(ctx context.Context, uid string) error
+	TearDownVolumes(ctx context.Context, uid string) error
 	RemovePodCgroups(uid string) error
 	RemoveLogs(namespace, name, uid string) error
 	Pods() ([]podfs.PodDir, error)
@@ -302,6 +303,24 @@ func (m *Maker) TearDown(ctx context.Context, p *pods.Pod) error {
 	m.mu.Unlock()
 	m.signal()
 	return nil
+}
+
+// TearDownTerminated tears down what a pod that finished (Succeeded or
+// Failed) and stays holds on the host, as kubelet's volume manager and
+// SyncTerminatedPod do: its volumes (emptyDir contents removed, tmpfs
+// unmounted, downwardAPI and projected files removed) and its pod cgroup
+// (removed if present and empty). Its directory, record and logs stay
+// until the pod is removed. The gc package calls it once the pod's
+// containers and sandbox have stopped.
+func (m *Maker) TearDownTerminated(ctx context.Context, p *pods.Pod) error {
+	if err := m.fs.TearDownVolumes(ctx, p.UID); err != nil {
+		return err
+	}
+	// SetUp makes them again if the pod is ever started again.
+	m.mu.Lock()
+	delete(m.volumes, p.UID)
+	m.mu.Unlock()
+	return m.fs.RemovePodCgroups(p.UID)
 }
 
 func (m *Maker) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {

@@ -300,3 +300,12 @@ func (c *Container) Probe(t results.ProbeType) *corev1.Probe {
 func (c *Container) Running() bool {
 	return c.Current != nil && c.Current.State == cri.StateRunning
 }
+
+// MadeByAgent reports whether the agent made instance i of the pod, and so
+// may remove it once it is no longer needed: every instance of a static
+// pod (the agent makes all of them), and of a pod someone else made only
+// the replacements the agent created when it restarted a container
+// (cri.AnnotationRestartOf). What another client made is never removed.
+func (p *Pod) MadeByAgent(i *cri.Container) bool {
+	return p.Static || i.Annotations[cri.AnnotationRestartOf] != ""
+}

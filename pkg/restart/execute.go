@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/pods"
@@ -173,7 +172,7 @@ func isRunning(p *pods.Pod, name string) bool {
 // next change).
 func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl plan) time.Duration {
 	for _, c := range pl.abandon {
-		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil {
+		if err := r.removeInstance(ctx, p, c); err != nil {
 			r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s left by an interrupted restart: %v", c.Name, err)
 			return failedActionBackoff
 		}
@@ -199,7 +198,7 @@ func (r *Restarter) execute(ctx context.Context, w *podWorker, p *pods.Pod, pl p
 		}
 	}
 	for _, c := range pl.remove {
-		if err := r.runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
+		if err := r.removeInstance(ctx, p, c); err != nil {
 			klog.FromContext(ctx).V(2).Info("Cannot remove an old instance", "pod", klog.KRef(p.Namespace, p.Name), "containerName", c.Name, "containerID", c.ID, "err", err)
 		}
 	}

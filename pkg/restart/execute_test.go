@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,10 +242,11 @@ func TestSyncOwnedPodFromNothing(t *testing.T) {
 // A dead sandbox: the old one's containers killed, a new sandbox, init
 // containers removed and run again (kubelet's purgeInitContainers).
 func TestSyncOwnedPodNewSandbox(t *testing.T) {
-	st := newSyncTest(t)
+	logs := &fakeLogs{}
+	st := newSyncTest(t, WithContainerLogs(logs))
 	m := ownedPod(spec.Container{Name: "init", Kind: spec.Init}, spec.Container{Name: "app", Kind: spec.Regular})
 	old := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
-	st.rt.AddContainer(old, "init", runtimeapi.ContainerState_CONTAINER_EXITED)
+	initID := st.rt.AddContainer(old, "init", runtimeapi.ContainerState_CONTAINER_EXITED)
 	st.rt.AddContainer(old, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	_, err := st.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: old})
 	require.NoError(t, err)
@@ -254,6 +256,7 @@ func TestSyncOwnedPodNewSandbox(t *testing.T) {
 	assert.Equal(t, "sandbox 1", st.maker.calls[0], "a new sandbox, its attempt 1")
 	assert.Contains(t, st.events.messages(), "SandboxChanged: Pod sandbox changed, it will be killed and re-created.")
 	assert.Equal(t, []string{"app#0:CONTAINER_EXITED"}, st.states(old), "its init container removed, to run again")
+	assert.Equal(t, []string{"ns/web-node/init/" + initID}, logs.removed, "with its log files")
 	p := st.view(t, m, true)
 	require.Len(t, p.Sandboxes, 2)
 	assert.Equal(t, []string{"init#1:CONTAINER_RUNNING"}, st.states(p.Sandbox.ID), "its restart count goes on, as kubelet counts from the status the sync began with")
@@ -341,7 +344,8 @@ func TestSyncBackoffAfterALongHealthyRun(t *testing.T) {
 // RestartAllContainers: every running container killed at once, every
 // instance removed, the pod started over in its sandbox.
 func TestSyncRestartAll(t *testing.T) {
-	st := newSyncTest(t)
+	logs := &fakeLogs{}
+	st := newSyncTest(t, WithContainerLogs(logs))
 	never := corev1.ContainerRestartPolicyNever
 	rules := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
@@ -355,6 +359,7 @@ func TestSyncRestartAll(t *testing.T) {
 
 	st.sync(t, st.view(t, m, true))
 	assert.Empty(t, st.states(sb), "every instance removed")
+	assert.Empty(t, logs.removed, "their logs kept until the pod goes, as kubelet's removeContainer(keepLogs) on a reset")
 	g, _ := st.rt.StopTimeout(side)
 	assert.Zero(t, g, "killed with no grace period")
 	assert.Equal(t, map[string]pods.Reset{"init": {RestartCount: 1}, "app": {RestartCount: 1}, "side": {RestartCount: 1}}, st.r.resetsOf("uid"),
@@ -367,16 +372,18 @@ func TestSyncRestartAll(t *testing.T) {
 // An orphan: killed (preStop, grace), its containers and sandboxes
 // removed, then what it left on the host.
 func TestSyncOrphanTeardown(t *testing.T) {
-	st := newSyncTest(t)
+	logs := &fakeLogs{}
+	st := newSyncTest(t, WithContainerLogs(logs))
 	m := ownedPod(spec.Container{Name: "app", Kind: spec.Regular})
 	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
-	st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	app := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	p := st.orphanView(t, m)
 
 	st.sync(t, p)
 	_, ok := st.rt.SandboxState(sb)
 	assert.False(t, ok, "the sandbox removed")
 	assert.Equal(t, []string{"uid"}, st.maker.tornDown)
+	assert.Equal(t, []string{"ns/web-node/app/" + app}, logs.removed, "each instance's log files removed with it")
 	assert.Equal(t, "StoppingPod: Stopping pod ns/web-node: its manifest was removed, edited or no longer loads", st.events.messages()[0])
 }
 
@@ -715,8 +722,8 @@ func TestSyncCrashLoopBacksOff(t *testing.T) {
 	assert.Len(t, st.rt.Containers(sb), 2, "still backing off")
 	st.clock.Step(time.Second)
 	st.sync(t, st.view(t, m, false))
-	assert.Equal(t, []string{"app#1:CONTAINER_EXITED", "app#2:CONTAINER_RUNNING"}, st.states(sb),
-		"restarted after 10 s; the older exited instance is removed, the last kept")
+	assert.Equal(t, []string{"app#0:CONTAINER_EXITED", "app#1:CONTAINER_EXITED", "app#2:CONTAINER_RUNNING"}, st.states(sb),
+		"restarted after 10 s; the dead instances are left to the garbage collection (pkg/gc), as kubelet leaves them")
 	_, ok = waitingOf(st.r, "uid", "app")
 	assert.False(t, ok, "no longer waiting once restarted")
 
@@ -928,4 +935,25 @@ func TestSyncFailedPostStartHook(t *testing.T) {
 	st.sync(t, st.view(t, m, false))
 	w, ok := waitingOf(st.r, "uid", "app")
 	assert.True(t, ok && w.Reason == WaitingCrashLoop, "restarted with back-off")
+}
+
+// fakeLogs records the instances whose log files pod sync removes (and
+// links), as "namespace/pod/container/id".
+type fakeLogs struct {
+	mu              sync.Mutex
+	linked, removed []string
+}
+
+func (l *fakeLogs) Link(namespace, podName string, inst *cri.Container) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.linked = append(l.linked, namespace+"/"+podName+"/"+inst.Name+"/"+inst.ID)
+	return nil
+}
+
+func (l *fakeLogs) Remove(namespace, podName string, inst *cri.Container) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.removed = append(l.removed, namespace+"/"+podName+"/"+inst.Name+"/"+inst.ID)
+	return nil
 }

@@ -231,7 +231,7 @@ func (r *Restarter) killPod(ctx context.Context, p *pods.Pod, pl plan) bool {
 func (r *Restarter) teardown(ctx context.Context, p *pods.Pod) time.Duration {
 	for _, c := range p.Containers {
 		for _, i := range c.Instances {
-			if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
+			if err := r.removeInstance(ctx, p, i); err != nil {
 				r.eventf(p, c.Name, events.Warning, ReasonFailed, "Cannot remove container %s: %v", c.Name, err)
 				return failedActionBackoff
 			}
@@ -270,6 +270,8 @@ func (r *Restarter) reset(ctx context.Context, p *pods.Pod, instances []*cri.Con
 			}
 			r.metrics.killed(p, c.Name, string(CauseRestartAll))
 		}
+		// kubelet removes them keeping their logs (removeContainer with
+		// keepLogs): they go with the pod.
 		if err := r.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
 			r.eventf(p, c.Name, events.Warning, ReasonFailed, "Removing container %s failed: %v", c.Name, err)
 			return failedActionBackoff

@@ -133,11 +133,13 @@ type plan struct {
 	// then regular ones. A regular init container that cannot start ends
 	// the list (the next ones wait for it).
 	starts []startAction
-	// remove are instances no longer needed, removed before the sandbox is
-	// made and anything started: the dead ones of a container that starts
-	// again but the newest (kubelet keeps it, for its logs and exit:
-	// pruneInitContainersBeforeStart), or with a new sandbox every init
-	// container's (purgeInitContainers: the new sandbox runs them again).
+	// remove are instances no longer needed, removed with their logs
+	// before the sandbox is made and anything started: the dead instances
+	// of each init container but the newest (kubelet keeps it, for its
+	// logs and exit: pruneInitContainersBeforeStart), or with a new
+	// sandbox every init container's (purgeInitContainers: the new sandbox
+	// runs them again). A regular container's dead instances are left to
+	// the container garbage collection (pkg/gc), as kubelet leaves them.
 	remove []*cri.Container
 	// initialized: a regular container of the pod has an instance, so the
 	// pod initialized (its init containers done) before it was made; its
@@ -319,9 +321,7 @@ func makePlan(in planInput) plan {
 	if pl.createSandbox {
 		pl.remove = initInstances(p)
 	} else {
-		for _, s := range pl.starts {
-			pl.remove = append(pl.remove, deadInstances(s.container, killedNow)...)
-		}
+		pl.remove = oldInitInstances(p)
 	}
 	return pl
 }
@@ -371,10 +371,9 @@ func decideStart(in planInput, pl *plan, c *pods.Container, killedNow map[string
 		// doubled. Someone else's is theirs unless the agent made it to
 		// replace another.
 		switch {
-		case p.Static:
-		case cur.Annotations[cri.AnnotationRestartOf] == "":
+		case !p.MadeByAgent(cur):
 			return s, false // its creator will start it
-		case slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning }):
+		case !p.Static && slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning }):
 			pl.abandon = append(pl.abandon, cur)
 			return s, false
 		}
@@ -529,27 +528,30 @@ func maxAttempt(c *pods.Container, sandbox string) uint32 {
 	return n
 }
 
-// deadInstances are the instances of a container that is started again
-// that are dead and not needed: all but the newest dead one — the one this
-// sync kills, if it kills one (kubelet's garbage collection keeps one dead
-// container per container, for its logs and exit;
-// pruneInitContainersBeforeStart).
-func deadInstances(c *pods.Container, killedNow map[string]bool) []*cri.Container {
+// oldInitInstances are kubelet's pruneInitContainersBeforeStart, at
+// every sync that goes on to start containers: of each init container
+// (sidecars among them), every dead instance (exited, or in an unknown
+// state) but the newest, which is kept for its logs and exit. Only
+// instances the agent made are removed (Pod.MadeByAgent).
+func oldInitInstances(p *pods.Pod) []*cri.Container {
 	var out []*cri.Container
-	keptDead := false
-	for _, i := range c.Instances {
-		if killedNow[i.ID] {
-			keptDead = true
+	for _, c := range p.Containers {
+		if !c.Kind.IsInit() {
 			continue
 		}
-		if i.State != cri.StateExited {
-			continue
+		kept := false
+		for _, i := range c.Instances { // newest first
+			if i.State != cri.StateExited && i.State != cri.StateUnknown {
+				continue
+			}
+			if !kept {
+				kept = true
+				continue
+			}
+			if p.MadeByAgent(i) {
+				out = append(out, i)
+			}
 		}
-		if !keptDead {
-			keptDead = true
-			continue
-		}
-		out = append(out, i)
 	}
 	return out
 }

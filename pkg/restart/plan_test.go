@@ -362,12 +362,11 @@ func TestMakePlan(t *testing.T) {
 			want: planSummary{starts: []string{"app (from app-0, attempt 1, cause exit)"}},
 		},
 		{
-			name: "a liveness failure: killed and restarted at once, the older dead instances removed (the killed one is kept)",
+			name: "a liveness failure: killed and restarted at once, the dead instances left to the garbage collection",
 			pod: planPod(false, always, sandboxes(ready), planContainer("app", spec.Regular, &spec.Container{Liveness: &corev1.Probe{}},
 				inst("app-2", "sb0", cri.StateRunning, 0, 0), inst("app-1", "sb0", cri.StateExited, 1, 300), inst("app-0", "sb0", cri.StateExited, 1, 400))),
 			results: fakeResults{{ContainerID: "app-2", Type: results.Liveness}: results.Failure},
-			want: planSummary{kill: []string{"app-2: liveness"}, starts: []string{"app (from app-2, attempt 3, cause liveness)"},
-				remove: []string{"app-1", "app-0"}},
+			want:    planSummary{kill: []string{"app-2: liveness"}, starts: []string{"app (from app-2, attempt 3, cause liveness)"}},
 		},
 		{
 			name:    "in CrashLoopBackOff: waits, reported once, looked at again after the back-off (at most a minute ahead)",
@@ -490,6 +489,34 @@ func TestMakePlanDecidesForTheExecutor(t *testing.T) {
 				inst("setup-0", "sb0", cri.StateExited, 1, 200)), planContainer("proxy", spec.Sidecar, nil, inst("proxy-0", "sb0", cri.StateExited, 0, 100)),
 				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateExited, 137, 100))),
 			want: decided{remove: []string{"setup-1", "setup-0", "proxy-0"}, initialized: true},
+		},
+		{
+			// kubelet's TestPruneInitContainers: of each init container the
+			// newest dead instance (exited or unknown) is kept.
+			name: "init containers pruned at sync: the newest dead instance of each kept (pruneInitContainersBeforeStart)",
+			pod: planPod(true, always, sandboxes(ready),
+				planContainer("init1", spec.Init, nil, inst("init1-3", "sb0", cri.StateExited, 0, 30), inst("init1-2", "sb0", cri.StateExited, 0, 20),
+					inst("init1-1", "sb0", cri.StateUnknown, 0, 0), inst("init1-0", "sb0", cri.StateExited, 0, 10)),
+				planContainer("init2", spec.Init, nil, inst("init2-1", "sb0", cri.StateExited, 0, 30), inst("init2-0", "sb0", cri.StateExited, 0, 10)),
+				planContainer("app", spec.Regular, nil, inst("app-1", "sb0", cri.StateRunning, 0, 0), inst("app-0", "sb0", cri.StateExited, 1, 100))),
+			want: decided{remove: []string{"init1-2", "init1-1", "init1-0", "init2-0"}, initialized: true},
+		},
+		{
+			name: "a running sidecar's dead instances: the newest kept, a regular container's left to the garbage collection",
+			pod: planPod(true, always, sandboxes(ready),
+				planContainer("proxy", spec.Sidecar, nil, inst("proxy-2", "sb0", cri.StateRunning, 0, 0), inst("proxy-1", "sb0", cri.StateExited, 1, 30),
+					inst("proxy-0", "sb0", cri.StateExited, 1, 60)),
+				planContainer("app", spec.Regular, nil, inst("app-2", "sb0", cri.StateRunning, 0, 0), inst("app-1", "sb0", cri.StateExited, 1, 100),
+					inst("app-0", "sb0", cri.StateExited, 1, 200))),
+			want: decided{remove: []string{"proxy-0"}, initialized: true},
+		},
+		{
+			name: "someone else's pod: only the dead init instances the agent made are pruned",
+			pod: planPod(false, always, sandboxes(ready),
+				planContainer("setup", spec.Init, nil, inst("setup-2", "sb0", cri.StateExited, 0, 10, cri.AnnotationRestartOf, "setup-1"),
+					inst("setup-1", "sb0", cri.StateExited, 1, 20, cri.AnnotationRestartOf, "setup-0"), inst("setup-0", "sb0", cri.StateExited, 1, 30)),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			want: decided{remove: []string{"setup-1"}, initialized: true},
 		},
 		{
 			name: "--restart=stop and a dead sandbox: no new sandbox, nothing purged",

@@ -386,9 +386,9 @@ func TestBackoffEndsOnTheWorkersTimer(t *testing.T) {
 	rt.relist(t)
 	assert.Len(t, rt.containers(), 2, "still backing off")
 	rt.clock.Step(time.Second)
-	rt.eventually(t, "restarted after 10 s", func() bool {
+	rt.eventually(t, "restarted after 10 s (the dead instances left to the garbage collection)", func() bool {
 		s := rt.states()
-		return len(s) == 2 && s[1] == "app#2:CONTAINER_RUNNING"
+		return len(s) == 3 && s[2] == "app#2:CONTAINER_RUNNING"
 	})
 }
 

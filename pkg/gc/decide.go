@@ -1,0 +1,243 @@
+// Package gc is the node's garbage collection of what the agent's pods
+// leave behind, as kubelet's: its container garbage collection
+// (kuberuntime_gc.go: every minute, the dead instances of each container
+// beyond the newest, the dead sandboxes without containers beyond the
+// newest of each pod, all of them for a pod that is gone) and the teardown
+// of a terminated pod's volumes and pod cgroup (kubelet's volume manager
+// and SyncTerminatedPod, for a pod that finished whose manifest stays).
+//
+// What to collect is decided by pure functions over one pods.View's pods
+// and a time (Decide, Terminated); GC's Run loop carries it out through
+// CRI, the log files (ContainerLogs) and the host side (Terminator). It
+// acts only on what the agent made: every instance and sandbox of a
+// static pod, and the replacements the agent created for a pod someone
+// else made (pods.Pod.MadeByAgent); never on what another client made.
+//
+// It imports pkg/pods and pkg/cri; pkg/agent wires it beside pod sync
+// (pkg/restart), which it never imports.
+package gc
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+)
+
+// Policy is kubelet's container GC policy (kubecontainer.GCPolicy), from
+// its flags of the same names. The zero Policy is not kubelet's default
+// (it keeps nothing): DefaultPolicy is.
+type Policy struct {
+	// MinAge is how old a dead instance must be to be collected
+	// (--minimum-container-ttl-duration, 0).
+	MinAge time.Duration
+	// MaxPerPodContainer is how many dead instances of each container are
+	// kept (--maximum-dead-containers-per-container, 1; negative: no
+	// limit).
+	MaxPerPodContainer int
+	// MaxContainers is how many dead instances are kept on the node
+	// (--maximum-dead-containers, -1: no limit).
+	MaxContainers int
+}
+
+// DefaultPolicy is kubelet's: MinAge 0, one dead instance kept per
+// container, no node-wide cap.
+var DefaultPolicy = Policy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
+
+// Removal is one dead instance to remove.
+type Removal struct {
+	Pod      *pods.Pod
+	Instance *cri.Container
+}
+
+// SandboxRemoval is one dead sandbox to remove (stopped first, as kubelet
+// makes sure).
+type SandboxRemoval struct {
+	Pod     *pods.Pod
+	Sandbox *cri.Sandbox
+}
+
+// Decision is what one collection removes, in the order it is done.
+type Decision struct {
+	Containers []Removal
+	Sandboxes  []SandboxRemoval
+}
+
+// unit is kubelet's evictUnit: the evictable instances of one container of
+// one pod, newest first.
+type unit struct {
+	pod       *pods.Pod
+	instances []*cri.Container
+}
+
+// Decide is kubelet's containerGC.GarbageCollect (with its
+// evictNonDeletedPods false, as its periodic run) over the pods of one
+// view at now: evictable instances are those not running and created at
+// least MinAge before now; a pod that is gone (an orphan: its manifest
+// removed) loses every one, and every dead sandbox; any other keeps the
+// newest MaxPerPodContainer of each container, then the node keeps at
+// most MaxContainers (each container its share, at least one, then the
+// oldest first), and each pod keeps its newest sandbox. A sandbox is dead
+// when it is not ready and no container of the view is in it. Instances
+// and sandboxes the agent did not make are counted as kubelet counts them
+// but never removed. It is pure.
+func Decide(all []*pods.Pod, now time.Time, policy Policy) Decision {
+	var d Decision
+	newest := now.Add(-policy.MinAge)
+	var units []unit
+	for _, p := range all {
+		for _, c := range p.Containers {
+			u := unit{pod: p}
+			for _, i := range c.Instances {
+				if i.State != cri.StateRunning && !i.CreatedAt.After(newest) {
+					u.instances = append(u.instances, i)
+				}
+			}
+			if len(u.instances) == 0 {
+				continue
+			}
+			slices.SortStableFunc(u.instances, newestFirst)
+			if p.Orphaned {
+				d.remove(u, 0) // the pod is gone: all of them
+				continue
+			}
+			units = append(units, u)
+		}
+	}
+	if policy.MaxPerPodContainer >= 0 {
+		for i := range units {
+			units[i] = d.remove(units[i], policy.MaxPerPodContainer)
+		}
+	}
+	if n := count(units); policy.MaxContainers >= 0 && n > policy.MaxContainers {
+		perUnit := max(policy.MaxContainers/len(units), 1)
+		for i := range units {
+			units[i] = d.remove(units[i], perUnit)
+		}
+		if n = count(units); n > policy.MaxContainers {
+			var flat []*cri.Container
+			for _, u := range units {
+				flat = append(flat, u.instances...)
+			}
+			slices.SortStableFunc(flat, newestFirst)
+			d.removeFlat(all, flat[policy.MaxContainers:])
+		}
+	}
+	removed := map[string]bool{}
+	for _, r := range d.Containers {
+		removed[r.Instance.ID] = true
+	}
+	d.Sandboxes = deadSandboxes(all, removed)
+	return d
+}
+
+// remove removes the instances of u past the newest keep (kubelet's
+// removeOldestN, oldest first) and returns what is left, as kubelet
+// assumes them removed.
+func (d *Decision) remove(u unit, keep int) unit {
+	if len(u.instances) <= keep {
+		return u
+	}
+	for _, i := range slices.Backward(u.instances[keep:]) {
+		if u.pod.MadeByAgent(i) {
+			d.Containers = append(d.Containers, Removal{Pod: u.pod, Instance: i})
+		}
+	}
+	u.instances = u.instances[:keep]
+	return u
+}
+
+// removeFlat removes the given instances (newest first), oldest first,
+// each with its pod.
+func (d *Decision) removeFlat(all []*pods.Pod, instances []*cri.Container) {
+	podOf := map[string]*pods.Pod{}
+	for _, p := range all {
+		for _, c := range p.Containers {
+			for _, i := range c.Instances {
+				podOf[i.ID] = p
+			}
+		}
+	}
+	for _, i := range slices.Backward(instances) {
+		if p := podOf[i.ID]; p.MadeByAgent(i) {
+			d.Containers = append(d.Containers, Removal{Pod: p, Instance: i})
+		}
+	}
+}
+
+func count(units []unit) int {
+	n := 0
+	for _, u := range units {
+		n += len(u.instances)
+	}
+	return n
+}
+
+// deadSandboxes is kubelet's evictSandboxes: of each pod's sandboxes,
+// those not ready and with no container in them, oldest first; the newest
+// sandbox of a pod is kept unless the pod is gone. The containers removed
+// before (removed) are not counted, as kubelet lists the containers again
+// after removing them. Only the agent's are removed: a static pod's (the
+// view gives a static pod only the sandboxes the agent made).
+func deadSandboxes(all []*pods.Pod, removed map[string]bool) []SandboxRemoval {
+	used := map[string]bool{}
+	for _, p := range all {
+		for _, c := range p.Containers {
+			for _, i := range c.Instances {
+				if !removed[i.ID] {
+					used[i.SandboxID] = true
+				}
+			}
+		}
+	}
+	var out []SandboxRemoval
+	for _, p := range all {
+		if !p.Static || len(p.Sandboxes) == 0 {
+			continue
+		}
+		sbs := slices.SortedStableFunc(slices.Values(p.Sandboxes), func(a, b *cri.Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+		keep := 1
+		if p.Orphaned {
+			keep = 0
+		}
+		for _, sb := range slices.Backward(sbs[min(keep, len(sbs)):]) {
+			if sb.State != cri.SandboxReady && !used[sb.ID] {
+				out = append(out, SandboxRemoval{Pod: p, Sandbox: sb})
+			}
+		}
+	}
+	return out
+}
+
+// newestFirst orders instances by creation, newest first (kubelet's
+// byCreated), then by ID so that the order is total.
+func newestFirst(a, b *cri.Container) int {
+	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+}
+
+// Terminated are the static pods whose volumes and pod cgroup are to be
+// torn down now (kubelet's volume manager once the pod's runtime may be
+// removed, and SyncTerminatedPod): pods that finished (Succeeded or
+// Failed) with their manifest still there, nothing of them running, and
+// not done already (done, by UID). An orphan is torn down whole by pod
+// sync instead. It is pure.
+func Terminated(all []*pods.Pod, done map[string]bool) []*pods.Pod {
+	var out []*pods.Pod
+	for _, p := range all {
+		if !p.Static || p.Orphaned || done[p.UID] || (p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed) {
+			continue
+		}
+		if slices.ContainsFunc(p.Sandboxes, func(sb *cri.Sandbox) bool { return sb.State == cri.SandboxReady }) ||
+			slices.ContainsFunc(p.Containers, func(c *pods.Container) bool {
+				return slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning || i.State == cri.StateUnknown })
+			}) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+)
+
+// DefaultPeriod is kubelet's ContainerGCPeriod: a collection every minute.
+const DefaultPeriod = time.Minute
+
+// minimumGracePeriod is kubelet's minimumGracePeriodInSeconds: an instance
+// in an unknown state is stopped with at least this before its removal.
+const minimumGracePeriod = 2
+
+// Config is the garbage collection's settings. Zero values are kubelet's
+// defaults.
+type Config struct {
+	// Policy is what is kept (nil: DefaultPolicy, kubelet's).
+	Policy *Policy
+	// Period is how often it collects (0: DefaultPeriod); only tests set
+	// another.
+	Period time.Duration
+}
+
+// Runtime is what the collection does through CRI (cri.Client).
+type Runtime interface {
+	StopContainer(ctx context.Context, id string, gracePeriod int64) error
+	RemoveContainer(ctx context.Context, id string) error
+	StopPodSandbox(ctx context.Context, id string) error
+	RemovePodSandbox(ctx context.Context, id string) error
+}
+
+var _ Runtime = (*cri.Client)(nil)
+
+// ContainerLogs removes a removed instance's log files (its log, rotated
+// files and link), as kubelet's removeContainerLog (pkg/logs; the same
+// value pod sync is given).
+type ContainerLogs interface {
+	Remove(namespace, podName string, inst *cri.Container) error
+}
+
+// Terminator tears a terminated pod's host side down, keeping its pod
+// directory and record (pkg/podmaker): its volumes (emptyDir contents
+// removed, tmpfs unmounted, downwardAPI and projected files removed) and
+// its pod cgroup.
+type Terminator interface {
+	TearDownTerminated(ctx context.Context, p *pods.Pod) error
+}
+
+// GC is the node's garbage collection of the agent's instances, sandboxes
+// and terminated pods.
+type GC struct {
+	runtime Runtime
+	cfg     Config
+	clock   clock.WithTicker
+	logs    ContainerLogs
+	term    Terminator
+	metrics *metrics
+
+	// Owned by Run's goroutine: the terminated pods torn down (by UID) and
+	// those whose teardown failed, retried at the next collection.
+	done, failed map[string]bool
+}
+
+// Option is an optional dependency of GC.
+type Option func(*GC)
+
+// WithClock sets the clock (default: the real one).
+func WithClock(c clock.WithTicker) Option { return func(g *GC) { g.clock = c } }
+
+// WithContainerLogs removes the log files of the instances it removes.
+func WithContainerLogs(l ContainerLogs) Option { return func(g *GC) { g.logs = l } }
+
+// WithTerminator tears terminated pods down (nil: not done; the agent
+// makes no pods).
+func WithTerminator(t Terminator) Option { return func(g *GC) { g.term = t } }
+
+// WithRegisterer exports its series to reg.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(g *GC) { g.metrics = newMetrics(reg) }
+}
+
+// New returns the garbage collection of rt's containers and sandboxes.
+func New(rt Runtime, cfg Config, opts ...Option) *GC {
+	g := &GC{runtime: rt, cfg: cfg, clock: clock.RealClock{}, done: map[string]bool{}, failed: map[string]bool{}}
+	for _, o := range opts {
+		o(g)
+	}
+	if g.cfg.Period <= 0 {
+		g.cfg.Period = DefaultPeriod
+	}
+	if g.cfg.Policy == nil {
+		g.cfg.Policy = &DefaultPolicy
+	}
+	if g.metrics == nil {
+		g.metrics = newMetrics(nil)
+	}
+	return g
+}
+
+// Run collects every period from the newest view of views until ctx is
+// done, and tears a terminated pod down as soon as a view shows it
+// terminated (a failed teardown is tried again at the next collection).
+func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
+	ticker := g.clock.NewTicker(g.cfg.Period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-views.Ready():
+			if v := views.Next().View; v != nil {
+				g.tearDownTerminated(ctx, v.Pods(), false)
+			}
+		case <-ticker.C():
+			v := views.Latest()
+			if v == nil {
+				continue // nothing listed yet
+			}
+			g.collect(ctx, v.Pods())
+			g.tearDownTerminated(ctx, v.Pods(), true)
+		}
+	}
+}
+
+// collect is one collection over the pods of a view (kubelet's
+// GarbageCollect): what Decide says, carried out. Failures are logged, as
+// kubelet logs them, and what failed is tried again at the next
+// collection.
+func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
+	logger := klog.FromContext(ctx)
+	d := Decide(all, g.clock.Now(), *g.cfg.Policy)
+	for _, r := range d.Containers {
+		if err := g.removeContainer(ctx, r); err != nil {
+			logger.Error(err, "Failed to remove container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "containerName", r.Instance.Name, "containerID", r.Instance.ID)
+			continue
+		}
+		g.metrics.containers.Inc()
+	}
+	for _, r := range d.Sandboxes {
+		if err := g.removeSandbox(ctx, r.Sandbox.ID); err != nil {
+			logger.Error(err, "Failed to remove sandbox", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "sandboxID", r.Sandbox.ID)
+			continue
+		}
+		g.metrics.sandboxes.Inc()
+	}
+	if n := len(d.Containers) + len(d.Sandboxes); n > 0 {
+		logger.V(4).Info("Container garbage collection succeeded", "containers", len(d.Containers), "sandboxes", len(d.Sandboxes))
+	}
+}
+
+// removeContainer is kubelet's removeOldestN for one instance: one in an
+// unknown state stopped first (it could be running), then removed, then
+// its log files.
+func (g *GC) removeContainer(ctx context.Context, r Removal) error {
+	i := r.Instance
+	if i.State == cri.StateUnknown {
+		grace := max(r.Pod.Policy.TerminationGracePeriodSeconds, minimumGracePeriod)
+		if err := g.runtime.StopContainer(ctx, i.ID, grace); err != nil && !cri.IsNotFound(err) {
+			return fmt.Errorf("stop container in an unknown state before its removal: %w", err)
+		}
+	}
+	if err := g.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
+		return err
+	}
+	if g.logs != nil {
+		if err := g.logs.Remove(r.Pod.Namespace, r.Pod.Name, i); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to remove the log files of a removed container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name),
+				"containerName", i.Name, "containerID", i.ID)
+		}
+	}
+	return nil
+}
+
+// removeSandbox is kubelet's: stopped first (it should be already), then
+// removed.
+func (g *GC) removeSandbox(ctx context.Context, id string) error {
+	if err := g.runtime.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("stop sandbox before removing: %w", err)
+	}
+	if err := g.runtime.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// tearDownTerminated tears down the pods of a view that terminated
+// (Terminated) once each; one whose teardown failed is tried again only
+// when retry is set (at a collection, not at every view).
+func (g *GC) tearDownTerminated(ctx context.Context, all []*pods.Pod, retry bool) {
+	if g.term == nil {
+		return
+	}
+	present := map[string]bool{}
+	for _, p := range all {
+		present[p.UID] = true
+	}
+	for _, m := range []map[string]bool{g.done, g.failed} {
+		for uid := range m {
+			if !present[uid] {
+				delete(m, uid)
+			}
+		}
+	}
+	logger := klog.FromContext(ctx)
+	for _, p := range Terminated(all, g.done) {
+		if g.failed[p.UID] && !retry {
+			continue
+		}
+		if err := g.term.TearDownTerminated(ctx, p); err != nil {
+			g.failed[p.UID] = true
+			g.metrics.terminatedErrors.Inc()
+			if !errors.Is(err, context.Canceled) {
+				logger.Error(err, "Failed to tear down the volumes and cgroup of a terminated pod; retrying at the next garbage collection", "pod", klog.KRef(p.Namespace, p.Name), "podUID", p.UID)
+			}
+			continue
+		}
+		delete(g.failed, p.UID)
+		g.done[p.UID] = true
+		g.metrics.terminated.Inc()
+		logger.Info("Tore down the volumes and cgroup of a terminated pod", "pod", klog.KRef(p.Namespace, p.Name), "podUID", p.UID, "phase", p.Phase)
+	}
+}

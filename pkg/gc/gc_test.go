@@ -1,0 +1,109 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/cri-prober/cri-prober/pkg/cri"
+	"github.com/cri-prober/cri-prober/pkg/pods"
+)
+
+// fakeRuntime records the calls the collection makes; fail makes the
+// call of that ID fail.
+type fakeRuntime struct {
+	mu    sync.Mutex
+	calls []string
+	fail  map[string]error
+}
+
+func (f *fakeRuntime) call(op, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, op+" "+id)
+	return f.fail[op+" "+id]
+}
+
+func (f *fakeRuntime) StopContainer(_ context.Context, id string, grace int64) error {
+	return f.call("stop", id)
+}
+func (f *fakeRuntime) RemoveContainer(_ context.Context, id string) error { return f.call("rm", id) }
+func (f *fakeRuntime) StopPodSandbox(_ context.Context, id string) error  { return f.call("stopp", id) }
+func (f *fakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
+	return f.call("rmp", id)
+}
+
+// fakeLogs records whose log files are removed.
+type fakeLogs struct{ removed []string }
+
+func (l *fakeLogs) Remove(namespace, podName string, inst *cri.Container) error {
+	l.removed = append(l.removed, namespace+"/"+podName+"/"+inst.ID)
+	return nil
+}
+
+// fakeTerminator records the pods torn down; fail makes the first
+// teardowns fail.
+type fakeTerminator struct {
+	tornDown []string
+	fail     int
+}
+
+func (f *fakeTerminator) TearDownTerminated(_ context.Context, p *pods.Pod) error {
+	if f.fail > 0 {
+		f.fail--
+		return errors.New("device busy")
+	}
+	f.tornDown = append(f.tornDown, p.UID)
+	return nil
+}
+
+// A collection: the oldest dead instances removed with their log files (one
+// in an unknown state stopped first), a dead sandbox stopped and removed;
+// a failed removal is logged and skipped; the series count what went.
+func TestCollect(t *testing.T) {
+	rt := &fakeRuntime{fail: map[string]error{"rm foo/bar#1": errors.New("busy")}}
+	logs := &fakeLogs{}
+	reg := prometheus.NewPedanticRegistry()
+	g := New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)), WithContainerLogs(logs), WithRegisterer(reg))
+	all := gcPods([]gcContainer{makeGCContainer("foo", "bar", 3, 3, cri.StateExited), makeGCContainer("foo", "bar", 2, 2, cri.StateUnknown),
+		makeGCContainer("foo", "bar", 1, 1, cri.StateExited), makeGCContainer("foo", "bar", 0, 0, cri.StateExited)})
+	all[0].Sandboxes = []*cri.Sandbox{{ID: "new", State: cri.SandboxNotReady, CreatedAt: now}, {ID: "foo-sb", State: cri.SandboxNotReady},
+		{ID: "old", State: cri.SandboxNotReady}}
+
+	g.collect(t.Context(), all)
+	assert.Equal(t, []string{"rm foo/bar#0", "rm foo/bar#1", "stop foo/bar#2", "rm foo/bar#2", "stopp old", "rmp old"}, rt.calls,
+		"oldest first; the unknown one stopped first; the sandbox with containers and the newest kept")
+	assert.Equal(t, []string{"ns/foo/foo/bar#0", "ns/foo/foo/bar#2"}, logs.removed, "log files go with the removed instances only")
+	assert.Equal(t, 2.0, testutil.ToFloat64(g.metrics.containers))
+	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.sandboxes))
+}
+
+// A terminated pod is torn down once; a failed teardown is retried at the
+// next collection, not at every view.
+func TestTearDownTerminated(t *testing.T) {
+	term := &fakeTerminator{fail: 1}
+	g := New(&fakeRuntime{}, Config{}, WithTerminator(term))
+	done := []*pods.Pod{{UID: "job", Namespace: "ns", Name: "job", Static: true, Phase: corev1.PodSucceeded}}
+
+	g.tearDownTerminated(t.Context(), done, false)
+	assert.Empty(t, term.tornDown, "failed")
+	g.tearDownTerminated(t.Context(), done, false)
+	assert.Empty(t, term.tornDown, "not retried at a view")
+	g.tearDownTerminated(t.Context(), done, true)
+	assert.Equal(t, []string{"job"}, term.tornDown, "retried at the collection")
+	g.tearDownTerminated(t.Context(), done, true)
+	assert.Equal(t, []string{"job"}, term.tornDown, "once")
+	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.terminated))
+	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.terminatedErrors))
+
+	g.tearDownTerminated(t.Context(), nil, true)
+	g.tearDownTerminated(t.Context(), done, true)
+	assert.Equal(t, []string{"job", "job"}, term.tornDown, "a pod gone from the view and back (its UID reused) is torn down again")
+}
