@@ -30,6 +30,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
+		raw := values[key] // read under the file's key, kubelet's name or the flag's
 		if key == "config" {
 			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
 		}
@@ -44,7 +45,7 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 		if f.Changed {
 			continue
 		}
-		value, err := configValue(values[key], strings.HasSuffix(f.Value.Type(), "Slice"))
+		value, err := configValue(raw, strings.HasSuffix(f.Value.Type(), "Slice"))
 		if err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, key, err)
 		}
@@ -65,6 +66,11 @@ var kubeletConfigNames = map[string]string{
 	"clusterDomain": "cluster-domain",
 	"resolvConf":    "resolv-conf",
 	"cgroupsPerQOS": "cgroups-per-qos",
+
+	"imageGCHighThresholdPercent": "image-gc-high-threshold",
+	"imageGCLowThresholdPercent":  "image-gc-low-threshold",
+	"imageMinimumGCAge":           "image-minimum-gc-age",
+	"imageMaximumGCAge":           "image-maximum-gc-age",
 }
 
 // configValue turns a YAML scalar into the text a flag parses.

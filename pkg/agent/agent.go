@@ -27,6 +27,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/events"
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/imagegc"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
@@ -103,6 +104,12 @@ type Config struct {
 	// watchdog, alive (without $NOTIFY_SOCKET: nothing).
 	NotifySystemd bool
 
+	// ImageGC is kubelet's image garbage collection of the node's images
+	// (every image of the runtime, as kubelet's), run only with
+	// StaticPods: the agent keeps the node then, as their kubelet (nil:
+	// none).
+	ImageGC *imagegc.Config
+
 	// TestProberOptions and TestRestartOptions are for tests only: knobs
 	// no command sets (a shorter back-off, a clock).
 	TestProberOptions  []prober.Option
@@ -142,6 +149,9 @@ type Agent struct {
 	Histories  *results.Histories
 	Gates      *pods.GateStore
 	Ledger     *ledger.Ledger // nil without Config.StateDir or Config.API
+	// ImageGC collects the node's images (nil without Config.ImageGC and
+	// Config.StaticPods); the eviction manager frees space through it.
+	ImageGC *imagegc.Manager
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -187,6 +197,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := a.newPodSync(maker); err != nil {
 		return nil, err
 	}
+	if err := a.newImageGC(); err != nil {
+		return nil, err
+	}
 	a.subscribe()
 	if cfg.API != nil {
 		if err := a.serveAPI(*cfg.API); err != nil {
@@ -221,6 +234,25 @@ func (a *Agent) newMaker() (*podmaker.Maker, error) {
 		recorder = events.Log(klog.Background())
 	}
 	return podmaker.New(fs, cfg.Client, recorder, nil, cfg.Maker), nil
+}
+
+// newImageGC makes the image garbage collector, with pods the agent
+// makes: only then does it keep the node, as their kubelet.
+func (a *Agent) newImageGC() error {
+	cfg := a.cfg
+	if cfg.ImageGC == nil || cfg.StaticPods == nil {
+		return nil
+	}
+	var recorder imagegc.Recorder = a.recorder
+	if recorder == nil {
+		recorder = events.Log(klog.Background())
+	}
+	var err error
+	if a.ImageGC, err = imagegc.New(cfg.Client, *cfg.ImageGC, imagegc.WithRecorder(recorder), imagegc.WithRegisterer(registerer(cfg.AgentRegistry))); err != nil {
+		return fmt.Errorf("image garbage collection: %w", err)
+	}
+	a.runFuncs = append(a.runFuncs, a.ImageGC.Run)
+	return nil
 }
 
 // specSources are the resolver's sources beside the runtime's annotations:
