@@ -54,7 +54,8 @@ for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
   fi
 done
 
-# Unmount anything left below our directory, deepest first.
+# Unmount anything left below our directory, deepest first (the root's
+# tmpfs of CONTAINERD_ROOT_SIZE last, after the snapshots mounted in it).
 if [[ -d $CRI_PROBER_DIR ]]; then
   awk -v d="$CRI_PROBER_DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done

@@ -5,6 +5,9 @@
 # hack/containerd-down.sh.
 #   --daemon-only  only (re)start the daemon on the existing root: the e2e
 #                  outage test restarts containerd this way mid-run.
+# CONTAINERD_ROOT_SIZE (e.g. 64m), opt-in: the root (images, snapshots) is
+# a tmpfs of that size, a small image filesystem for the image garbage
+# collection test; hack/containerd-down.sh unmounts it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -17,6 +20,10 @@ if containerd_running && [[ -S $CONTAINERD_SOCK ]]; then
   log "containerd already running (pid $(cat "$CONTAINERD_PID"), socket $CONTAINERD_SOCK)"
 else
   mkdir -p "$CRI_PROBER_DIR"/{root,state,cni/conf,cni/data,opt}
+  if [[ -n ${CONTAINERD_ROOT_SIZE:-} ]] && ! mountpoint -q "$CRI_PROBER_DIR/root"; then
+    mount -t tmpfs -o "size=$CONTAINERD_ROOT_SIZE,mode=0711" cri-prober-root "$CRI_PROBER_DIR/root"
+    log "containerd root: a tmpfs of $CONTAINERD_ROOT_SIZE"
+  fi
   cat >"$CRI_PROBER_DIR/config.toml" <<TOML
 version = 2
 root = "$CRI_PROBER_DIR/root"

@@ -24,6 +24,9 @@
 # paths (pkg/podconfig), measures through pkg/cri and records pkg/events;
 # pod sync learns of an eviction through the view (pods.EvictionSource),
 # and only pkg/agent wires it.
+# pkg/imagegc (kubelet's image garbage collector: the node's images, the
+# image filesystem) imports pkg/cri and pkg/events only; pkg/agent wires
+# it in.
 # pkg/killbudget (the node's restart budget and pause, with its state
 # file) sits below pod sync, the prober and the API, which hold it: it
 # imports pkg/events and the leaves only.
@@ -69,6 +72,7 @@ allowed() {
     pkg/results*) echo "" ;;
     pkg/ledger*) echo "" ;;
     pkg/killbudget*) echo "pkg/events" ;;
+    pkg/imagegc*) echo "pkg/cri pkg/events" ;;
     pkg/exec*) echo "pkg/cri" ;;
     pkg/logs*) echo "pkg/cri" ;;
     pkg/spec*) echo "pkg/results" ;;
@@ -88,7 +92,7 @@ allowed() {
     pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;
     pkg/hooks*) echo "pkg/events" ;;
     pkg/explain*) echo "pkg/restart pkg/spec pkg/results" ;;
-    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/logs pkg/prober pkg/podmaker pkg/gc pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
+    pkg/agent*) echo "pkg/eviction pkg/api pkg/hooks pkg/logs pkg/prober pkg/imagegc pkg/podmaker pkg/gc pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/podconfig pkg/podfs pkg/manifests pkg/spec pkg/exec pkg/results pkg/cri pkg/events" ;;
     # The startup floor makes kubelet's CRI configs of the same manifests.
     hack/tools/benchkubelet*) echo "pkg/cri pkg/podconfig pkg/node pkg/manifests pkg/spec" ;;
     hack/tools*) echo "pkg/cri" ;;

@@ -32,10 +32,10 @@ func applyConfig(fs *pflag.FlagSet, path string) error {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
+		raw := values[key] // read under the file's key, kubelet's name or the flag's
 		if key == "config" {
 			return fmt.Errorf("config file %s: %q cannot be set in a config file", path, key)
 		}
-		raw := values[key] // under the file's key: a kubelet name is the flag's alias
 		f := fs.Lookup(key)
 		if alias, ok := kubeletConfigNames[key]; ok && f == nil {
 			f = fs.Lookup(alias)
@@ -73,6 +73,10 @@ var kubeletConfigNames = map[string]string{
 	"containerLogMaxFiles":        "container-log-max-files",
 	"containerLogMaxWorkers":      "container-log-max-workers",
 	"containerLogMonitorInterval": "container-log-monitor-interval",
+	"imageGCHighThresholdPercent": "image-gc-high-threshold",
+	"imageGCLowThresholdPercent":  "image-gc-low-threshold",
+	"imageMinimumGCAge":           "image-minimum-gc-age",
+	"imageMaximumGCAge":           "image-maximum-gc-age",
 }
 
 // configValue turns a YAML scalar into the text a flag parses: a list

@@ -99,6 +99,7 @@ type runOptions struct {
 	killBudget         killBudgetFlags
 	containerLogs      containerLogFlags
 	gc                 gcFlags
+	imageGC            imageGCFlags
 }
 
 // newRunCommand is run; its flags are also the keys of its config file.
@@ -148,6 +149,7 @@ func newRunCommand(o *runOptions) *cobra.Command {
 	o.killBudget.register(fs)
 	o.containerLogs.register(fs)
 	o.gc.register(fs)
+	o.imageGC.register(fs)
 	fs.StringVar(&o.restartMode, "restart", string(restart.Recreate), "what to do when a liveness or startup probe fails or a container exits: recreate (stop and restart per restartPolicy, with kubelet's back-off), stop (only stop), none (only tell: safe beside kubelet)")
 	fs.BoolVar(&o.notReadyOnExit, "not-ready-on-exit", false, "beyond kubelet: a container whose instance the agent kills to restart it (a liveness or startup failure) is not ready from that instance's exit, shown exited until its replacement runs, so that load balancers stop sending to it at once; default, as kubelet: shown running and ready until the replacement has started and its postStart hook ended")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
@@ -293,7 +295,14 @@ func (o *runOptions) validate() (agent.Config, error) {
 	if cfg.NodeName, err = o.node.name(); err != nil {
 		return cfg, err
 	}
+	gc := o.imageGC.config()
+	if err := gc.Validate(); err != nil {
+		return cfg, err
+	}
 	if o.staticPodPath != "" {
+		// The agent keeps the node as the static pods' kubelet: image
+		// garbage collection is node-wide, as kubelet's.
+		cfg.ImageGC = &gc
 		if cfg.Restart.Mode != restart.Recreate {
 			return cfg, fmt.Errorf("--static-pod-path makes the agent the pods' kubelet: it needs --restart=%s", restart.Recreate)
 		}

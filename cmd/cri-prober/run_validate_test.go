@@ -17,6 +17,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/api"
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/cri/fakeruntime"
+	"github.com/cri-prober/cri-prober/pkg/imagegc"
 	"github.com/cri-prober/cri-prober/pkg/logs"
 	"github.com/cri-prober/cri-prober/pkg/restart"
 	"github.com/cri-prober/cri-prober/pkg/spec"
@@ -44,6 +45,10 @@ var badRunFlags = []struct {
 	{"static pods without recreate", []string{"--static-pod-path=/etc/kubernetes/manifests", "--restart=none"}, "--static-pod-path makes the agent the pods' kubelet"},
 	{"static pods' cluster DNS", []string{"--static-pod-path=/etc/kubernetes/manifests", "--cluster-dns=dns"}, `--cluster-dns "dns": not an IP address`},
 	{"static pods' cgroup root", []string{"--static-pod-path=/etc/kubernetes/manifests", "--cgroup-root=kubepods"}, `--cgroup-root "kubepods"`},
+	{"image GC high threshold", []string{"--image-gc-high-threshold=101"}, "imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
+	{"image GC low threshold", []string{"--image-gc-low-threshold=85"}, "imageGCLowThresholdPercent (--image-gc-low-threshold) 85 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 85"},
+	{"image minimum GC age", []string{"--image-minimum-gc-age=-1s"}, "imageMinimumGCAge (--image-minimum-gc-age) -1s must not be negative"},
+	{"image maximum GC age", []string{"--image-maximum-gc-age=1m"}, "imageMaximumGCAge (--image-maximum-gc-age) 1m0s must be greater than imageMinimumGCAge (--image-minimum-gc-age) 2m0s"},
 	{"probes in flight", []string{"--max-probes-in-flight=-1"}, "--max-probes-in-flight must be 0 (no bound) or positive"},
 	{"exec per pod", []string{"--max-concurrent-exec-per-pod=-1"}, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive"},
 	{"webhook", []string{"--webhook=ftp://example.com/hook"}, "--webhook ftp://example.com/hook: want an http:// or https:// URL"},
@@ -114,6 +119,36 @@ func TestRunValidateMakesTheEngineConfig(t *testing.T) {
 	cfg, err = o.validate()
 	require.NoError(t, err)
 	assert.Nil(t, cfg.API, "no API without --listen")
+	assert.Nil(t, cfg.ImageGC, "no image garbage collection when the agent makes no pods")
+}
+
+// Image garbage collection runs with the pods the agent makes, with
+// kubelet's defaults, or the flags' (kubelet's deprecated name too), or
+// the config file's keys under kubelet's names.
+func TestRunImageGC(t *testing.T) {
+	static := []string{"--node-name=node1", "--static-pod-path=/etc/kubernetes/manifests"}
+	var o runOptions
+	require.NoError(t, newRunCommand(&o).Flags().Parse(static))
+	cfg, err := o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, &imagegc.Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute}, cfg.ImageGC)
+
+	o = runOptions{}
+	require.NoError(t, newRunCommand(&o).Flags().Parse(append(static, "--image-gc-high-threshold=90", "--image-gc-low-threshold=70",
+		"--minimum-image-ttl-duration=1m", "--image-maximum-gc-age=1h")))
+	cfg, err = o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, &imagegc.Config{HighThresholdPercent: 90, LowThresholdPercent: 70, MinAge: time.Minute, MaxAge: time.Hour}, cfg.ImageGC)
+
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("imageGCHighThresholdPercent: 95\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 30s\nimageMaximumGCAge: 24h\n"), 0o600))
+	o = runOptions{}
+	cmd := newRunCommand(&o)
+	require.NoError(t, cmd.Flags().Parse(static))
+	require.NoError(t, applyConfig(cmd.Flags(), file))
+	cfg, err = o.validate()
+	require.NoError(t, err)
+	assert.Equal(t, &imagegc.Config{HighThresholdPercent: 95, LowThresholdPercent: 50, MinAge: 30 * time.Second, MaxAge: 24 * time.Hour}, cfg.ImageGC)
 }
 
 // A bad flag stops run before it dials the runtime, opens the state

@@ -29,6 +29,7 @@ import (
 	"github.com/cri-prober/cri-prober/pkg/exec"
 	"github.com/cri-prober/cri-prober/pkg/gc"
 	"github.com/cri-prober/cri-prober/pkg/hooks"
+	"github.com/cri-prober/cri-prober/pkg/imagegc"
 	"github.com/cri-prober/cri-prober/pkg/killbudget"
 	"github.com/cri-prober/cri-prober/pkg/ledger"
 	"github.com/cri-prober/cri-prober/pkg/lifecycle"
@@ -119,6 +120,12 @@ type Config struct {
 	// watchdog, alive (without $NOTIFY_SOCKET: nothing).
 	NotifySystemd bool
 
+	// ImageGC is kubelet's image garbage collection of the node's images
+	// (every image of the runtime, as kubelet's), run only with
+	// StaticPods: the agent keeps the node then, as their kubelet (nil:
+	// none).
+	ImageGC *imagegc.Config
+
 	// TestProberOptions and TestRestartOptions are for tests only: knobs
 	// no command sets (a shorter back-off, a clock).
 	TestProberOptions  []prober.Option
@@ -171,6 +178,9 @@ type Agent struct {
 	// ContainerLogs rotates the log files of the agent's containers (nil
 	// without Config.Restart.Mode).
 	ContainerLogs *logs.Manager
+	// ImageGC collects the node's images (nil without Config.ImageGC and
+	// Config.StaticPods); the eviction manager frees space through it.
+	ImageGC *imagegc.Manager
 
 	cfg       Config
 	recorder  interface{ Record(events.Event) }
@@ -209,17 +219,15 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if maker != nil {
-		a.Eviction = eviction.New(cfg.Client, viewerFunc(func() *pods.View { return a.Resolver.View() }), cfg.Node.Layout(), a.evictionConfig(),
-			eviction.WithRecorder(a.recorder), eviction.WithRegisterer(registerer(cfg.AgentRegistry)),
-			eviction.WithGarbageCollectors(a.nodeReclaimers()))
-		a.runFuncs = append(a.runFuncs, a.Eviction.Run)
+	links, err := a.newNodeKeepers(maker)
+	if err != nil {
+		return nil, err
 	}
 	a.Resolver = pods.NewResolver(cfg.Resolver, a.specSources(maker)...)
 	if err := a.newProber(); err != nil {
 		return nil, err
 	}
-	if err := a.newPodSync(maker); err != nil {
+	if err := a.newPodSync(maker, links); err != nil {
 		return nil, err
 	}
 	a.subscribe()
@@ -258,6 +266,71 @@ func (a *Agent) newMaker() (*podmaker.Maker, error) {
 	return podmaker.New(fs, cfg.Client, recorder, nil, cfg.Maker), nil
 }
 
+// newNodeKeepers makes what keeps the node as kubelet keeps it, around
+// pod sync: the log files of the agent's containers (rotated, linked,
+// removed with their instances), the garbage collection of its dead
+// instances, sandboxes and terminated pods, the image garbage collection,
+// and the eviction manager, which under disk pressure reclaims through
+// both collections first. It returns the links pod sync makes.
+func (a *Agent) newNodeKeepers(maker *podmaker.Maker) (logs.Links, error) {
+	cfg := a.cfg
+	if cfg.Restart.Mode == "" {
+		return logs.Links{}, nil
+	}
+	links, logManager, err := a.newContainerLogs()
+	if err != nil {
+		return links, fmt.Errorf("container logs: %w", err)
+	}
+	a.ContainerLogs = logManager
+	if cfg.Restart.Mode == restart.Recreate {
+		// kubelet's container garbage collection, beside its pod sync: what
+		// pod sync leaves (dead instances and sandboxes, a terminated pod's
+		// volumes) once no sync needs it.
+		gcOpts := []gc.Option{gc.WithRegisterer(registerer(cfg.AgentRegistry)), gc.WithContainerLogs(links)}
+		if maker != nil {
+			gcOpts = append(gcOpts, gc.WithTerminator(maker))
+		}
+		a.GC = gc.New(cfg.Client, cfg.GC, append(gcOpts, cfg.TestGCOptions...)...)
+	}
+	if err := a.newImageGC(); err != nil {
+		return links, err
+	}
+	if maker != nil {
+		var containerGC eviction.ContainerGC
+		if a.GC != nil {
+			containerGC = a.GC
+		}
+		var imageGC eviction.ImageGC
+		if a.ImageGC != nil {
+			imageGC = a.ImageGC
+		}
+		a.Eviction = eviction.New(cfg.Client, viewerFunc(func() *pods.View { return a.Resolver.View() }), cfg.Node.Layout(), a.evictionConfig(),
+			eviction.WithRecorder(a.recorder), eviction.WithRegisterer(registerer(cfg.AgentRegistry)),
+			eviction.WithGarbageCollectors(containerGC, imageGC))
+		a.runFuncs = append(a.runFuncs, a.Eviction.Run)
+	}
+	return links, nil
+}
+
+// newImageGC makes the image garbage collector, with pods the agent
+// makes: only then does it keep the node, as their kubelet.
+func (a *Agent) newImageGC() error {
+	cfg := a.cfg
+	if cfg.ImageGC == nil || cfg.StaticPods == nil {
+		return nil
+	}
+	var recorder imagegc.Recorder = a.recorder
+	if recorder == nil {
+		recorder = events.Log(klog.Background())
+	}
+	var err error
+	if a.ImageGC, err = imagegc.New(cfg.Client, *cfg.ImageGC, imagegc.WithRecorder(recorder), imagegc.WithRegisterer(registerer(cfg.AgentRegistry))); err != nil {
+		return fmt.Errorf("image garbage collection: %w", err)
+	}
+	a.runFuncs = append(a.runFuncs, a.ImageGC.Run)
+	return nil
+}
+
 // specSources are the resolver's sources beside the runtime's annotations:
 // the manifests, and the static pods with the records of those made.
 func (a *Agent) specSources(maker *podmaker.Maker) []pods.Option {
@@ -288,14 +361,6 @@ func (a *Agent) evictionConfig() eviction.Config {
 	return cfg
 }
 
-// nodeReclaimers are what node disk pressure reclaims with before
-// anything else: kubelet's container GC (DeleteAllUnusedContainers) and
-// image GC (DeleteUnusedImages). None yet: the garbage collectors are
-// wired here when they exist.
-func (a *Agent) nodeReclaimers() (eviction.ContainerGC, eviction.ImageGC) {
-	return nil, nil
-}
-
 // newProber makes the prober's manager, and the kill budget its failures
 // wait on (with a pod sync).
 func (a *Agent) newProber() error {
@@ -323,37 +388,20 @@ func (a *Agent) newProber() error {
 
 // newPodSync makes the restarter (kubelet's pod sync), if Config.Restart
 // asks for one.
-func (a *Agent) newPodSync(maker *podmaker.Maker) error {
+func (a *Agent) newPodSync(maker *podmaker.Maker, links logs.Links) error {
 	cfg := a.cfg
 	if cfg.Restart.Mode == "" {
 		return nil
 	}
-	links, logManager, err := a.newContainerLogs()
-	if err != nil {
-		return fmt.Errorf("container logs: %w", err)
-	}
-	a.ContainerLogs = logManager
 	opts := []restart.Option{restart.WithHistories(a.Histories), restart.WithRelister(a.Poller), restart.WithLedger(a.Ledger),
 		restart.WithRecorder(a.recorder), restart.WithRegisterer(registerer(cfg.AgentRegistry)), restart.WithKillBudget(a.KillBudget),
 		restart.WithContainerLogs(links)}
 	if maker != nil {
 		opts = append(opts, restart.WithMaker(maker))
 	}
+	var err error
 	a.Restarter, err = restart.New(cfg.Client, lifecycle.NewRunner(cfg.Client), a.Store, cfg.Restart, append(opts, cfg.TestRestartOptions...)...)
-	if err != nil {
-		return err
-	}
-	if cfg.Restart.Mode == restart.Recreate {
-		// kubelet's container garbage collection, beside its pod sync: what
-		// pod sync leaves (dead instances and sandboxes, a terminated pod's
-		// volumes) once no sync needs it.
-		gcOpts := []gc.Option{gc.WithRegisterer(registerer(cfg.AgentRegistry)), gc.WithContainerLogs(links)}
-		if maker != nil {
-			gcOpts = append(gcOpts, gc.WithTerminator(maker))
-		}
-		a.GC = gc.New(cfg.Client, cfg.GC, append(gcOpts, cfg.TestGCOptions...)...)
-	}
-	return nil
+	return err
 }
 
 // subscribe makes the parts' subscriptions, each to the one before it, and

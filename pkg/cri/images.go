@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -65,4 +66,70 @@ func (c *Client) PullImage(ctx context.Context, image string, sandboxConfig *run
 		return "", fmt.Errorf("pull image %s: %w", image, fmt.Errorf("imageRef of image %q is not set", image))
 	}
 	return resp.GetImageRef(), nil
+}
+
+// ListImages lists every image the runtime has (in containerd's k8s.io
+// namespace, which its CRI serves), as kubelet's image manager lists them
+// for its garbage collection.
+func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
+	defer cancel()
+	resp, err := c.images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	return resp.GetImages(), nil
+}
+
+// RemoveImage removes an image (by ID, as kubelet's image garbage
+// collector names it, or by reference) with all its references; one
+// already gone counts as removed (containerd answers so itself).
+func (c *Client) RemoveImage(ctx context.Context, image string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
+	defer cancel()
+	_, err := c.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove image %s: %w", image, err)
+	}
+	return nil
+}
+
+// ImageFsInfo returns the runtime's image filesystems: the bytes and
+// inodes its images use and where they live (FsId's mountpoint), which
+// kubelet's CRI stats provider takes the first of.
+func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
+	defer cancel()
+	resp, err := c.images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("image filesystem info: %w", err)
+	}
+	return resp, nil
+}
+
+// SandboxImage returns the image the runtime makes every sandbox from
+// (containerd's sandbox_image, the pause image), from its verbose
+// status: "" when the runtime does not say. containerd 1.7 and later
+// report it pinned in ListImages; 1.6 does not, and kubelet's image
+// garbage collector, which keeps pinned images only, would remove it.
+func (c *Client) SandboxImage(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
+	defer cancel()
+	resp, err := c.runtime.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		return "", fmt.Errorf("runtime status: %w", err)
+	}
+	return sandboxImage(resp.GetInfo()), nil
+}
+
+// sandboxImage reads containerd's CRI config (info["config"]) for its
+// sandboxImage; another runtime's info gives "".
+func sandboxImage(info map[string]string) string {
+	var config struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	if err := json.Unmarshal([]byte(info["config"]), &config); err != nil {
+		return ""
+	}
+	return config.SandboxImage
 }

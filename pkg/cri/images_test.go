@@ -191,3 +191,40 @@ func TestImageCallDeadlines(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// ListImages, RemoveImage and ImageFsInfo are the image garbage
+// collector's calls: the images with their pinning, a removal (twice: the
+// second finds nothing and is no error), the image filesystem's usage and
+// mountpoint; SandboxImage reads containerd's sandboxImage.
+func TestImageGarbageCollectionCalls(t *testing.T) {
+	rt, c := imageClient(t)
+	ctx := t.Context()
+	pause := rt.AddImage("localhost/pause:test", fakeruntime.WithImageSize(1000), fakeruntime.Pinned())
+	app := rt.AddImage("localhost/app:1", fakeruntime.WithImageSize(3000))
+	rt.SetImageFs("/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs")
+	rt.SetSandboxImage("localhost/pause:test")
+
+	images, err := c.ListImages(ctx)
+	require.NoError(t, err)
+	require.Len(t, images, 2)
+	byID := map[string]*runtimeapi.Image{}
+	for _, img := range images {
+		byID[img.GetId()] = img
+	}
+	assert.True(t, byID[pause].GetPinned())
+	assert.Equal(t, []string{"localhost/app:1"}, byID[app].GetRepoTags())
+
+	fs, err := c.ImageFsInfo(ctx)
+	require.NoError(t, err)
+	require.Len(t, fs.GetImageFilesystems(), 1)
+	assert.Equal(t, uint64(4000), fs.GetImageFilesystems()[0].GetUsedBytes().GetValue())
+	assert.Equal(t, "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs", fs.GetImageFilesystems()[0].GetFsId().GetMountpoint())
+
+	require.NoError(t, c.RemoveImage(ctx, app))
+	require.NoError(t, c.RemoveImage(ctx, app))
+	assert.False(t, rt.HasImage("localhost/app:1"))
+
+	sandbox, err := c.SandboxImage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "localhost/pause:test", sandbox)
+}

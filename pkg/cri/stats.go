@@ -32,15 +32,3 @@ func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.Cont
 	}
 	return resp.GetStats(), nil
 }
-
-// ImageFsInfo returns the runtime's image filesystems (each one's
-// mountpoint and use), kubelet's imagefs.
-func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
-	defer cancel()
-	resp, err := c.images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("image fs info: %w", err)
-	}
-	return resp, nil
-}

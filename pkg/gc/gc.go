@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +68,12 @@ type GC struct {
 	term    Terminator
 	metrics *metrics
 
+	// latest is the newest view Run was given, for a collection node
+	// pressure asks for (DeleteAllUnusedContainers); collecting serializes
+	// that one with Run's.
+	latest     atomic.Pointer[pods.View]
+	collecting sync.Mutex
+
 	// Owned by Run's goroutine: the terminated pods torn down (by UID) and
 	// those whose teardown failed, retried at the next collection.
 	done, failed map[string]bool
@@ -119,6 +127,7 @@ func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 			return
 		case <-views.Ready():
 			if v := views.Next().View; v != nil {
+				g.latest.Store(v)
 				g.tearDownTerminated(ctx, v.Pods(), false)
 			}
 		case <-ticker.C():
@@ -126,10 +135,23 @@ func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 			if v == nil {
 				continue // nothing listed yet
 			}
+			g.latest.Store(v)
 			g.collect(ctx, v.Pods())
 			g.tearDownTerminated(ctx, v.Pods(), true)
 		}
 	}
+}
+
+// DeleteAllUnusedContainers is a collection now, over the newest view Run
+// was given: what kubelet's eviction manager asks of its container GC
+// under disk pressure before it evicts anything.
+func (g *GC) DeleteAllUnusedContainers(ctx context.Context) error {
+	v := g.latest.Load()
+	if v == nil {
+		return errors.New("no pods listed yet")
+	}
+	g.collect(ctx, v.Pods())
+	return nil
 }
 
 // collect is one collection over the pods of a view (kubelet's
@@ -137,6 +159,8 @@ func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 // kubelet logs them, and what failed is tried again at the next
 // collection.
 func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
+	g.collecting.Lock()
+	defer g.collecting.Unlock()
 	logger := klog.FromContext(ctx)
 	d := Decide(all, g.clock.Now(), *g.cfg.Policy)
 	for _, r := range d.Containers {

@@ -53,9 +53,10 @@ type Runtime struct {
 	onStop     func(id string)
 	exec       ExecHandler
 	onPull     PullHandler
-	hung       chan struct{}                 // non-nil while Hang is in effect; closed to release
-	writable   map[string]uint64             // container ID → its writable layer's bytes (SetWritableLayer)
-	imageFs    []*runtimeapi.FilesystemUsage // ImageFsInfo's answer (SetImageFs)
+	hung       chan struct{}     // non-nil while Hang is in effect; closed to release
+	writable   map[string]uint64 // container ID → its writable layer's bytes (SetWritableLayer)
+	imageFs    string            // ImageFsInfo's mountpoint
+	sandboxImg string            // Status's sandbox image (containerd's sandboxImage)
 
 	// version counts changes to sandboxes and containers; with
 	// cacheListings, unfiltered listings are built and encoded once per
@@ -453,6 +454,13 @@ func WithMounts(mounts ...*runtimeapi.Mount) ContainerOption {
 	return func(c *container) { c.config.Mounts = mounts }
 }
 
+// WithImage sets the image the container was made from (its config's,
+// which ListContainers reports as its image and image ref, as the pods
+// the agent makes name it by ID; default localhost/fake:test).
+func WithImage(ref string) ContainerOption {
+	return func(c *container) { c.config.Image = &runtimeapi.ImageSpec{Image: ref} }
+}
+
 // AddContainer adds a container in the given state to a sandbox and returns
 // its ID. A running container is started now; an exited one exits now with
 // code 0.
@@ -542,7 +550,32 @@ func (r *Runtime) removeSandboxLocked(id string) {
 	}
 }
 
+// SetSandboxImage sets the sandbox image the runtime's verbose Status
+// reports, as containerd's CRI config's sandboxImage ("": none).
+func (r *Runtime) SetSandboxImage(ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sandboxImg = ref
+}
+
 // --- CRI RuntimeService ---
+
+// Status reports the runtime ready; verbose adds containerd's CRI config
+// with its sandboxImage (SetSandboxImage).
+func (r *Runtime) Status(_ context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true}, {Type: runtimeapi.NetworkReady, Status: true}}}}
+	if req.GetVerbose() {
+		config, err := json.Marshal(map[string]any{"sandboxImage": r.sandboxImg})
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		resp.Info = map[string]string{"config": string(config)}
+	}
+	return resp, nil
+}
 
 func (r *Runtime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: "0.0.0", RuntimeApiVersion: "v1"}, nil

@@ -24,6 +24,9 @@ type image struct {
 	id   string
 	size uint64
 	user string // the image config's User
+	// pinned: the runtime keeps it from garbage collection (CRI
+	// Image.pinned, containerd 1.7's sandbox image).
+	pinned bool
 	// Where AddImage puts it.
 	present, pullable bool
 }
@@ -42,6 +45,10 @@ func WithImageSize(bytes uint64) ImageOption { return func(i *image) { i.size = 
 // containerd does: a numeric user (before any ":group") as the uid, any
 // other as the username.
 func WithImageUser(user string) ImageOption { return func(i *image) { i.user = user } }
+
+// Pinned marks the image pinned (CRI Image.pinned), as containerd 1.7
+// and later pin their sandbox image.
+func Pinned() ImageOption { return func(i *image) { i.pinned = true } }
 
 // Pullable puts the image in a registry the node reaches: PullImage of
 // any of its references succeeds (and makes it present).
@@ -163,14 +170,7 @@ func (s imageService) ImageStatus(_ context.Context, req *runtimeapi.ImageStatus
 		// containerd: "return empty without error when image not found".
 		return &runtimeapi.ImageStatusResponse{}, nil
 	}
-	out := &runtimeapi.Image{Id: img.id, Size: img.size}
-	for _, ref := range r.localRefsLocked(img.id) {
-		if strings.Contains(ref, "@") {
-			out.RepoDigests = append(out.RepoDigests, ref)
-		} else {
-			out.RepoTags = append(out.RepoTags, ref)
-		}
-	}
+	out := r.criImageLocked(img)
 	uid, username := userFromImage(img.user)
 	if uid != nil {
 		out.Uid = &runtimeapi.Int64Value{Value: *uid}
@@ -243,4 +243,71 @@ func unreachableRegistry(named reference.Named) string {
 	url := "https://" + host + "/v2/" + reference.Path(named) + "/manifests/" + object
 	return fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: failed to do request: Head %q: dial tcp: lookup %s on 127.0.0.53:53: no such host",
 		ref, ref, url, host)
+}
+
+// criImageLocked is the image as CRI shows it: its ID, size, references
+// and pinning.
+func (r *Runtime) criImageLocked(img *image) *runtimeapi.Image {
+	out := &runtimeapi.Image{Id: img.id, Size: img.size, Pinned: img.pinned}
+	for _, ref := range r.localRefsLocked(img.id) {
+		if strings.Contains(ref, "@") {
+			out.RepoDigests = append(out.RepoDigests, ref)
+		} else {
+			out.RepoTags = append(out.RepoTags, ref)
+		}
+	}
+	return out
+}
+
+// ListImages lists the images on the node, by ID.
+func (s imageService) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &runtimeapi.ListImagesResponse{}
+	for _, id := range slices.Sorted(maps.Keys(r.images)) {
+		if img := r.localResolveLocked(id); img != nil {
+			resp.Images = append(resp.Images, r.criImageLocked(img))
+		}
+	}
+	return resp, nil
+}
+
+// RemoveImage takes the image off the node as containerd does: with all
+// its references; an image not there is no error.
+func (s imageService) RemoveImage(_ context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	s.r.RemoveImage(req.GetImage().GetImage())
+	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// SetImageFs sets where the fake says its images live (ImageFsInfo's
+// mountpoint; default: none given).
+func (r *Runtime) SetImageFs(mountpoint string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.imageFs = mountpoint
+}
+
+// ImageFsInfo reports one image filesystem: SetImageFs's mountpoint, and
+// the sizes of the images on the node as its used bytes.
+func (s imageService) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var used, inodes uint64
+	for id, img := range r.images {
+		if r.localResolveLocked(id) != nil {
+			used += img.size
+			inodes++
+		}
+	}
+	fs := &runtimeapi.FilesystemUsage{
+		Timestamp:  r.now().UnixNano(),
+		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
+		InodesUsed: &runtimeapi.UInt64Value{Value: inodes},
+	}
+	if r.imageFs != "" {
+		fs.FsId = &runtimeapi.FilesystemIdentifier{Mountpoint: r.imageFs}
+	}
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{fs}}, nil
 }

@@ -17,14 +17,6 @@ func (r *Runtime) SetWritableLayer(id string, bytes uint64) {
 	r.writable[id] = bytes
 }
 
-// SetImageFs sets ImageFsInfo's answer: the image filesystems, each with
-// its mountpoint and use.
-func (r *Runtime) SetImageFs(fs ...*runtimeapi.FilesystemUsage) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.imageFs = fs
-}
-
 func (r *Runtime) statsLocked(c *container) *runtimeapi.ContainerStats {
 	return &runtimeapi.ContainerStats{
 		Attributes: &runtimeapi.ContainerAttributes{Id: c.id, Metadata: c.config.GetMetadata(), Labels: c.config.GetLabels(), Annotations: c.config.GetAnnotations()},
@@ -59,10 +51,4 @@ func (r *Runtime) ListContainerStats(_ context.Context, req *runtimeapi.ListCont
 		resp.Stats = append(resp.Stats, r.statsLocked(c))
 	}
 	return resp, nil
-}
-
-func (s imageService) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
-	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: s.r.imageFs}, nil
 }
