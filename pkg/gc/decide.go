@@ -1,5 +1,6 @@
 // Package gc is the node's garbage collection of what the agent's pods
-// leave behind, as kubelet's: its container garbage collection
+// leave behind, as kubelet's: its pod container deletor (at a container's
+// exit, its older exited instances), its container garbage collection
 // (kuberuntime_gc.go: every minute, the dead instances of each container
 // beyond the newest, the dead sandboxes without containers beyond the
 // newest of each pod, all of them for a pod that is gone) and the teardown
@@ -7,7 +8,7 @@
 // and SyncTerminatedPod, for a pod that finished whose manifest stays).
 //
 // What to collect is decided by pure functions over one pods.View's pods
-// and a time (Decide, Terminated); GC's Run loop carries it out through
+// and a time (Deletions, Decide, Terminated); GC's Run loop carries it out through
 // CRI, the log files (ContainerLogs) and the host side (Terminator). It
 // acts only on what the agent made: every instance and sandbox of a
 // static pod, and the replacements the agent created for a pod someone
@@ -217,6 +218,47 @@ func deadSandboxes(all []*pods.Pod, removed map[string]bool) []SandboxRemoval {
 // byCreated), then by ID so that the order is total.
 func newestFirst(a, b *cri.Container) int {
 	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+}
+
+// minDeadContainerInPod is kubelet's: its pod container deletor keeps at
+// least one dead instance of a container, whatever the policy.
+const minDeadContainerInPod = 1
+
+// Deletions is kubelet's pod container deletor (pod_container_deletor.go,
+// run by cleanUpContainersInPod at each ContainerDied event of its PLEG):
+// once an instance of a container has exited, the exited instances of
+// that container beyond the newest keep (max(MaxPerPodContainer, 1)) are
+// removed at once, with their log files, without waiting for the
+// minute's collection. Each exit is one more exited instance, so over a
+// view this is every container with more than keep of them. Only the
+// agent's instances are removed; an orphan is torn down by pod sync. It is
+// pure.
+func Deletions(all []*pods.Pod, policy Policy) []Removal {
+	keep := max(policy.MaxPerPodContainer, minDeadContainerInPod)
+	var out []Removal
+	for _, p := range all {
+		if p.Orphaned {
+			continue
+		}
+		for _, c := range p.Containers {
+			var exited []*cri.Container
+			for _, i := range c.Instances {
+				if i.State == cri.StateExited {
+					exited = append(exited, i)
+				}
+			}
+			if len(exited) <= keep {
+				continue
+			}
+			slices.SortStableFunc(exited, newestFirst)
+			for _, i := range exited[keep:] {
+				if p.MadeByAgent(i) {
+					out = append(out, Removal{Pod: p, Instance: i})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Terminated are the static pods whose volumes and pod cgroup are to be

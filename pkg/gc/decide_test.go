@@ -357,3 +357,72 @@ func TestTerminated(t *testing.T) {
 	}
 	assert.Equal(t, []string{"succeeded", "failed"}, got)
 }
+
+// The behaviour of kubelet's pod container deletor
+// (TestGetContainersToDeleteInPod, pod_container_deletor_test.go): at a
+// container's exit its exited instances beyond the newest keep go at
+// once; running and unknown ones are never candidates, at least one dead
+// instance is kept whatever the policy, and what someone else made or an
+// orphan's stays for others (pod sync tears an orphan down).
+func TestDeletions(t *testing.T) {
+	exited, running, unknown := cri.StateExited, cri.StateRunning, cri.StateUnknown
+	tests := []struct {
+		name       string
+		containers []gcContainer
+		policy     Policy
+		removed    []string
+	}{
+		{
+			name: "the exited instances beyond the newest",
+			containers: []gcContainer{makeGCContainer("foo", "bar", 3, 3, running), makeGCContainer("foo", "bar", 2, 2, exited),
+				makeGCContainer("foo", "bar", 1, 1, exited), makeGCContainer("foo", "bar", 0, 0, exited), makeGCContainer("foo", "baz", 0, 0, exited)},
+			policy:  DefaultPolicy,
+			removed: []string{"foo/bar#1", "foo/bar#0"},
+		},
+		{
+			name:       "one exited instance: nothing",
+			containers: []gcContainer{makeGCContainer("foo", "bar", 1, 1, running), makeGCContainer("foo", "bar", 0, 0, exited)},
+			policy:     DefaultPolicy,
+		},
+		{
+			name:       "unknown and running instances are not candidates",
+			containers: []gcContainer{makeGCContainer("foo", "bar", 2, 2, unknown), makeGCContainer("foo", "bar", 1, 1, exited), makeGCContainer("foo", "bar", 0, 0, running)},
+			policy:     DefaultPolicy,
+		},
+		{
+			name: "at least one kept, whatever the policy (minDeadContainerInPod)",
+			containers: []gcContainer{makeGCContainer("foo", "bar", 2, 2, exited), makeGCContainer("foo", "bar", 1, 1, exited),
+				makeGCContainer("foo", "bar", 0, 0, exited)},
+			policy:  Policy{MaxPerPodContainer: -1, MaxContainers: -1},
+			removed: []string{"foo/bar#1", "foo/bar#0"},
+		},
+		{
+			name: "MaxPerPodContainer above one keeps as many",
+			containers: []gcContainer{makeGCContainer("foo", "bar", 2, 2, exited), makeGCContainer("foo", "bar", 1, 1, exited),
+				makeGCContainer("foo", "bar", 0, 0, exited)},
+			policy:  Policy{MaxPerPodContainer: 2, MaxContainers: -1},
+			removed: []string{"foo/bar#0"},
+		},
+		{
+			name:       "an orphan's are pod sync's",
+			containers: []gcContainer{makeGCContainer("deleted", "bar", 1, 1, exited), makeGCContainer("deleted", "bar", 0, 0, exited)},
+			policy:     DefaultPolicy,
+		},
+		{
+			name: "someone else's instances count but stay",
+			containers: []gcContainer{{pod: "theirs", name: "bar", attempt: 2, created: 2, state: exited, theirs: true},
+				{pod: "theirs", name: "bar", attempt: 1, created: 1, state: exited, theirs: true}, {pod: "theirs", name: "bar", attempt: 0, created: 0, state: exited, theirs: true}},
+			policy:  DefaultPolicy,
+			removed: []string{"theirs/bar#1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var removed []string
+			for _, r := range Deletions(gcPods(tt.containers), tt.policy) {
+				removed = append(removed, r.Instance.ID)
+			}
+			assert.Equal(t, tt.removed, removed)
+		})
+	}
+}

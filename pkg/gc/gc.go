@@ -75,8 +75,9 @@ type GC struct {
 	collecting sync.Mutex
 
 	// Owned by Run's goroutine: the terminated pods torn down (by UID) and
-	// those whose teardown failed, retried at the next collection.
-	done, failed map[string]bool
+	// those whose teardown failed, retried at the next collection; the
+	// instances deleteExited removed while a view may still list them.
+	done, failed, deleted map[string]bool
 }
 
 // Option is an optional dependency of GC.
@@ -99,7 +100,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 
 // New returns the garbage collection of rt's containers and sandboxes.
 func New(rt Runtime, cfg Config, opts ...Option) *GC {
-	g := &GC{runtime: rt, cfg: cfg, clock: clock.RealClock{}, done: map[string]bool{}, failed: map[string]bool{}}
+	g := &GC{runtime: rt, cfg: cfg, clock: clock.RealClock{}, done: map[string]bool{}, failed: map[string]bool{}, deleted: map[string]bool{}}
 	for _, o := range opts {
 		o(g)
 	}
@@ -128,6 +129,7 @@ func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 		case <-views.Ready():
 			if v := views.Next().View; v != nil {
 				g.latest.Store(v)
+				g.deleteExited(ctx, v.Pods())
 				g.tearDownTerminated(ctx, v.Pods(), false)
 			}
 		case <-ticker.C():
@@ -139,6 +141,41 @@ func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 			g.collect(ctx, v.Pods())
 			g.tearDownTerminated(ctx, v.Pods(), true)
 		}
+	}
+}
+
+// deleteExited carries Deletions out for a new view, once per instance:
+// a view listed before a removal ended may show it again.
+func (g *GC) deleteExited(ctx context.Context, all []*pods.Pod) {
+	removals := Deletions(all, *g.cfg.Policy)
+	if len(removals) == 0 && len(g.deleted) == 0 {
+		return
+	}
+	g.collecting.Lock()
+	defer g.collecting.Unlock()
+	listed := map[string]bool{}
+	for _, p := range all {
+		for _, c := range p.Containers {
+			for _, i := range c.Instances {
+				listed[i.ID] = true
+			}
+		}
+	}
+	for id := range g.deleted {
+		if !listed[id] {
+			delete(g.deleted, id)
+		}
+	}
+	for _, r := range removals {
+		if g.deleted[r.Instance.ID] {
+			continue
+		}
+		if err := g.removeContainer(ctx, r); err != nil {
+			klog.FromContext(ctx).Info("DeleteContainer returned error", "containerID", r.Instance.ID, "err", err)
+			continue
+		}
+		g.deleted[r.Instance.ID] = true
+		g.metrics.containers.Inc()
 	}
 }
 

@@ -107,3 +107,19 @@ func TestTearDownTerminated(t *testing.T) {
 	g.tearDownTerminated(t.Context(), done, true)
 	assert.Equal(t, []string{"job", "job"}, term.tornDown, "a pod gone from the view and back (its UID reused) is torn down again")
 }
+
+// At each view the exited instances beyond the newest are removed with
+// their log files, once each: a view listed before the removal ended,
+// still showing them, removes nothing again.
+func TestDeleteExited(t *testing.T) {
+	rt := &fakeRuntime{}
+	logs := &fakeLogs{}
+	g := New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)), WithContainerLogs(logs))
+	all := gcPods([]gcContainer{makeGCContainer("foo", "bar", 2, 2, cri.StateRunning), makeGCContainer("foo", "bar", 1, 1, cri.StateExited),
+		makeGCContainer("foo", "bar", 0, 0, cri.StateExited)})
+	g.deleteExited(t.Context(), all)
+	g.deleteExited(t.Context(), all)
+	assert.Equal(t, []string{"rm foo/bar#0"}, rt.calls, "the older exited instance, once")
+	assert.Equal(t, []string{"ns/foo/foo/bar#0"}, logs.removed)
+	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.containers))
+}
