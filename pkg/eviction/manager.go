@@ -106,6 +106,8 @@ type Manager struct {
 	mu       sync.Mutex
 	evicted  map[string]string // by UID: kubelet's message
 	pressure Pressure
+	// evictions counts the pods evicted since it was made (Evictions).
+	evictionCount uint64
 }
 
 // Option configures New.
@@ -183,6 +185,16 @@ func (m *Manager) DiskPressure() (bool, time.Time) {
 	defer m.mu.Unlock()
 	return m.pressure.Active(), m.pressure.Since
 }
+
+// Evictions is how many pods it evicted since it was made.
+func (m *Manager) Evictions() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.evictionCount
+}
+
+// Settings is the configuration in force (its periods' defaults applied).
+func (m *Manager) Settings() Config { return m.cfg }
 
 // Run measures and acts every MonitoringPeriod until ctx is done.
 func (m *Manager) Run(ctx context.Context) {
@@ -326,6 +338,7 @@ func (m *Manager) evict(ctx context.Context, p *pods.Pod, e Eviction) {
 	m.evictions.WithLabelValues(e.Signal).Inc()
 	m.mu.Lock()
 	m.evicted[p.UID] = e.Message
+	m.evictionCount++
 	m.mu.Unlock()
 	select {
 	case m.changed <- struct{}{}:

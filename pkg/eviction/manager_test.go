@@ -125,6 +125,7 @@ func TestEvictsAnEmptyDirPastItsSizeLimit(t *testing.T) {
 
 	m.Synchronize(t.Context())
 	assert.Len(t, rec.reasons(), 1, "evicted once")
+	assert.Equal(t, uint64(1), m.Evictions(), "what the state API reports")
 
 	m.viewer = fixedView{pods.Resolve(nil, pods.Inputs{})}
 	m.Synchronize(t.Context())
@@ -157,6 +158,8 @@ func TestIgnoredByDefault(t *testing.T) {
 	m := New(rt, fixedView{staticView(obj, "u3")}, podconfig.Layout{RootDir: t.TempDir()}, Config{})
 	m.Synchronize(t.Context())
 	assert.Empty(t, m.Evicted())
+	assert.Zero(t, m.Evictions())
+	assert.False(t, m.Enforced())
 }
 
 type fakeGC struct{ containers, images int }

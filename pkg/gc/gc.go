@@ -74,6 +74,9 @@ type GC struct {
 	latest     atomic.Pointer[pods.View]
 	collecting sync.Mutex
 
+	// removed counts what it removed since it was made (Removed).
+	containersRemoved, sandboxesRemoved atomic.Uint64
+
 	// Owned by Run's goroutine: the terminated pods torn down (by UID) and
 	// those whose teardown failed, retried at the next collection; the
 	// instances deleteExited removed while a view may still list them.
@@ -175,9 +178,24 @@ func (g *GC) deleteExited(ctx context.Context, all []*pods.Pod) {
 			continue
 		}
 		g.deleted[r.Instance.ID] = true
-		g.metrics.containers.Inc()
+		g.removedContainer()
 	}
 }
+
+// Removed is how many dead instances and sandboxes it removed since it
+// was made.
+func (g *GC) Removed() (containers, sandboxes uint64) {
+	return g.containersRemoved.Load(), g.sandboxesRemoved.Load()
+}
+
+// removedContainer counts a dead instance removed.
+func (g *GC) removedContainer() {
+	g.metrics.containers.Inc()
+	g.containersRemoved.Add(1)
+}
+
+// Policy is the policy in force (kubelet's when none was given).
+func (g *GC) Policy() Policy { return *g.cfg.Policy }
 
 // DeleteAllUnusedContainers is a collection now, over the newest view Run
 // was given: what kubelet's eviction manager asks of its container GC
@@ -205,7 +223,7 @@ func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
 			logger.Error(err, "Failed to remove container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "containerName", r.Instance.Name, "containerID", r.Instance.ID)
 			continue
 		}
-		g.metrics.containers.Inc()
+		g.removedContainer()
 	}
 	for _, r := range d.Sandboxes {
 		if err := g.removeSandbox(ctx, r.Sandbox.ID); err != nil {
@@ -213,6 +231,7 @@ func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
 			continue
 		}
 		g.metrics.sandboxes.Inc()
+		g.sandboxesRemoved.Add(1)
 	}
 	if n := len(d.Containers) + len(d.Sandboxes); n > 0 {
 		logger.V(4).Info("Container garbage collection succeeded", "containers", len(d.Containers), "sandboxes", len(d.Sandboxes))

@@ -83,6 +83,8 @@ func TestCollect(t *testing.T) {
 	assert.Equal(t, []string{"ns/foo/foo/bar#0", "ns/foo/foo/bar#2"}, logs.removed, "log files go with the removed instances only")
 	assert.Equal(t, 2.0, testutil.ToFloat64(g.metrics.containers))
 	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.sandboxes))
+	containers, sandboxes := g.Removed()
+	assert.Equal(t, []uint64{2, 1}, []uint64{containers, sandboxes}, "what the state API reports")
 }
 
 // A terminated pod is torn down once; a failed teardown is retried at the
@@ -122,4 +124,6 @@ func TestDeleteExited(t *testing.T) {
 	assert.Equal(t, []string{"rm foo/bar#0"}, rt.calls, "the older exited instance, once")
 	assert.Equal(t, []string{"ns/foo/foo/bar#0"}, logs.removed)
 	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.containers))
+	containers, _ := g.Removed()
+	assert.Equal(t, uint64(1), containers, "counted for the state API as the collection's")
 }

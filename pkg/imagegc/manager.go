@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,18 @@ type Manager struct {
 
 	mu      sync.Mutex // held through a collection
 	records Records    // under mu
+
+	// removed counts the images removed since it was made, by reason
+	// (Removed); measured is the last measurement of the image
+	// filesystem (LastImageFs).
+	removedForAge, removedForSpace atomic.Uint64
+	measured                       atomic.Pointer[Measured]
+}
+
+// Measured is a measurement of the image filesystem and when it was made.
+type Measured struct {
+	Usage
+	At time.Time
 }
 
 // Option adjusts a Manager.
@@ -213,6 +226,24 @@ func (m *Manager) DeleteUnusedImages(ctx context.Context) (freed int64, err erro
 // kubelet's eviction manager reads as imagefs.available).
 func (m *Manager) ImageFs(ctx context.Context) (Usage, error) { return m.usage(ctx) }
 
+// Removed is how many images it removed since it was made: for their age
+// (the maximum age) and for space (the high threshold, disk pressure).
+func (m *Manager) Removed() (age, space uint64) {
+	return m.removedForAge.Load(), m.removedForSpace.Load()
+}
+
+// LastImageFs is the image filesystem as last measured (by a collection
+// or ImageFs); false: not measured yet.
+func (m *Manager) LastImageFs() (Measured, bool) {
+	if p := m.measured.Load(); p != nil {
+		return *p, true
+	}
+	return Measured{}, false
+}
+
+// Settings is the policy in force.
+func (m *Manager) Settings() Config { return m.cfg }
+
 // evictionOrder lists the images and the containers, updates the records
 // (kubelet's detectImages) and returns the candidates in eviction order.
 func (m *Manager) evictionOrder(ctx context.Context, now time.Time) ([]Candidate, error) {
@@ -263,6 +294,11 @@ func (m *Manager) remove(ctx context.Context, c Candidate, reason string) error 
 	}
 	delete(m.records, c.ID) // m.records is the manager's own, never handed out
 	m.metrics.collected.WithLabelValues(reason).Inc()
+	if reason == RemovedForAge {
+		m.removedForAge.Add(1)
+	} else {
+		m.removedForSpace.Add(1)
+	}
 	return nil
 }
 
@@ -284,6 +320,7 @@ func (m *Manager) usage(ctx context.Context) (Usage, error) {
 		}
 	}
 	m.metrics.observe(u)
+	m.measured.Store(&Measured{Usage: u, At: m.clock.Now()})
 	return u, nil
 }
 

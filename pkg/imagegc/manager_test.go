@@ -141,9 +141,14 @@ func TestGarbageCollectFreesDownToTheLowThreshold(t *testing.T) {
 	}
 	assert.Equal(t, 2.0, n.collected(t, imagegc.RemovedForSpace))
 	assert.Equal(t, 0.0, n.collected(t, imagegc.RemovedForAge))
+	age, space := m.Removed()
+	assert.Equal(t, []uint64{0, 2}, []uint64{age, space}, "what the state API reports")
 	usage, err := m.ImageFs(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, imagegc.Usage{Mountpoint: "/images", Used: 500, Capacity: 1000, Available: 400}, usage)
+	last, ok := m.LastImageFs()
+	require.True(t, ok)
+	assert.Equal(t, imagegc.Measured{Usage: usage, At: n.clock.Now()}, last, "the last measurement, for the state API")
 }
 
 // Kubelet's TestGarbageCollectNotEnoughFreed: when removing every image
@@ -213,6 +218,8 @@ func TestGarbageCollectMaxAge(t *testing.T) {
 	assert.False(t, n.rt.HasImage(old))
 	assert.True(t, n.rt.HasImage(app))
 	assert.Equal(t, 1.0, n.collected(t, imagegc.RemovedForAge))
+	age, space := m.Removed()
+	assert.Equal(t, []uint64{1, 0}, []uint64{age, space})
 }
 
 // An image filesystem without capacity is kubelet's InvalidDiskCapacity;

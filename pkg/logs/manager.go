@@ -1,11 +1,14 @@
 package logs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,7 +115,7 @@ type Manager struct {
 	metrics *managerMetrics
 
 	mu    sync.Mutex
-	bytes map[string]int64 // container ID → bytes of its log files, at the last round
+	bytes map[string]ContainerLogBytes // by container ID: its log files' bytes, at the last round
 }
 
 // ManagerOption sets an optional dependency of the manager.
@@ -133,7 +136,7 @@ func NewManager(runtime Reopener, targets func() []Target, cfg Config, opts ...M
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	m := &Manager{runtime: runtime, targets: targets, cfg: cfg.withDefaults(), clock: clock.RealClock{}, bytes: map[string]int64{}}
+	m := &Manager{runtime: runtime, targets: targets, cfg: cfg.withDefaults(), clock: clock.RealClock{}, bytes: map[string]ContainerLogBytes{}}
 	for _, o := range opts {
 		o(m)
 	}
@@ -216,8 +219,30 @@ func (m *Manager) LogBytes(containerID string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, ok := m.bytes[containerID]
-	return n, ok
+	return n.Bytes, ok
 }
+
+// ContainerLogBytes is what a container's log files held at the last
+// round.
+type ContainerLogBytes struct {
+	Namespace, Pod, PodUID, Container, ContainerID string
+	Bytes                                          int64
+}
+
+// AllLogBytes is what the log files of every kept container held at the
+// last round, by namespace, pod and container.
+func (m *Manager) AllLogBytes() []ContainerLogBytes {
+	m.mu.Lock()
+	out := slices.Collect(maps.Values(m.bytes))
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b ContainerLogBytes) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Container, b.Container), cmp.Compare(a.ContainerID, b.ContainerID))
+	})
+	return out
+}
+
+// Settings is the configuration in force, kubelet's defaults applied.
+func (m *Manager) Settings() Config { return m.cfg }
 
 func (m *Manager) forgetGone(targets []Target) {
 	ids, series := make(map[string]bool, len(targets)), make(map[string]bool, len(targets))
@@ -301,7 +326,7 @@ func (m *Manager) process(ctx context.Context, worker int, t Target) {
 		total += f.size
 	}
 	m.mu.Lock()
-	m.bytes[id] = total
+	m.bytes[id] = ContainerLogBytes{Namespace: t.Namespace, Pod: t.Pod, PodUID: t.PodUID, Container: t.Container.Name, ContainerID: id, Bytes: total}
 	m.mu.Unlock()
 	m.metrics.setBytes(t, total)
 }

@@ -120,11 +120,16 @@ func TestManagerStep(t *testing.T) {
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.metrics.rotations.WithLabelValues("ns", "pod", "uid", "c-need-rotate"))+
 		testutil.ToFloat64(m.metrics.rotations.WithLabelValues("ns", "pod", "uid", "c-has-excess-log")))
 	assert.Equal(t, 3, testutil.CollectAndCount(reg, "cri_prober_container_log_bytes"))
+	all := m.AllLogBytes()
+	require.Len(t, all, 3, "the running containers, as the series")
+	assert.Contains(t, all, ContainerLogBytes{Namespace: "ns", Pod: "pod", PodUID: "uid", Container: "c-need-rotate", ContainerID: "need-rotate",
+		Bytes: int64(len("longer than 10 bytes"))})
 
 	targets = targets[:1] // the others gone: their series with them
 	m.Step(t.Context())
 	assert.Equal(t, 1, testutil.CollectAndCount(reg, "cri_prober_container_log_bytes"))
 	assert.Equal(t, 0, testutil.CollectAndCount(reg, "cri_prober_container_log_rotations_total"))
+	assert.Len(t, m.AllLogBytes(), 1, "the others forgotten")
 }
 
 // TestRotateLatestFailed is kubelet's TestRotateLatestLog: a failed
