@@ -192,6 +192,7 @@ type Agent struct {
 	criSub    *cri.Subscription
 	subs      []*pods.Subscription
 	runFuncs  []func(context.Context)
+	started   time.Time // what NodeReport counts from
 }
 
 // New builds the engine and everything attached to it (the state kept
@@ -201,7 +202,7 @@ type Agent struct {
 // that made it; an error here is the world's (a state directory, a
 // socket), said with the flag it comes from.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
-	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories()}
+	a := &Agent{cfg: cfg, Store: results.NewStore(), Histories: results.NewHistories(), started: time.Now()}
 	if err := a.openState(ctx); err != nil {
 		return nil, err
 	}

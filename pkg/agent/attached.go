@@ -136,6 +136,7 @@ func (a *Agent) serveAPI(c APIConfig) error {
 		Profiling:        c.Profiling,
 		Registerer:       reg, MaxEventStreams: c.MaxEventStreams,
 		Kills: kills,
+		Node:  a.nodeReporter(),
 	})
 	var err error
 	a.listeners, err = newAPIListeners(server, c.Serve, c.Serve.Address, c.Systemd, c.Retry, reg)

@@ -86,6 +86,8 @@ type Server struct {
 	busy    chan struct{}
 	podList podListCache
 	kills   KillController // nil: no restarter
+	// nodeReport says what the agent keeps on the node (nil: nothing).
+	nodeReport NodeReporter
 }
 
 // Config holds what the server reads from. Health returns nil while the
@@ -132,6 +134,10 @@ type Config struct {
 	MaxEventStreams int
 	// Kills is the restart budget and pause (nil: no /api/v1/kills).
 	Kills KillController
+	// Node says what the agent keeps on the node: disk pressure, the
+	// image filesystem, container logs, what was reclaimed (nil: no
+	// /api/v1/node, and no node section on the status page).
+	Node NodeReporter
 	// StreamWriteTimeout bounds each write to an event stream: a client
 	// that stops reading is dropped once the socket's buffers are full
 	// for that long. 0: DefaultStreamWriteTimeout.
@@ -152,7 +158,7 @@ func New(cfg Config) *Server {
 	return &Server{pods: cfg.Pods, history: cfg.History, ledger: cfg.Ledger, gates: cfg.Gates, events: cfg.Events, health: cfg.Health, live: cfg.Live,
 		metrics: cfg.Metrics, probes: cfg.ProbeMetrics, kubeState: cfg.KubeStateMetrics, node: cfg.NodeName, profiling: cfg.Profiling, keepWarm: 15 * time.Second, clock: clock.RealClock{},
 		streams: make(chan struct{}, maxStreams), streamWriteTimeout: writeTimeout, m: newMetrics(cfg.Registerer),
-		busy: make(chan struct{}, MaxBusyRequests), kills: cfg.Kills}
+		busy: make(chan struct{}, MaxBusyRequests), kills: cfg.Kills, nodeReport: cfg.Node}
 }
 
 // Handler routes the API.
@@ -185,6 +191,9 @@ func (s *Server) routes(webConfigFile string) http.Handler {
 		mux.HandleFunc("GET "+PathKills, s.getKills)
 		mux.HandleFunc("POST "+PathKillsPause, mutating(webConfigFile, s.changeKills(true)))
 		mux.HandleFunc("POST "+PathKillsResume, mutating(webConfigFile, s.changeKills(false)))
+	}
+	if s.nodeReport != nil {
+		mux.HandleFunc("GET "+PathNode, s.getNode)
 	}
 	if s.gates != nil {
 		mux.HandleFunc("GET "+PathGates, s.listGates)

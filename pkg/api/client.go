@@ -134,6 +134,13 @@ func (c *Client) ResumeKills(ctx context.Context) (killbudget.Status, error) {
 	return st, c.call(ctx, http.MethodPost, PathKillsResume, []byte("{}"), &st)
 }
 
+// Node is GET /api/v1/node; an agent that keeps nothing on the node (no
+// pod sync) answers a StatusError of 404.
+func (c *Client) Node(ctx context.Context) (NodeReport, error) {
+	var r NodeReport
+	return r, c.call(ctx, http.MethodGet, PathNode, nil, &r)
+}
+
 // Events is GET /api/v1/events: those since since (zero: all kept).
 func (c *Client) Events(ctx context.Context, since time.Time) (EventList, error) {
 	var list EventList

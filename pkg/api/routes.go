@@ -12,6 +12,8 @@ const (
 	PathKills       = "/api/v1/kills"
 	PathKillsPause  = PathKills + "/pause"
 	PathKillsResume = PathKills + "/resume"
+	// PathNode is what the agent keeps on the node (NodeReport).
+	PathNode = "/api/v1/node"
 
 	// The pod a namespace and name stand for (pods.View.ByName), and what
 	// of it is served below it.

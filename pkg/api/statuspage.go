@@ -175,6 +175,9 @@ type pageData struct {
 	Events       []eventView
 	MaxEvents    int
 	Kills        *killsView // nil: no restarter, or nothing to say
+	// Node is what the agent keeps on the node (NodeReport.Lines; nil:
+	// nothing).
+	Node []NodeLine
 }
 
 // killsView is the restart budget, the pause and the kills that wait.
@@ -352,6 +355,9 @@ func (s *Server) pageData(namespace string, page int) (pageData, error) {
 	d.Restarts = s.restartViews(list, shown, now)
 	if s.kills != nil {
 		d.Kills = killsViewOf(s.kills.Kills(), namespace, now)
+	}
+	if s.nodeReport != nil {
+		d.Node = s.nodeReport.NodeReport().Lines(now)
 	}
 
 	all := s.events.Since(time.Time{})
