@@ -30,8 +30,10 @@ container with its probes' last results. Pods of every namespace are shown
 unless -n picks one (the node's view, as crictl pods). With -o wide, also
 what kubectl describe says: the pod's conditions, why a container waits
 and how it and its last instance ended (the termination message's first
-line). With -w, prints a pod's row again whenever it changes, as kubectl
-get -w.`,
+line). Under the pods, what the agent keeps on the node: disk pressure,
+the image filesystem's use, the bytes of container logs kept (with -o wide,
+each container's) and what was reclaimed since it started. With -w, prints
+a pod's row again whenever it changes, as kubectl get -w.`,
 		Example: `  cri-prober status
   cri-prober status -n shop
   cri-prober status -o wide
@@ -96,12 +98,16 @@ func (o *statusOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 					return err
 				}
 			}
-		} else if err := printObject(stdout, o.output, list); err != nil {
+		} else if err := printObject(stdout, o.output, statusObject{PodList: list, Node: o.node(ctx)}); err != nil {
 			return err
 		}
 	} else {
 		printStatus(stdout, pods, time.Now(), o.output == outputWide, true)
 		o.printKills(ctx, stdout)
+		if r := o.node(ctx); r != nil {
+			safeln(stdout)
+			printNode(stdout, *r, o.namespaces, time.Now(), o.output == outputWide)
+		}
 	}
 	if !o.watch {
 		return nil
@@ -121,6 +127,46 @@ func (o *statusOptions) printKills(ctx context.Context, stdout io.Writer) {
 		safeln(stdout)
 		printKills(stdout, st, time.Now(), false)
 	}
+}
+
+// statusObject is what status -o json|yaml prints: the pod list, and
+// what the agent keeps on the node.
+type statusObject struct {
+	api.PodList
+	Node *api.NodeReport `json:"node,omitempty"`
+}
+
+// node is what the agent keeps on the node (nil from an agent that keeps
+// nothing there: one without pod sync, or older).
+func (o *statusOptions) node(ctx context.Context) *api.NodeReport {
+	r, err := o.client.Node(ctx)
+	if err != nil {
+		return nil
+	}
+	return &r
+}
+
+// printNode prints what the agent keeps on the node, as kubectl describe
+// node prints its conditions and capacity; wide adds each container's log
+// bytes (of -n's namespace).
+func printNode(w io.Writer, r api.NodeReport, namespaces namespaceFilter, now time.Time, wide bool) {
+	safeln(w, "Node:")
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, l := range r.Lines(now) {
+		safef(tw, "  %s:\t%s\n", l.Label, l.Text)
+	}
+	tw.Flush()
+	if !wide {
+		return
+	}
+	safeln(w, "  Log bytes by container:")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, c := range r.ContainerLogs.Containers {
+		if namespaces.matches(c.Namespace) {
+			safef(tw, "    %s/%s\t%s\t%s\t%s\n", c.Namespace, c.Pod, c.Container, shortID(c.ContainerID), api.Size(c.Bytes))
+		}
+	}
+	tw.Flush()
 }
 
 // watchPods prints every pod whose state changed, each time the agent
