@@ -12,7 +12,8 @@
 // CRI, the log files (ContainerLogs) and the host side (Terminator). It
 // acts only on what the agent made: every instance and sandbox of a
 // static pod, and the replacements the agent created for a pod someone
-// else made (pods.Pod.MadeByAgent); never on what another client made.
+// else made, and every instance of a container the agent has restarted
+// (pods.Pod.Collectable); never on what another client made and keeps.
 //
 // It imports pkg/pods and pkg/cri; pkg/agent wires it beside pod sync
 // (pkg/restart), which it never imports.
@@ -72,6 +73,7 @@ type Decision struct {
 // one pod, newest first.
 type unit struct {
 	pod       *pods.Pod
+	container *pods.Container
 	instances []*cri.Container
 }
 
@@ -92,7 +94,7 @@ func Decide(all []*pods.Pod, now time.Time, policy Policy) Decision {
 	var units []unit
 	for _, p := range all {
 		for _, c := range p.Containers {
-			u := unit{pod: p}
+			u := unit{pod: p, container: c}
 			for _, i := range c.Instances {
 				if i.State != cri.StateRunning && !i.CreatedAt.After(newest) {
 					u.instances = append(u.instances, i)
@@ -144,7 +146,7 @@ func (d *Decision) remove(u unit, keep int) unit {
 		return u
 	}
 	for _, i := range slices.Backward(u.instances[keep:]) {
-		if u.pod.MadeByAgent(i) {
+		if u.pod.Collectable(u.container, i) {
 			d.Containers = append(d.Containers, Removal{Pod: u.pod, Instance: i})
 		}
 	}
@@ -155,17 +157,21 @@ func (d *Decision) remove(u unit, keep int) unit {
 // removeFlat removes the given instances (newest first), oldest first,
 // each with its pod.
 func (d *Decision) removeFlat(all []*pods.Pod, instances []*cri.Container) {
-	podOf := map[string]*pods.Pod{}
+	type owner struct {
+		pod       *pods.Pod
+		container *pods.Container
+	}
+	ownerOf := map[string]owner{}
 	for _, p := range all {
 		for _, c := range p.Containers {
 			for _, i := range c.Instances {
-				podOf[i.ID] = p
+				ownerOf[i.ID] = owner{p, c}
 			}
 		}
 	}
 	for _, i := range slices.Backward(instances) {
-		if p := podOf[i.ID]; p.MadeByAgent(i) {
-			d.Containers = append(d.Containers, Removal{Pod: p, Instance: i})
+		if o := ownerOf[i.ID]; o.pod.Collectable(o.container, i) {
+			d.Containers = append(d.Containers, Removal{Pod: o.pod, Instance: i})
 		}
 	}
 }
@@ -252,7 +258,7 @@ func Deletions(all []*pods.Pod, policy Policy) []Removal {
 			}
 			slices.SortStableFunc(exited, newestFirst)
 			for _, i := range exited[keep:] {
-				if p.MadeByAgent(i) {
+				if p.Collectable(c, i) {
 					out = append(out, Removal{Pod: p, Instance: i})
 				}
 			}

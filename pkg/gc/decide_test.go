@@ -25,6 +25,9 @@ type gcContainer struct {
 	// theirs: someone else made it (a pod the agent does not make, an
 	// instance without the agent's restart-of annotation).
 	theirs bool
+	// byCreator: an instance of theirs after the first that its creator
+	// made too (not the agent's replacement).
+	byCreator bool
 }
 
 func makeGCContainer(pod, name string, attempt uint32, created int, state cri.ContainerState) gcContainer {
@@ -53,7 +56,7 @@ func gcPods(cs []gcContainer) []*pods.Pod {
 		}
 		i := &cri.Container{ID: c.id(), SandboxID: c.pod + "-sb", Name: c.name, Attempt: c.attempt, State: c.state,
 			CreatedAt: now.Add(-time.Hour + time.Duration(c.created)*time.Second)}
-		if c.theirs && c.attempt > 0 {
+		if c.theirs && c.attempt > 0 && !c.byCreator {
 			i.Annotations = map[string]string{cri.AnnotationRestartOf: "x"}
 		}
 		pc.Instances = append(pc.Instances, i)
@@ -168,7 +171,7 @@ func TestDecideContainers(t *testing.T) {
 			remain: []int{0, 1},
 		},
 		{
-			name: "someone else's pod: only the replacements the agent made are removed, the creator's instance is counted and kept",
+			name: "someone else's pod, a container the agent restarted: its instances are the agent's, the creator's first one too",
 			containers: []gcContainer{
 				{pod: "foo", name: "bar", attempt: 3, created: 3, state: running, theirs: true},
 				{pod: "foo", name: "bar", attempt: 2, created: 2, state: exited, theirs: true},
@@ -176,7 +179,17 @@ func TestDecideContainers(t *testing.T) {
 				{pod: "foo", name: "bar", attempt: 0, created: 0, state: exited, theirs: true},
 			},
 			policy: &DefaultPolicy,
-			remain: []int{0, 1, 3},
+			remain: []int{0, 1},
+		},
+		{
+			name: "someone else's pod, containers the agent never restarted: counted, never removed",
+			containers: []gcContainer{
+				{pod: "foo", name: "bar", attempt: 2, created: 3, state: exited, theirs: true, byCreator: true},
+				{pod: "foo", name: "bar", attempt: 1, created: 2, state: exited, theirs: true, byCreator: true},
+				{pod: "foo", name: "bar", attempt: 0, created: 1, state: exited, theirs: true},
+			},
+			policy: &DefaultPolicy,
+			remain: []int{0, 1, 2},
 		},
 	}
 	for _, tt := range tests {
@@ -409,11 +422,18 @@ func TestDeletions(t *testing.T) {
 			policy:     DefaultPolicy,
 		},
 		{
-			name: "someone else's instances count but stay",
+			name: "someone else's container the agent restarted: its creator's instance too",
 			containers: []gcContainer{{pod: "theirs", name: "bar", attempt: 2, created: 2, state: exited, theirs: true},
 				{pod: "theirs", name: "bar", attempt: 1, created: 1, state: exited, theirs: true}, {pod: "theirs", name: "bar", attempt: 0, created: 0, state: exited, theirs: true}},
 			policy:  DefaultPolicy,
-			removed: []string{"theirs/bar#1"},
+			removed: []string{"theirs/bar#1", "theirs/bar#0"},
+		},
+		{
+			name: "someone else's container the agent never restarted: its creator's",
+			containers: []gcContainer{{pod: "theirs", name: "bar", attempt: 2, created: 2, state: exited, theirs: true, byCreator: true},
+				{pod: "theirs", name: "bar", attempt: 1, created: 1, state: exited, theirs: true, byCreator: true},
+				{pod: "theirs", name: "bar", attempt: 0, created: 0, state: exited, theirs: true}},
+			policy: DefaultPolicy,
 		},
 	}
 	for _, tt := range tests {

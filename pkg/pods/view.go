@@ -15,6 +15,7 @@
 package pods
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -308,4 +309,15 @@ func (c *Container) Running() bool {
 // (cri.AnnotationRestartOf). What another client made is never removed.
 func (p *Pod) MadeByAgent(i *cri.Container) bool {
 	return p.Static || i.Annotations[cri.AnnotationRestartOf] != ""
+}
+
+// Collectable reports whether instance i of container c may be removed
+// once no longer needed (the dead instances pod sync prunes, the pod
+// container deletor and the garbage collection remove): what the agent
+// made, and every instance of a container the agent has restarted (one
+// of its instances is the agent's replacement): from its first restart
+// that container's instances are the agent's to keep, as a kubelet's are.
+// A container the agent never restarted keeps its creator's.
+func (p *Pod) Collectable(c *Container, i *cri.Container) bool {
+	return p.MadeByAgent(i) || slices.ContainsFunc(c.Instances, func(o *cri.Container) bool { return o.Annotations[cri.AnnotationRestartOf] != "" })
 }

@@ -532,7 +532,7 @@ func maxAttempt(c *pods.Container, sandbox string) uint32 {
 // every sync that goes on to start containers: of each init container
 // (sidecars among them), every dead instance (exited, or in an unknown
 // state) but the newest, which is kept for its logs and exit. Only
-// instances the agent made are removed (Pod.MadeByAgent).
+// instances the agent keeps are removed (Pod.Collectable).
 func oldInitInstances(p *pods.Pod) []*cri.Container {
 	var out []*cri.Container
 	for _, c := range p.Containers {
@@ -548,7 +548,7 @@ func oldInitInstances(p *pods.Pod) []*cri.Container {
 				kept = true
 				continue
 			}
-			if p.MadeByAgent(i) {
+			if p.Collectable(c, i) {
 				out = append(out, i)
 			}
 		}

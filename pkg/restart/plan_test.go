@@ -511,12 +511,19 @@ func TestMakePlanDecidesForTheExecutor(t *testing.T) {
 			want: decided{remove: []string{"proxy-0"}, initialized: true},
 		},
 		{
-			name: "someone else's pod: only the dead init instances the agent made are pruned",
+			name: "someone else's pod whose init container the agent restarted: its dead instances are the agent's to prune",
 			pod: planPod(false, always, sandboxes(ready),
 				planContainer("setup", spec.Init, nil, inst("setup-2", "sb0", cri.StateExited, 0, 10, cri.AnnotationRestartOf, "setup-1"),
 					inst("setup-1", "sb0", cri.StateExited, 1, 20, cri.AnnotationRestartOf, "setup-0"), inst("setup-0", "sb0", cri.StateExited, 1, 30)),
 				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
-			want: decided{remove: []string{"setup-1"}, initialized: true},
+			want: decided{remove: []string{"setup-1", "setup-0"}, initialized: true},
+		},
+		{
+			name: "someone else's pod, an init container the agent never restarted: its creator's instances stay",
+			pod: planPod(false, always, sandboxes(ready),
+				planContainer("setup", spec.Init, nil, inst("setup-1", "sb0", cri.StateExited, 0, 20), inst("setup-0", "sb0", cri.StateExited, 1, 30)),
+				planContainer("app", spec.Regular, nil, inst("app-0", "sb0", cri.StateRunning, 0, 0))),
+			want: decided{initialized: true},
 		},
 		{
 			name: "--restart=stop and a dead sandbox: no new sandbox, nothing purged",
