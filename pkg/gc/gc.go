@@ -239,8 +239,8 @@ func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
 }
 
 // removeContainer is kubelet's removeOldestN for one instance: one in an
-// unknown state stopped first (it could be running), then removed, then
-// its log files.
+// unknown state stopped first (it could be running), then its log files
+// removed, then the instance, as kubelet's removeContainer.
 func (g *GC) removeContainer(ctx context.Context, r Removal) error {
 	i := r.Instance
 	if i.State == cri.StateUnknown {
@@ -249,14 +249,14 @@ func (g *GC) removeContainer(ctx context.Context, r Removal) error {
 			return fmt.Errorf("stop container in an unknown state before its removal: %w", err)
 		}
 	}
-	if err := g.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
-		return err
-	}
-	if g.logs != nil {
+	if g.logs != nil { // kubelet's removeContainer: its logs first
 		if err := g.logs.Remove(r.Pod.Namespace, r.Pod.Name, i); err != nil {
-			klog.FromContext(ctx).Error(err, "Failed to remove the log files of a removed container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name),
+			klog.FromContext(ctx).Error(err, "Failed to remove the log files of a container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name),
 				"containerName", i.Name, "containerID", i.ID)
 		}
+	}
+	if err := g.runtime.RemoveContainer(ctx, i.ID); err != nil && !cri.IsNotFound(err) {
+		return err
 	}
 	return nil
 }

@@ -40,11 +40,18 @@ func (f *fakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
 	return f.call("rmp", id)
 }
 
-// fakeLogs records whose log files are removed.
-type fakeLogs struct{ removed []string }
+// fakeLogs records whose log files are removed, and, with rt, when among
+// the runtime's calls.
+type fakeLogs struct {
+	removed []string
+	rt      *fakeRuntime
+}
 
 func (l *fakeLogs) Remove(namespace, podName string, inst *cri.Container) error {
 	l.removed = append(l.removed, namespace+"/"+podName+"/"+inst.ID)
+	if l.rt != nil {
+		_ = l.rt.call("logs", inst.ID)
+	}
 	return nil
 }
 
@@ -69,7 +76,7 @@ func (f *fakeTerminator) TearDownTerminated(_ context.Context, p *pods.Pod) erro
 // a failed removal is logged and skipped; the series count what went.
 func TestCollect(t *testing.T) {
 	rt := &fakeRuntime{fail: map[string]error{"rm foo/bar#1": errors.New("busy")}}
-	logs := &fakeLogs{}
+	logs := &fakeLogs{rt: rt}
 	reg := prometheus.NewPedanticRegistry()
 	g := New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)), WithContainerLogs(logs), WithRegisterer(reg))
 	all := gcPods([]gcContainer{makeGCContainer("foo", "bar", 3, 3, cri.StateExited), makeGCContainer("foo", "bar", 2, 2, cri.StateUnknown),
@@ -78,9 +85,9 @@ func TestCollect(t *testing.T) {
 		{ID: "old", State: cri.SandboxNotReady}}
 
 	g.collect(t.Context(), all)
-	assert.Equal(t, []string{"rm foo/bar#0", "rm foo/bar#1", "stop foo/bar#2", "rm foo/bar#2", "stopp old", "rmp old"}, rt.calls,
-		"oldest first; the unknown one stopped first; the sandbox with containers and the newest kept")
-	assert.Equal(t, []string{"ns/foo/foo/bar#0", "ns/foo/foo/bar#2"}, logs.removed, "log files go with the removed instances only")
+	assert.Equal(t, []string{"logs foo/bar#0", "rm foo/bar#0", "logs foo/bar#1", "rm foo/bar#1", "stop foo/bar#2", "logs foo/bar#2", "rm foo/bar#2", "stopp old", "rmp old"}, rt.calls,
+		"oldest first; the unknown one stopped first; each one's log files before it, as kubelet's removeContainer; the sandbox with containers and the newest kept")
+	assert.Equal(t, []string{"ns/foo/foo/bar#0", "ns/foo/foo/bar#1", "ns/foo/foo/bar#2"}, logs.removed, "log files go before each removal, as kubelet's")
 	assert.Equal(t, 2.0, testutil.ToFloat64(g.metrics.containers))
 	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.sandboxes))
 	containers, sandboxes := g.Removed()

@@ -378,8 +378,10 @@ func TestSyncOrphanTeardown(t *testing.T) {
 	sb := st.rt.AddSandbox("ns", "web-node", "uid", fakeruntime.WithSandboxAnnotations(agentsAnnotations("uid")))
 	app := st.rt.AddContainer(sb, "app", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	p := st.orphanView(t, m)
+	logs.removals = func() int { return st.rt.Calls("RemoveContainer") }
 
 	st.sync(t, p)
+	assert.Equal(t, []int{0}, logs.removedAfter, "the log files removed before the instance, as kubelet's removeContainer")
 	_, ok := st.rt.SandboxState(sb)
 	assert.False(t, ok, "the sandbox removed")
 	assert.Equal(t, []string{"uid"}, st.maker.tornDown)
@@ -942,6 +944,10 @@ func TestSyncFailedPostStartHook(t *testing.T) {
 type fakeLogs struct {
 	mu              sync.Mutex
 	linked, removed []string
+	// removals, if set, counts the instances removed through CRI: at each
+	// removal of log files it is recorded in removedAfter.
+	removals     func() int
+	removedAfter []int
 }
 
 func (l *fakeLogs) Link(namespace, podName string, inst *cri.Container) error {
@@ -955,5 +961,8 @@ func (l *fakeLogs) Remove(namespace, podName string, inst *cri.Container) error 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.removed = append(l.removed, namespace+"/"+podName+"/"+inst.Name+"/"+inst.ID)
+	if l.removals != nil {
+		l.removedAfter = append(l.removedAfter, l.removals())
+	}
 	return nil
 }
