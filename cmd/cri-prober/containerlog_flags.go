@@ -31,29 +31,41 @@ func (f *containerLogFlags) register(fs *pflag.FlagSet) {
 // config validates the values as kubelet validates its configuration and
 // returns them as the agent takes them.
 func (f *containerLogFlags) config() (logs.Config, error) {
-	q, err := resource.ParseQuantity(f.maxSize)
+	size, err := parseMaxSize(f.maxSize)
 	if err != nil {
-		return logs.Config{}, fmt.Errorf("--container-log-max-size %q: want a quantity, like 10Mi: %w", f.maxSize, err)
-	}
-	size, ok := q.AsInt64()
-	if !ok {
-		return logs.Config{}, fmt.Errorf("--container-log-max-size %q: invalid max log size", f.maxSize)
+		return logs.Config{}, fmt.Errorf("--container-log-max-size: failed to parse container log max size %q: %w", f.maxSize, err)
 	}
 	if size == 0 {
-		return logs.Config{}, fmt.Errorf("--container-log-max-size 0 would rotate every log file at every check, empty ones too: give a size, or a negative one for no rotation")
+		return logs.Config{}, fmt.Errorf("--container-log-max-size: invalid configuration: containerLogMaxSize 0 would rotate every log file at every check, empty ones too: give a size, or a negative one for no rotation")
 	}
 	if f.maxWorkers < 1 {
-		return logs.Config{}, fmt.Errorf("--container-log-max-workers %d: containerLogMaxWorkers must be greater than or equal to 1", f.maxWorkers)
+		return logs.Config{}, fmt.Errorf("--container-log-max-workers: invalid configuration: containerLogMaxWorkers must be greater than or equal to 1 (got %d)", f.maxWorkers)
 	}
 	if f.maxFiles <= 1 {
-		return logs.Config{}, fmt.Errorf("--container-log-max-files %d: containerLogMaxFiles must be greater than 1", f.maxFiles)
+		return logs.Config{}, fmt.Errorf("--container-log-max-files: invalid configuration: containerLogMaxFiles must be greater than 1 (got %d)", f.maxFiles)
+	}
+	if f.maxFiles > logs.MaxMaxFiles {
+		return logs.Config{}, fmt.Errorf("--container-log-max-files: invalid configuration: containerLogMaxFiles must be at most %d, the most files of a log the agent lists (got %d)", logs.MaxMaxFiles, f.maxFiles)
 	}
 	if f.monitorInterval < logs.MinMonitorInterval {
-		return logs.Config{}, fmt.Errorf("--container-log-monitor-interval %s: containerLogMonitorInterval must be a positive time duration greater than or equal to %s", f.monitorInterval, logs.MinMonitorInterval)
+		return logs.Config{}, fmt.Errorf("--container-log-monitor-interval: invalid configuration: containerLogMonitorInterval must be a positive time duration greater than or equal to %s (got %s)", logs.MinMonitorInterval, f.monitorInterval)
 	}
 	cfg := logs.Config{MaxSize: size, MaxFiles: f.maxFiles, MaxWorkers: f.maxWorkers, MonitorInterval: f.monitorInterval, LinkDir: f.linkDir}
 	if err := cfg.Check(); err != nil {
 		return cfg, fmt.Errorf("--container-log-link-dir: %w", err)
 	}
 	return cfg, nil
+}
+
+// parseMaxSize is kubelet's: a quantity, in bytes.
+func parseMaxSize(size string) (int64, error) {
+	q, err := resource.ParseQuantity(size)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("invalid max log size")
+	}
+	return n, nil
 }

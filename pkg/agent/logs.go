@@ -12,14 +12,18 @@ import (
 // with a pod sync: without one the agent creates no container.
 func (a *Agent) newContainerLogs() (logs.Links, *logs.Manager, error) {
 	cfg := a.cfg
-	links := logs.Links{Dir: cfg.ContainerLogs.LinkDir}
+	logsCfg := cfg.ContainerLogs
+	if logsCfg.PodLogsDir == "" { // only the log files under it are acted on
+		logsCfg.PodLogsDir = cfg.Node.Layout().PodLogsDir
+	}
+	links := logs.Links{Dir: logsCfg.LinkDir, Root: logsCfg.PodLogsDir, KeepFiles: logsCfg.Stub()}
 	targets := func() []logs.Target {
 		if st := a.Status(); st != nil {
 			return logTargets(st.View)
 		}
 		return nil
 	}
-	m, err := logs.NewManager(cfg.Client, targets, cfg.ContainerLogs,
+	m, err := logs.NewManager(cfg.Client, targets, logsCfg,
 		logs.WithRegisterer(registerer(cfg.AgentRegistry)))
 	return links, m, err
 }

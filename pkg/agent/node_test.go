@@ -32,7 +32,7 @@ func TestNodeReport(t *testing.T) {
 	require.NoError(t, os.WriteFile(logPath, []byte("hello\n"), 0o644))
 	target := logs.Target{Namespace: "shop", Pod: "web", PodUID: "uid-web",
 		Container: &cri.Container{ID: "c1", Name: "app", State: cri.StateRunning, LogPath: logPath}}
-	logManager, err := logs.NewManager(nil, func() []logs.Target { return []logs.Target{target} }, logs.Config{})
+	logManager, err := logs.NewManager(nil, func() []logs.Target { return []logs.Target{target} }, logs.Config{PodLogsDir: dir})
 	require.NoError(t, err)
 	logManager.Step(ctx)
 

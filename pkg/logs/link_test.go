@@ -14,10 +14,73 @@ import (
 
 // TestLinkName is kubelet's logSymlink (legacy_test.go's rows).
 func TestLinkName(t *testing.T) {
-	assert.Equal(t, "web-node1_shop_app-0123456789ab.log", LinkName("shop", "web-node1", "app", "0123456789ab"))
-	long := LinkName("ns", strings.Repeat("p", 300), "c", "id")
+	name, err := LinkName("shop", "web-node1", "app", "0123456789ab")
+	require.NoError(t, err)
+	assert.Equal(t, "web-node1_shop_app-0123456789ab.log", name)
+	long, err := LinkName("ns", strings.Repeat("p", 300), "c", "id")
+	require.NoError(t, err)
 	assert.Len(t, long, 255)
 	assert.True(t, strings.HasSuffix(long, "pppp.log"))
+	for _, bad := range [][4]string{
+		{"ns", "../../../etc/planted", "c", "id"}, {"ns/x", "pod", "c", "id"}, {"ns", "pod", "..", "id"},
+		{"ns", "pod", "c", "."}, {"", "pod", "c", "id"}, {"ns", "pod", "c\x00", "id"},
+	} {
+		_, err := LinkName(bad[0], bad[1], bad[2], bad[3])
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+// Names from the runtime, which any CRI client sets, never place or
+// remove a file outside the link directory (a pod named
+// ../../../etc/planted).
+func TestLinkNameTraversal(t *testing.T) {
+	root := t.TempDir()
+	linkDir := filepath.Join(root, "var", "log", "containers")
+	victimDir := filepath.Join(root, "etc")
+	require.NoError(t, os.MkdirAll(linkDir, 0o755))
+	require.NoError(t, os.MkdirAll(victimDir, 0o755))
+	writeFiles(t, root, map[string]string{"0.log": "x"})
+	inst := &cri.Container{ID: "abc", Name: "c", LogPath: filepath.Join(root, "0.log")}
+	l := Links{Dir: linkDir, Root: root}
+	pod := "../../../etc/planted"
+	assert.Error(t, l.Link("ns", pod, inst))
+	assert.Empty(t, dirNames(t, victimDir), "no link made outside the link directory")
+	writeFiles(t, victimDir, map[string]string{"planted_ns_c-abc.log": "victim"})
+	assert.Error(t, l.Remove("ns", pod, &cri.Container{ID: "abc", Name: "c"}))
+	assert.Equal(t, []string{"planted_ns_c-abc.log"}, dirNames(t, victimDir), "nothing removed outside it")
+}
+
+// A log path the runtime reports outside the pod logs directory (a
+// sandbox another client made with /etc as its log directory) is neither
+// removed nor linked, nor is one reached through a link under it.
+func TestRemoveOnlyUnderThePodLogsDir(t *testing.T) {
+	root := t.TempDir()
+	logs := filepath.Join(root, "pods")
+	etc := filepath.Join(root, "etc")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	require.NoError(t, os.MkdirAll(etc, 0o755))
+	writeFiles(t, etc, map[string]string{"shadow": "root:x", "shadow.bak": "root:x", "passwd": "root:x"})
+	require.NoError(t, os.Symlink(etc, filepath.Join(logs, "ns_pod_uid")))
+	l := Links{Root: logs, Dir: filepath.Join(root, "containers")}
+	for _, p := range []string{filepath.Join(etc, "shadow"), filepath.Join(logs, "..", "etc", "shadow"), filepath.Join(logs, "ns_pod_uid", "shadow"), logs + "/ns_pod_uid/../../etc/shadow"} {
+		assert.Error(t, l.Remove("ns", "pod", &cri.Container{ID: "x", Name: "c", LogPath: p}), p)
+		assert.Error(t, l.Link("ns", "pod", &cri.Container{ID: "x", Name: "c", LogPath: p}), p)
+	}
+	assert.Equal(t, []string{"passwd", "shadow", "shadow.bak"}, dirNames(t, etc))
+	assert.NoDirExists(t, l.Dir)
+}
+
+// With a negative containerLogMaxSize (kubelet's stub log manager) the
+// log files stay at a removal; the link goes.
+func TestRemoveKeepFiles(t *testing.T) {
+	logDir, linkDir := t.TempDir(), t.TempDir()
+	writeFiles(t, logDir, map[string]string{"0.log": "x"})
+	inst := &cri.Container{ID: "abc", Name: "app", LogPath: filepath.Join(logDir, "0.log")}
+	l := Links{Dir: linkDir, Root: os.TempDir(), KeepFiles: true}
+	require.NoError(t, l.Link("ns", "pod", inst))
+	require.NoError(t, l.Remove("ns", "pod", inst))
+	assert.Equal(t, []string{"0.log"}, dirNames(t, logDir))
+	assert.Empty(t, dirNames(t, linkDir))
 }
 
 func TestLinkAndRemove(t *testing.T) {
@@ -26,7 +89,7 @@ func TestLinkAndRemove(t *testing.T) {
 	linkDir := filepath.Join(t.TempDir(), "containers") // made by Link
 	log := filepath.Join(logDir, "0.log")
 	inst := &cri.Container{ID: "abc", Name: "app", LogPath: log}
-	links := Links{Dir: linkDir}
+	links := Links{Dir: linkDir, Root: os.TempDir()}
 	linkPath := filepath.Join(linkDir, "pod_ns_app-abc.log")
 
 	require.NoError(t, links.Link("ns", "pod", inst))
@@ -61,7 +124,7 @@ func TestLinkPlanted(t *testing.T) {
 	require.NoError(t, os.Symlink(secret, linkPath))
 	require.NoError(t, os.Symlink(secret, log+".20260101-000000"))
 
-	links := Links{Dir: linkDir}
+	links := Links{Dir: linkDir, Root: os.TempDir()}
 	require.NoError(t, links.Link("ns", "pod", inst))
 	target, err := os.Readlink(linkPath)
 	require.NoError(t, err)
@@ -79,7 +142,7 @@ func TestLinkPlanted(t *testing.T) {
 	linked := filepath.Join(t.TempDir(), "containers")
 	require.NoError(t, os.Symlink(real, linked))
 	writeFiles(t, logDir, map[string]string{"0.log": "x"})
-	assert.Error(t, Links{Dir: linked}.Link("ns", "pod", inst))
+	assert.Error(t, Links{Dir: linked, Root: os.TempDir()}.Link("ns", "pod", inst))
 	assert.Empty(t, dirNames(t, real))
 }
 
@@ -87,7 +150,7 @@ func TestLinkDisabled(t *testing.T) {
 	logDir := t.TempDir()
 	writeFiles(t, logDir, map[string]string{"0.log": "x"})
 	inst := &cri.Container{ID: "abc", Name: "app", LogPath: filepath.Join(logDir, "0.log")}
-	require.NoError(t, Links{}.Link("ns", "pod", inst))
-	require.NoError(t, Links{}.Remove("ns", "pod", inst))
+	require.NoError(t, Links{Root: os.TempDir()}.Link("ns", "pod", inst))
+	require.NoError(t, Links{Root: os.TempDir()}.Remove("ns", "pod", inst))
 	assert.Empty(t, dirNames(t, logDir), "the log files go even without links")
 }

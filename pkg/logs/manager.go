@@ -53,25 +53,45 @@ type Config struct {
 	// made, as kubelet's /var/log/containers (--container-log-link-dir;
 	// "": no links).
 	LinkDir string
+	// PodLogsDir is the pod logs directory (--pod-logs-dir): only a log
+	// file under it is rotated, reopened or counted ("": none). The
+	// runtime reports the log path any client gave a container.
+	PodLogsDir string
 }
 
-// Check validates the settings as kubelet validates its configuration.
+// MaxMaxFiles bounds containerLogMaxFiles: the most names a listing of a
+// log's files returns.
+const MaxMaxFiles = maxListed
+
+// Check validates the settings as kubelet validates its configuration,
+// with its messages.
 func (c Config) Check() error {
 	var errs []error
 	if c.MaxFiles != 0 && c.MaxFiles <= 1 {
-		errs = append(errs, fmt.Errorf("containerLogMaxFiles must be greater than 1 (got %d)", c.MaxFiles))
+		errs = append(errs, fmt.Errorf("invalid configuration: containerLogMaxFiles must be greater than 1"))
+	}
+	if c.MaxFiles > MaxMaxFiles {
+		errs = append(errs, fmt.Errorf("invalid configuration: containerLogMaxFiles must be at most %d (the agent lists no more files of a log)", MaxMaxFiles))
 	}
 	if c.MaxWorkers < 0 {
-		errs = append(errs, fmt.Errorf("containerLogMaxWorkers must be greater than or equal to 1 (got %d)", c.MaxWorkers))
+		errs = append(errs, fmt.Errorf("invalid configuration: containerLogMaxWorkers must be greater than or equal to 1"))
 	}
 	if c.MonitorInterval != 0 && c.MonitorInterval < MinMonitorInterval {
-		errs = append(errs, fmt.Errorf("containerLogMonitorInterval must be a positive time duration greater than or equal to %s (got %s)", MinMonitorInterval, c.MonitorInterval))
+		errs = append(errs, fmt.Errorf("invalid configuration: containerLogMonitorInterval must be a positive time duration greater than or equal to %s", MinMonitorInterval))
 	}
 	if c.LinkDir != "" && !filepath.IsAbs(c.LinkDir) {
 		errs = append(errs, fmt.Errorf("the link directory %q must be an absolute path", c.LinkDir))
 	}
+	if c.PodLogsDir != "" && !filepath.IsAbs(c.PodLogsDir) {
+		errs = append(errs, fmt.Errorf("the pod logs directory %q must be an absolute path", c.PodLogsDir))
+	}
 	return errors.Join(errs...)
 }
+
+// Stub says whether the settings make kubelet's stub log manager (a
+// negative MaxSize): no rotation, no reopening of a missing log file, no
+// removal of an instance's log files with it.
+func (c Config) Stub() bool { return c.MaxSize < 0 }
 
 func (c Config) withDefaults() Config {
 	if c.MaxSize == 0 {
@@ -267,15 +287,18 @@ func (m *Manager) forgetGone(targets []Target) {
 func (m *Manager) process(ctx context.Context, worker int, t Target) {
 	id, path := t.Container.ID, t.Container.LogPath
 	logger := klog.FromContext(ctx).WithValues("worker", worker, "containerID", id, "path", path)
-	dirPath, base := filepath.Split(path)
-	d, err := openDir(dirPath, logDirOwn)
+	d, base, err := openLogBeneath(m.cfg.PodLogsDir, path)
+	if errors.Is(err, errOutside) {
+		logger.V(2).Info("Container log not under the pod logs directory: not rotated", "podLogsDir", m.cfg.PodLogsDir)
+		return
+	}
 	if err != nil {
 		logger.Error(err, "Failed to open container log directory")
 		return
 	}
 	defer d.Close()
 	size, mode, err := d.stat(base)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && !m.cfg.Stub() {
 		if err := m.runtime.ReopenContainerLog(ctx, id); err != nil {
 			logger.Error(err, "Container log doesn't exist, reopen container log failed")
 			return
@@ -294,16 +317,19 @@ func (m *Manager) process(ctx context.Context, worker int, t Target) {
 		logger.Error(nil, "Container log is not a regular file: not rotated", "type", mode.Type().String())
 		return
 	}
-	files, others, err := d.list(base + ".")
+	files, others, full, err := d.list(rotatedOf(base))
 	if err != nil {
 		logger.Error(err, "Failed to list container log files")
 		return
+	}
+	if full {
+		logger.Info("Too many files beside the container log: rotating with those found, the oldest removed", "found", len(files)+len(others))
 	}
 	if len(others) > 0 {
 		logger.V(2).Info("Left alone files beside the container log that are not regular files", "names", others)
 	}
 	var rotation Rotation // a negative MaxSize: kubelet's stub manager, no rotation
-	if m.cfg.MaxSize >= 0 {
+	if !m.cfg.Stub() {
 		rotation = Plan(base, size, names(files), Policy{MaxSize: m.cfg.MaxSize, MaxFiles: m.cfg.MaxFiles}, m.clock.Now())
 	}
 	if rotation.Rotate == "" {
@@ -316,7 +342,7 @@ func (m *Manager) process(ctx context.Context, worker int, t Target) {
 			m.metrics.rotated(t)
 		}
 		size, _, _ = d.stat(base)
-		if files, _, err = d.list(base + "."); err != nil {
+		if files, _, _, err = d.list(rotatedOf(base)); err != nil {
 			logger.Error(err, "Failed to list container log files")
 			return
 		}
@@ -325,11 +351,43 @@ func (m *Manager) process(ctx context.Context, worker int, t Target) {
 	for _, f := range files {
 		total += f.size
 	}
+	used, err := d.usage()
+	if err != nil {
+		logger.Error(err, "Failed to measure container log directory")
+	}
 	m.mu.Lock()
 	m.bytes[id] = ContainerLogBytes{Namespace: t.Namespace, Pod: t.Pod, PodUID: t.PodUID, Container: t.Container.Name, ContainerID: id, Bytes: total}
 	m.mu.Unlock()
-	m.metrics.setBytes(t, total)
+	m.metrics.setBytes(t, total, used)
 }
+
+// rotatedOf matches the names of a log's rotated files as kubelet names
+// them: <log>.<timestamp>, compressed <log>.<timestamp>.gz, being
+// compressed <log>.<timestamp>.tmp. Other names beside it are not the
+// runtime's nor the agent's, and are left alone (kubelet globs <log>.*).
+func rotatedOf(log string) func(string) bool {
+	return func(name string) bool {
+		if !isRotated(log, name) {
+			return false
+		}
+		rest := name[len(log)+1:]
+		if len(rest) < len(TimestampFormat) {
+			return false
+		}
+		stamp, suffix := rest[:len(TimestampFormat)], rest[len(TimestampFormat):]
+		for i, c := range []byte(stamp) {
+			if i == 8 && c != '-' || i != 8 && (c < '0' || c > '9') {
+				return false
+			}
+		}
+		return suffix == "" || suffix == CompressSuffix || suffix == TmpSuffix
+	}
+}
+
+// compressLimit is the most bytes a rotated file is compressed of: the
+// runtime rotates at MaxSize, and passes it by what it writes in a
+// monitor interval, unknowable; four times MaxSize, at least 64Mi.
+func (m *Manager) compressLimit() int64 { return max(4*m.cfg.MaxSize, 64<<20) }
 
 func names(files []file) []string {
 	out := make([]string, len(files))
@@ -347,7 +405,12 @@ func (m *Manager) rotate(ctx context.Context, d *logDir, id, log string, r Rotat
 		}
 	}
 	for _, name := range r.Compress {
-		if err := d.compress(name); err != nil {
+		err := d.compress(ctx, name, m.compressLimit())
+		if errors.Is(err, ErrTooLarge) {
+			klog.FromContext(ctx).Info("Removed a rotated log file too large to be the runtime's", "err", err)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("failed to compress log %q: %w", d.name(name), err)
 		}
 	}

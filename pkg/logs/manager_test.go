@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -88,7 +90,7 @@ func TestManagerStep(t *testing.T) {
 	}
 	rt := &fakeReopener{paths: map[string]string{"need-rotate": path("test-log-2"), "has-excess-log": path("test-log-3")}}
 	reg := prometheus.NewRegistry()
-	m, err := NewManager(rt, func() []Target { return targets }, Config{MaxSize: 10, MaxFiles: 3, MaxWorkers: 10},
+	m, err := NewManager(rt, func() []Target { return targets }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 3, MaxWorkers: 10},
 		WithClock(testingclock.NewFakeClock(now)), WithRegisterer(reg))
 	require.NoError(t, err)
 	m.Step(t.Context())
@@ -139,7 +141,7 @@ func TestRotateLatestFailed(t *testing.T) {
 	log := filepath.Join(dir, "0.log")
 	writeFiles(t, dir, map[string]string{"0.log": "longer than 10 bytes"})
 	rt := &fakeReopener{err: errors.New("random error")}
-	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{MaxSize: 10, MaxFiles: 2})
+	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 2})
 	require.NoError(t, err)
 	m.Step(t.Context())
 	assert.Equal(t, []string{"0.log"}, dirNames(t, dir))
@@ -151,7 +153,7 @@ func TestMissingLogReopened(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "0.log")
 	rt := &fakeReopener{paths: map[string]string{"c": log}}
-	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{})
+	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir()})
 	require.NoError(t, err)
 	m.Step(t.Context())
 	assert.Equal(t, []string{"0.log"}, dirNames(t, dir))
@@ -166,12 +168,12 @@ func TestCompressKeepsMode(t *testing.T) {
 	d, err := openDir(dir, 1)
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.compress("0.log.1"))
+	require.NoError(t, d.compress(t.Context(), "0.log.1", 1<<20))
 	info, err := os.Stat(filepath.Join(dir, "0.log.1.gz"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o604), info.Mode().Perm()&^umask(t))
 	assert.Equal(t, []string{"0.log.1.gz"}, dirNames(t, dir), "no temporary file, no original")
-	assert.Error(t, d.compress("unknown"))
+	assert.Error(t, d.compress(t.Context(), "unknown", 1<<20))
 }
 
 func umask(t *testing.T) os.FileMode {
@@ -196,7 +198,7 @@ func TestPlantedLinksNotFollowed(t *testing.T) {
 		log := filepath.Join(dir, "0.log")
 		require.NoError(t, os.Symlink(secret, log))
 		rt := &fakeReopener{paths: map[string]string{"c": log}}
-		m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{MaxSize: 10, MaxFiles: 3})
+		m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 3})
 		require.NoError(t, err)
 		m.Step(t.Context())
 		assert.Equal(t, []string{"0.log"}, dirNames(t, dir))
@@ -211,7 +213,7 @@ func TestPlantedLinksNotFollowed(t *testing.T) {
 		require.NoError(t, os.Symlink(secret, log+".00000000-000000"))
 		rt := &fakeReopener{paths: map[string]string{"c": log}}
 		now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-		m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{MaxSize: 10, MaxFiles: 2},
+		m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 2},
 			WithClock(testingclock.NewFakeClock(now)))
 		require.NoError(t, err)
 		m.Step(t.Context())
@@ -230,7 +232,7 @@ func TestPlantedLinksNotFollowed(t *testing.T) {
 		require.NoError(t, os.Symlink(real, dir))
 		log := filepath.Join(dir, "0.log")
 		rt := &fakeReopener{paths: map[string]string{"c": log}}
-		m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{MaxSize: 10, MaxFiles: 2})
+		m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 2})
 		require.NoError(t, err)
 		m.Step(t.Context())
 		assert.Equal(t, []string{"0.log"}, dirNames(t, real))
@@ -249,7 +251,7 @@ func TestRotateWithRuntime(t *testing.T) {
 	log := filepath.Join(dir, "app", "0.log")
 	require.NoError(t, rt.WriteLog(id, "stdout", strings.Repeat("x", 20)))
 	clk := testingclock.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	m, err := NewManager(rt.Direct(), func() []Target { return []Target{target(id, log, cri.StateRunning)} }, Config{MaxSize: 10, MaxFiles: 3},
+	m, err := NewManager(rt.Direct(), func() []Target { return []Target{target(id, log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 3},
 		WithClock(clk))
 	require.NoError(t, err)
 	m.Step(t.Context())
@@ -274,10 +276,12 @@ func TestConfigCheck(t *testing.T) {
 		want string
 	}{
 		{name: "defaults", cfg: Config{}},
-		{name: "max files 1", cfg: Config{MaxFiles: 1}, want: "containerLogMaxFiles must be greater than 1"},
+		{name: "max files 1", cfg: Config{MaxFiles: 1}, want: "invalid configuration: containerLogMaxFiles must be greater than 1"},
 		{name: "workers", cfg: Config{MaxWorkers: -1}, want: "containerLogMaxWorkers must be greater than or equal to 1"},
 		{name: "interval", cfg: Config{MonitorInterval: time.Second}, want: "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s"},
+		{name: "max files bound", cfg: Config{MaxFiles: MaxMaxFiles + 1}, want: "invalid configuration: containerLogMaxFiles must be at most 1024"},
 		{name: "link dir", cfg: Config{LinkDir: "var/log"}, want: "must be an absolute path"},
+		{name: "pod logs dir", cfg: Config{PodLogsDir: "var/log/pods"}, want: "must be an absolute path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Check()
@@ -296,7 +300,7 @@ func TestManagerRun(t *testing.T) {
 	log := filepath.Join(dir, "0.log")
 	writeFiles(t, dir, map[string]string{"0.log": "longer than 10 bytes"})
 	rt := &fakeReopener{paths: map[string]string{"c": log}}
-	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{MaxSize: 10, MaxFiles: 2, MaxWorkers: 3})
+	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: os.TempDir(), MaxSize: 10, MaxFiles: 2, MaxWorkers: 3})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -309,4 +313,123 @@ func TestManagerRun(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 	assert.Len(t, dirNames(t, dir), 2)
+}
+
+// Names planted beside a log, however many, neither count as its rotated
+// files nor stop its rotation; past the listing's bound the log is still
+// rotated and the oldest rotated files found removed, a batch a round.
+func TestRotationWithPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	writeFiles(t, dir, map[string]string{"0.log": strings.Repeat("x", 100)})
+	for i := range maxListed + 1 {
+		writeFiles(t, dir, map[string]string{fmt.Sprintf("0.log.junk%05d", i): ""})
+	}
+	rt := &fakeReopener{paths: map[string]string{"c": log}}
+	clk := testingclock.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: dir, MaxSize: 10, MaxFiles: 2},
+		WithClock(clk))
+	require.NoError(t, err)
+	m.Step(t.Context())
+	assert.FileExists(t, log+".20260304-050607", "rotated")
+	assert.Equal(t, []string{"c"}, rt.calls)
+
+	for i := range maxListed + 1 {
+		writeFiles(t, dir, map[string]string{fmt.Sprintf("0.log.%08d-000000", i): "z"})
+	}
+	rounds := 0
+	for ; rounds < 5; rounds++ {
+		writeFiles(t, dir, map[string]string{"0.log": strings.Repeat("x", 100)})
+		clk.Step(time.Minute)
+		m.Step(t.Context())
+		if files, _, full, err := openAndList(t, dir); assert.NoError(t, err) && !full && len(files) <= 1 {
+			break
+		}
+	}
+	assert.Less(t, rounds, 5, "the planted rotated names removed, in batches")
+}
+
+func openAndList(t *testing.T, dir string) ([]file, []string, bool, error) {
+	d, err := openDir(dir, 1)
+	require.NoError(t, err)
+	defer d.Close()
+	return d.list(rotatedOf("0.log"))
+}
+
+// A planted rotated file larger than the runtime could write (a sparse
+// terabyte) is removed, not compressed, and a compression stops with the
+// context.
+func TestCompressBounded(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	writeFiles(t, dir, map[string]string{"0.log": strings.Repeat("x", 100)})
+	f, err := os.Create(log + ".99999999-999999")
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<40))
+	require.NoError(t, f.Close())
+	rt := &fakeReopener{paths: map[string]string{"c": log}}
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	m, err := NewManager(rt, func() []Target { return []Target{target("c", log, cri.StateRunning)} }, Config{PodLogsDir: dir, MaxSize: 10, MaxFiles: 5},
+		WithClock(testingclock.NewFakeClock(now)))
+	require.NoError(t, err)
+	m.Step(t.Context())
+	assert.Equal(t, []string{"0.log", "0.log." + now.Format(TimestampFormat)}, dirNames(t, dir), "removed, and the log rotated")
+
+	writeFiles(t, dir, map[string]string{"big": strings.Repeat("y", 1<<20)})
+	d, err := openDir(dir, 1)
+	require.NoError(t, err)
+	defer d.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	assert.ErrorIs(t, d.compress(ctx, "big", 2<<20), context.Canceled)
+	assert.NotContains(t, dirNames(t, dir), "big.gz")
+}
+
+// A device planted under a rotated file's name is never opened for
+// reading (opening some has effects), nor is a FIFO (whose open blocks).
+func TestOpenRegularRefusesOthers(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600))
+	d, err := openDir(dir, 1)
+	require.NoError(t, err)
+	defer d.Close()
+	_, err = d.openRegular("fifo")
+	assert.ErrorContains(t, err, "not a regular file")
+	require.NoError(t, os.Symlink("/dev/null", filepath.Join(dir, "null")))
+	_, err = d.openRegular("null")
+	assert.ErrorContains(t, err, "not a regular file")
+}
+
+// The log manager acts only on a log under the pod logs directory.
+func TestManagerOnlyUnderThePodLogsDir(t *testing.T) {
+	root, etc := t.TempDir(), t.TempDir()
+	writeFiles(t, etc, map[string]string{"shadow": "longer than 10 bytes"})
+	rt := &fakeReopener{paths: map[string]string{"c": filepath.Join(etc, "shadow")}}
+	m, err := NewManager(rt, func() []Target { return []Target{target("c", filepath.Join(etc, "shadow"), cri.StateRunning)} }, Config{PodLogsDir: root, MaxSize: 10, MaxFiles: 2})
+	require.NoError(t, err)
+	m.Step(t.Context())
+	assert.Equal(t, []string{"shadow"}, dirNames(t, etc))
+	assert.Empty(t, rt.calls)
+	_, ok := m.LogBytes("c")
+	assert.False(t, ok)
+}
+
+// A negative containerLogMaxSize is kubelet's stub manager: no rotation,
+// a missing log not reopened; the bytes are still counted.
+func TestManagerStub(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"0.log": "longer than 10 bytes"})
+	rt := &fakeReopener{paths: map[string]string{"c": filepath.Join(dir, "0.log"), "gone": filepath.Join(dir, "1.log")}}
+	reg := prometheus.NewRegistry()
+	m, err := NewManager(rt, func() []Target {
+		return []Target{target("c", filepath.Join(dir, "0.log"), cri.StateRunning), target("gone", filepath.Join(dir, "1.log"), cri.StateRunning)}
+	}, Config{PodLogsDir: dir, MaxSize: -1}, WithRegisterer(reg))
+	require.NoError(t, err)
+	m.Step(t.Context())
+	assert.Equal(t, []string{"0.log"}, dirNames(t, dir))
+	assert.Empty(t, rt.calls)
+	n, ok := m.LogBytes("c")
+	assert.True(t, ok)
+	assert.Equal(t, int64(len("longer than 10 bytes")), n)
+	assert.Equal(t, 1, testutil.CollectAndCount(reg, "kubelet_container_log_filesystem_used_bytes"))
 }

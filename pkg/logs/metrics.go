@@ -10,6 +10,7 @@ import (
 // restarter's are; a container no longer kept has its series deleted.
 type managerMetrics struct {
 	bytes     *prometheus.GaugeVec
+	used      *prometheus.GaugeVec
 	rotations *prometheus.CounterVec
 
 	mu     sync.Mutex
@@ -24,6 +25,14 @@ func newManagerMetrics(reg prometheus.Registerer) *managerMetrics {
 			Name: "cri_prober_container_log_bytes",
 			Help: "Bytes of a running container's log files on the node (its current file and its rotated ones), as the log manager last saw them, for the containers the agent manages.",
 		}, containerLabels),
+		// kubelet's, from its log metrics collector: the disk space (the
+		// allocated blocks) of the container's log directory, every
+		// instance's files, where the series above counts the bytes of the
+		// running instance's files.
+		used: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubelet_container_log_filesystem_used_bytes",
+			Help: "Bytes used by the container's logs on the filesystem.",
+		}, []string{"uid", "namespace", "pod", "container"}),
 		rotations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cri_prober_container_log_rotations_total",
 			Help: "Rotations of a container's log file (renamed, the runtime asked to reopen it), for the containers the agent manages.",
@@ -31,7 +40,7 @@ func newManagerMetrics(reg prometheus.Registerer) *managerMetrics {
 		labels: map[string]prometheus.Labels{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.bytes, m.rotations)
+		reg.MustRegister(m.bytes, m.used, m.rotations)
 	}
 	return m
 }
@@ -44,7 +53,16 @@ func (m *managerMetrics) of(t Target) prometheus.Labels {
 	return l
 }
 
-func (m *managerMetrics) setBytes(t Target, n int64) { m.bytes.With(m.of(t)).Set(float64(n)) }
+func (m *managerMetrics) setBytes(t Target, n, used int64) {
+	l := m.of(t)
+	m.bytes.With(l).Set(float64(n))
+	m.used.With(usedLabels(l)).Set(float64(used))
+}
+
+// usedLabels are kubelet's labels of its log series.
+func usedLabels(l prometheus.Labels) prometheus.Labels {
+	return prometheus.Labels{"uid": l["pod_uid"], "namespace": l["namespace"], "pod": l["pod"], "container": l["container"]}
+}
 
 func (m *managerMetrics) rotated(t Target) { m.rotations.With(m.of(t)).Inc() }
 
@@ -66,6 +84,7 @@ func (m *managerMetrics) forget(keep map[string]bool) {
 	m.mu.Unlock()
 	for _, l := range gone {
 		m.bytes.Delete(l)
+		m.used.Delete(usedLabels(l))
 		m.rotations.Delete(l)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,12 +15,16 @@ import (
 	"k8s.io/klog/v2"
 )
 
-const (
-	// maxSegments bounds the rotated files one read goes through.
-	maxSegments = 64
-	// maxDecompressed bounds what a compressed rotated file is read of.
-	maxDecompressed = 1 << 30
-)
+// maxSegments bounds the rotated files one read goes through.
+const maxSegments = 64
+
+// maxRotatedBytes bounds what one read takes of the rotated files, all of
+// them, decompressed (spooled to a temporary file) or not: older lines
+// than those are not read (a variable for tests).
+var maxRotatedBytes int64 = 1 << 30
+
+// errBudget is a rotated file past what is left of a read's budget.
+var errBudget = errors.New("past the bytes one read takes of the rotated files")
 
 // readRotated writes, before the current file (cur, of size bytes), the
 // lines of the log's rotated files that opts asks for and the current file
@@ -44,7 +49,7 @@ func (r Reader) readRotated(ctx context.Context, path string, cur *os.File, size
 		return err
 	}
 	defer d.Close()
-	files, _, err := d.list(base + ".")
+	files, _, _, err := d.list(rotatedOf(base))
 	if err != nil {
 		return err
 	}
@@ -57,19 +62,23 @@ func (r Reader) readRotated(ctx context.Context, path string, cur *os.File, size
 	var segs []segment
 	defer func() {
 		for _, s := range segs {
-			s.f.Close()
+			if s.f != nil {
+				s.f.Close()
+			}
 		}
 	}()
+	budget := maxRotatedBytes
 	for i := len(inuse) - 1; i >= 0 && need != 0 && len(segs) < maxSegments; i-- {
 		name := inuse[i]
 		if at, ok := rotatedAt(base, name); ok && !opts.Since.IsZero() && at.Before(opts.Since) {
 			break // every line of it, and of the older files, is older
 		}
-		f, size, err := openSegment(d, name)
+		f, size, err := openSegment(d, name, budget)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Skipping a rotated log file", "path", d.name(name))
 			break // the lines before it would not be the ones asked for
 		}
+		budget -= size
 		seg := segment{f: f, size: size, tail: -1}
 		if need > 0 {
 			n, err := countLines(f, size, need, opts.Stream)
@@ -106,6 +115,8 @@ func (r Reader) readRotated(ctx context.Context, path string, cur *os.File, size
 		}
 		err := s.drain(ctx)
 		s.reportMalformed()
+		seg.f.Close() // read out: its spool goes now, not with the last
+		segs[i].f = nil
 		switch {
 		case err == nil, err == errStop:
 			s.finish()
@@ -124,16 +135,19 @@ func rotatedAt(base, name string) (time.Time, bool) {
 	return t, err == nil
 }
 
-// openSegment opens a rotated file for reading: a compressed one
-// decompressed into an unlinked temporary file (at most
-// maxDecompressed bytes), so that a tail reads it as the others.
-func openSegment(d *logDir, name string) (*os.File, int64, error) {
+// openSegment opens a rotated file for reading, of at most budget bytes:
+// a compressed one decompressed into an unlinked temporary file, so that
+// a tail reads it as the others.
+func openSegment(d *logDir, name string, budget int64) (*os.File, int64, error) {
 	f, err := d.openRegular(name)
 	if err != nil {
 		return nil, 0, err
 	}
 	if !strings.HasSuffix(name, CompressSuffix) {
 		info, err := f.Stat()
+		if err == nil && info.Size() > budget {
+			err = fmt.Errorf("%s, of %d bytes: %w (%d bytes left)", f.Name(), info.Size(), errBudget, budget)
+		}
 		if err != nil {
 			f.Close()
 			return nil, 0, err
@@ -150,14 +164,14 @@ func openSegment(d *logDir, name string) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	os.Remove(tmp.Name()) // gone once closed
-	n, err := io.Copy(tmp, io.LimitReader(zr, maxDecompressed+1))
+	n, err := io.Copy(tmp, io.LimitReader(zr, budget+1))
 	switch {
 	case err != nil:
 		tmp.Close()
 		return nil, 0, fmt.Errorf("decompress %s: %w", f.Name(), err)
-	case n > maxDecompressed:
+	case n > budget:
 		tmp.Close()
-		return nil, 0, fmt.Errorf("decompress %s: more than %d bytes", f.Name(), maxDecompressed)
+		return nil, 0, fmt.Errorf("decompress %s: %w (%d bytes left)", f.Name(), errBudget, budget)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		tmp.Close()

@@ -82,3 +82,24 @@ func TestReadAcrossRotations(t *testing.T) {
 		})
 	}
 }
+
+// One read takes at most maxRotatedBytes of the rotated files, all of
+// them: past it, the older lines are not read.
+func TestReadAcrossRotationsBudget(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ns_pod_uid", "app")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	stamp := func(minute int) string {
+		return time.Date(2026, 1, 1, 0, minute, 30, 0, time.UTC).In(time.Local).Format(TimestampFormat)
+	}
+	writeFiles(t, dir, map[string]string{
+		"0.log." + stamp(3) + ".gz": gzipped(t, records(1, 3)),
+		"0.log." + stamp(5):         records(4, 5),
+		"0.log":                     records(6, 7),
+	})
+	old := maxRotatedBytes
+	maxRotatedBytes = int64(len(records(4, 5)) + len(records(1, 3))/2)
+	t.Cleanup(func() { maxRotatedBytes = old })
+	var out bytes.Buffer
+	require.NoError(t, Read(t.Context(), filepath.Join(dir, "0.log"), Options{Tail: 99, Rotated: true}, &out, &out, nil))
+	assert.Equal(t, lines(4, 7), out.String())
+}
