@@ -41,6 +41,11 @@ func lines(from, to int) string {
 	return b.String()
 }
 
+// stamp names the file rotated at the given minute's 30th second.
+func stamp(minute int) string {
+	return time.Date(2026, 1, 1, 0, minute, 30, 0, time.UTC).In(time.Local).Format(TimestampFormat)
+}
+
 // With Rotated, a tail or a since that asks for more than the current
 // file holds reads the rotated files before it, compressed or not, oldest
 // first; what an interrupted rotation left (a .tmp, a file compressed
@@ -48,9 +53,6 @@ func lines(from, to int) string {
 func TestReadAcrossRotations(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ns_pod_uid", "app")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	stamp := func(minute int) string {
-		return time.Date(2026, 1, 1, 0, minute, 30, 0, time.UTC).In(time.Local).Format(TimestampFormat)
-	}
 	writeFiles(t, dir, map[string]string{
 		"0.log." + stamp(3) + ".gz":  gzipped(t, records(1, 3)),
 		"0.log." + stamp(3):          "not read: compressed already\n",
@@ -88,9 +90,6 @@ func TestReadAcrossRotations(t *testing.T) {
 func TestReadAcrossRotationsBudget(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ns_pod_uid", "app")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	stamp := func(minute int) string {
-		return time.Date(2026, 1, 1, 0, minute, 30, 0, time.UTC).In(time.Local).Format(TimestampFormat)
-	}
 	writeFiles(t, dir, map[string]string{
 		"0.log." + stamp(3) + ".gz": gzipped(t, records(1, 3)),
 		"0.log." + stamp(5):         records(4, 5),
