@@ -378,6 +378,9 @@ func (r *Resolver) reportProblems(ctx context.Context, v *View) {
 			logger.Info("WARNING: probe configuration makes a probe inert", "warning", msg)
 		case manifestWarning:
 			logger.Info("WARNING: pod manifest", "warning", msg)
+			if e.Reason != "" {
+				reason = e.Reason
+			}
 		case uidConflict:
 			logger.Info("WARNING: sandboxes of two pods have one UID; one pod is kept apart", "problem", msg)
 			reason = ReasonUIDConflict

@@ -278,7 +278,7 @@ func decodePod(source string, doc []byte, root *yaml.Node, static *staticFile) (
 		p.Warnings = append(p.Warnings, unpinnedWarnings(source, &pod)...)
 	} else {
 		for _, w := range localStorageWarnings(&pod.Spec, static.LocalStorageLimits == LocalStorageEnforce) {
-			e := &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: w.container}
+			e := &Error{Source: source, Namespace: pod.Namespace, Pod: pod.Name, Container: w.container, Reason: ReasonLocalStorageLimitIgnored}
 			e.Field, e.Detail = fromField(w.fe)
 			p.Warnings = append(p.Warnings, e)
 		}

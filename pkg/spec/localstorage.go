@@ -79,6 +79,11 @@ func localStorageWarnings(s *corev1.PodSpec, enforce bool) []containerWarning {
 	return warnings
 }
 
+// ReasonLocalStorageLimitIgnored is the event reason of a static pod's
+// local storage limit that binds nothing (kubelet records none: it logs
+// "cannot evict a critical pod" at each of its eviction manager's passes).
+const ReasonLocalStorageLimitIgnored = "LocalStorageLimitIgnored"
+
 // containerWarning is a warning and the container it is about ("": the
 // pod).
 type containerWarning struct {

@@ -154,6 +154,10 @@ type Error struct {
 	Container string
 	Field     string // e.g. spec.containers[0].livenessProbe.periodSeconds
 	Detail    string // e.g. Invalid value: -1: must be greater than or equal to 0
+	// Reason is the event reason a warning is told with when it is not
+	// about a probe ("": InvalidProbeConfig, the reason of a probe's
+	// problem); it is not part of the text.
+	Reason string
 }
 
 // maxErrorText bounds an Error's text, whatever the config it is about

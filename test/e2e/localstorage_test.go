@@ -76,7 +76,7 @@ func TestOwnedPodLocalStorageLimitsIgnored(t *testing.T) {
 	}
 	// The load-time warning names the file's field, once per manifest.
 	warned := func(name, field string) bool {
-		return len(o.events.matching(podName(name), "", pods.ReasonInvalidConfig, field)) == 1
+		return len(o.events.matching(podName(name), "", spec.ReasonLocalStorageLimitIgnored, field)) == 1
 	}
 	assert.True(t, warned(volume, `spec.volumes[0].emptyDir.sizeLimit: Invalid value: "1Mi": volume "scratch": kubelet never evicts a static pod`), "%s", o.events)
 	assert.True(t, warned(layer, `spec.containers[0].resources.limits[ephemeral-storage]: Invalid value: "1Mi": kubelet never evicts a static pod`), "%s", o.events)
