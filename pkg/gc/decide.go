@@ -1,9 +1,10 @@
 // Package gc is the node's garbage collection of what the agent's pods
 // leave behind, as kubelet's: its pod container deletor (at a container's
 // exit, its older exited instances), its container garbage collection
-// (kuberuntime_gc.go: every minute, the dead instances of each container
-// beyond the newest, the dead sandboxes without containers beyond the
-// newest of each pod, all of them for a pod that is gone) and the teardown
+// (kuberuntime_gc.go: at start and every minute, the dead instances of
+// each container beyond the newest, the dead sandboxes without containers
+// beyond the newest of each pod, all of them for a pod that is gone or
+// evicted, and under disk pressure for any terminated pod) and the teardown
 // of a terminated pod's volumes and pod cgroup (kubelet's volume manager
 // and SyncTerminatedPod, for a pod that finished whose manifest stays).
 //
