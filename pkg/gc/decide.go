@@ -84,7 +84,8 @@ const (
 	// pod) lose them all.
 	Periodic Mode = iota
 	// AllUnused is DeleteAllUnusedContainers, what disk pressure asks for
-	// (evictNonDeletedPods true): every terminated pod loses them all too.
+	// (evictNonDeletedPods true): every terminated pod whose runtime may be
+	// removed (runtimeRemovable) loses them all too.
 	AllUnused
 )
 
@@ -94,8 +95,15 @@ func contentRemovable(p *pods.Pod) bool { return p.Orphaned || p.Evicted }
 
 // runtimeRemovable is kubelet's ShouldPodRuntimeBeRemoved: the pod
 // terminated (an orphan, or a pod that finished with nothing of it
-// running).
-func runtimeRemovable(p *pods.Pod) bool { return p.Orphaned || finished(p) }
+// running). kubelet's pod worker remembers that a pod terminated; the
+// agent knows a static pod that keeps its manifest terminated only from
+// its dead instances (pods.Pod.Phase), and removing them all would make
+// it Pending and make it again: such a pod keeps what the periodic
+// collection keeps. A pod others made stays terminated without them (no
+// ready sandbox), and an evicted pod stays Failed (pods.Inputs.Evicted).
+func runtimeRemovable(p *pods.Pod) bool {
+	return p.Orphaned || p.Evicted || !p.Static && finished(p)
+}
 
 // finished says the pod is Succeeded or Failed and nothing of it runs.
 func finished(p *pods.Pod) bool {

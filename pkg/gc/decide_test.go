@@ -188,11 +188,22 @@ func TestDecideContainers(t *testing.T) {
 			remain: []int{0, 1},
 		},
 		{
-			name: "under disk pressure (evictNonDeletedPods true) a terminated pod loses all its dead containers",
-			containers: []gcContainer{makeGCContainer("done", "bar", 2, 2, exited), makeGCContainer("done", "bar", 1, 1, exited),
-				makeGCContainer("done", "bar", 0, 0, exited), makeGCContainer("done", "baz", 0, 0, exited)},
+			name: "under disk pressure (evictNonDeletedPods true) a terminated pod others made loses all the agent's dead containers",
+			containers: []gcContainer{
+				{pod: "done", name: "bar", attempt: 2, created: 2, state: exited, theirs: true},
+				{pod: "done", name: "bar", attempt: 1, created: 1, state: exited, theirs: true},
+				{pod: "done", name: "bar", attempt: 0, created: 0, state: exited, theirs: true},
+			},
 			mode:   AllUnused,
 			remain: []int{},
+		},
+		{
+			name: "under disk pressure a terminated static pod keeps the newest of each container: its dead instances are its only record of its phase",
+			containers: []gcContainer{makeGCContainer("done", "bar", 2, 2, exited), makeGCContainer("done", "bar", 1, 1, exited),
+				makeGCContainer("done", "bar", 0, 0, exited), makeGCContainer("done", "baz", 0, 0, exited)},
+			policy: &DefaultPolicy,
+			mode:   AllUnused,
+			remain: []int{0, 3},
 		},
 		{
 			name: "under disk pressure a pod still running keeps what the policy keeps",
@@ -337,10 +348,10 @@ func TestDecideSandboxes(t *testing.T) {
 			remain:    []int{0},
 		},
 		{
-			name:      "under disk pressure (evictNonDeletedPods true) a terminated pod loses every dead sandbox",
+			name:      "under disk pressure a terminated static pod keeps its newest sandbox (with its manifest, the runtime is its only record)",
 			sandboxes: []gcSandbox{{pod: "foo", attempt: 1, created: 1, finished: true}, {pod: "foo", attempt: 0, created: 0, finished: true}},
 			mode:      AllUnused,
-			remain:    []int{},
+			remain:    []int{0},
 		},
 		{
 			name:      "under disk pressure a pod not terminated keeps its newest",

@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -177,28 +178,59 @@ func TestRunCollectsAtTheFirstView(t *testing.T) {
 		"the older dead sandboxes removed at the first view, without a tick")
 }
 
+// theirsView is a view of one pod others made ("web", its sandbox not
+// ready: over) whose container app the agent restarted twice (attempts 1
+// and 2 carry its restart-of annotation): every instance is the agent's.
+func theirsView() *pods.View {
+	sb := &cri.Sandbox{ID: "sb", Namespace: "ns", Name: "web", UID: "web", State: cri.SandboxNotReady, CreatedAt: now.Add(-time.Hour)}
+	var ctrs []*cri.Container
+	for i := range 3 {
+		c := &cri.Container{ID: fmt.Sprintf("app%d", i), SandboxID: "sb", Name: "app", Attempt: uint32(i), State: cri.StateExited,
+			CreatedAt: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
+		if i > 0 {
+			c.Annotations = map[string]string{cri.AnnotationRestartOf: "app0"}
+		}
+		ctrs = append(ctrs, c)
+	}
+	return pods.Resolve(cri.NewSnapshot(now, []*cri.Sandbox{sb}, ctrs), pods.Inputs{})
+}
+
 // Under disk pressure (DeleteAllUnusedContainers) a terminated pod loses
-// every dead instance and sandbox (kubelet's evictNonDeletedPods), where
-// the periodic collection keeps the newest of each.
+// every dead instance the agent may remove (kubelet's
+// evictNonDeletedPods), where the periodic collection keeps the newest;
+// a terminated static pod that keeps its manifest keeps what the
+// periodic collection keeps (its dead instances are its only record of
+// its phase).
 func TestDeleteAllUnusedContainers(t *testing.T) {
-	v := terminatedView()
-	p, ok := v.Pod("job")
+	v := theirsView()
+	p, ok := v.Pod("web")
 	if assert.True(t, ok) {
-		assert.Equal(t, corev1.PodSucceeded, p.Phase)
+		assert.True(t, p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed, "terminated: %s", p.Phase)
 	}
 
 	periodic := &fakeRuntime{}
 	g := New(periodic, Config{}, WithClock(testingclock.NewFakeClock(now)))
 	g.collect(t.Context(), v.Pods(), Periodic)
-	assert.Equal(t, []string{"rm appsb0", "rm appsb1", "stopp sb0", "rmp sb0", "stopp sb1", "rmp sb1"}, periodic.calls, "the newest instance and sandbox kept")
+	assert.Equal(t, []string{"rm app0", "rm app1"}, periodic.calls, "the newest kept")
 
 	rt := &fakeRuntime{}
 	g = New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)))
 	assert.Error(t, g.DeleteAllUnusedContainers(t.Context()), "nothing listed yet")
 	g.latest.Store(v)
 	assert.NoError(t, g.DeleteAllUnusedContainers(t.Context()))
-	assert.Equal(t, []string{"rm appsb0", "rm appsb1", "rm appsb2", "stopp sb0", "rmp sb0", "stopp sb1", "rmp sb1", "stopp sb2", "rmp sb2"}, rt.calls,
-		"all of them, oldest first")
+	assert.Equal(t, []string{"rm app0", "rm app1", "rm app2"}, rt.calls, "all of them, oldest first; a sandbox others made stays")
+
+	job := terminatedView()
+	p, ok = job.Pod("job")
+	if assert.True(t, ok) {
+		assert.Equal(t, corev1.PodSucceeded, p.Phase)
+	}
+	rt = &fakeRuntime{}
+	g = New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)))
+	g.latest.Store(job)
+	assert.NoError(t, g.DeleteAllUnusedContainers(t.Context()))
+	assert.Equal(t, []string{"rm appsb0", "rm appsb1", "stopp sb0", "rmp sb0", "stopp sb1", "rmp sb1"}, rt.calls,
+		"a static job keeps its newest instance and sandbox, or it would run again")
 }
 
 // An evicted pod's log directory is removed at each collection, through
