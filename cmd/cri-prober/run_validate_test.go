@@ -45,10 +45,10 @@ var badRunFlags = []struct {
 	{"static pods without recreate", []string{"--static-pod-path=/etc/kubernetes/manifests", "--restart=none"}, "--static-pod-path makes the agent the pods' kubelet"},
 	{"static pods' cluster DNS", []string{"--static-pod-path=/etc/kubernetes/manifests", "--cluster-dns=dns"}, `--cluster-dns "dns": not an IP address`},
 	{"static pods' cgroup root", []string{"--static-pod-path=/etc/kubernetes/manifests", "--cgroup-root=kubepods"}, `--cgroup-root "kubepods"`},
-	{"image GC high threshold", []string{"--image-gc-high-threshold=101"}, "imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
-	{"image GC low threshold", []string{"--image-gc-low-threshold=85"}, "imageGCLowThresholdPercent (--image-gc-low-threshold) 85 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 85"},
-	{"image minimum GC age", []string{"--image-minimum-gc-age=-1s"}, "imageMinimumGCAge (--image-minimum-gc-age) -1s must not be negative"},
-	{"image maximum GC age", []string{"--image-maximum-gc-age=1m"}, "imageMaximumGCAge (--image-maximum-gc-age) 1m0s must be greater than imageMinimumGCAge (--image-minimum-gc-age) 2m0s"},
+	{"image GC high threshold", []string{"--image-gc-high-threshold=101"}, "invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
+	{"image GC low threshold", []string{"--image-gc-low-threshold=85"}, "invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 85 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 85"},
+	{"image minimum GC age", []string{"--image-minimum-gc-age=-1s"}, "invalid configuration: imageMinimumGCAge (--image-minimum-gc-age) -1s must not be negative"},
+	{"image maximum GC age", []string{"--image-maximum-gc-age=1m"}, "invalid configuration: imageMaximumGCAge (--image-maximum-gc-age) 1m0s must be greater than imageMinimumGCAge (--image-minimum-gc-age) 2m0s"},
 	{"probes in flight", []string{"--max-probes-in-flight=-1"}, "--max-probes-in-flight must be 0 (no bound) or positive"},
 	{"exec per pod", []string{"--max-concurrent-exec-per-pod=-1"}, "--max-concurrent-exec-per-pod must be 0 (no limit) or positive"},
 	{"webhook", []string{"--webhook=ftp://example.com/hook"}, "--webhook ftp://example.com/hook: want an http:// or https:// URL"},
@@ -211,6 +211,18 @@ func TestRunStorageFlags(t *testing.T) {
 		thresholds = append(thresholds, th.String())
 	}
 	assert.Equal(t, []string{"imagefs.available<1Gi", "nodefs.available<5%"}, thresholds, "the file's map replaces the defaults, as kubelet's evictionHard")
+
+	o = runOptions{}
+	require.NoError(t, newRunCommand(&o).Flags().Parse([]string{"--node-name=node1", "--eviction-hard=nodefs.available<5%,imagefs.available<2Gi",
+		"--eviction-hard=imagefs.available<1Gi", "--eviction-hard=nodefs.inodesFree<1%"}))
+	cfg, err = o.validate()
+	require.NoError(t, err)
+	thresholds = nil
+	for _, th := range cfg.Eviction.EvictionHard {
+		thresholds = append(thresholds, th.String())
+	}
+	assert.Equal(t, []string{"imagefs.available<1Gi", "nodefs.available<5%", "nodefs.inodesFree<1%"}, thresholds,
+		"kubelet's langle map flag: the first use clears the defaults, later ones merge, a key again takes the later value")
 }
 
 // kubelet's config file keys of the container log settings set run's

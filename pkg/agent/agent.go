@@ -289,7 +289,7 @@ func (a *Agent) newNodeKeepers(maker *podmaker.Maker) (logs.Links, error) {
 		// volumes) once no sync needs it.
 		gcOpts := []gc.Option{gc.WithRegisterer(registerer(cfg.AgentRegistry)), gc.WithContainerLogs(links)}
 		if maker != nil {
-			gcOpts = append(gcOpts, gc.WithTerminator(maker))
+			gcOpts = append(gcOpts, gc.WithTerminator(maker), gc.WithPodLogs(maker))
 		}
 		a.GC = gc.New(cfg.Client, cfg.GC, append(gcOpts, cfg.TestGCOptions...)...)
 	}

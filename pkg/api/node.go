@@ -122,14 +122,17 @@ const (
 	messageHasNoDiskPressure = "kubelet has no disk pressure"
 )
 
-// DiskPressureCondition is kubelet's DiskPressure condition: true since
-// since, or false (since unknown: nil).
-func DiskPressureCondition(pressure bool, since time.Time) *Condition {
+// DiskPressureCondition is kubelet's DiskPressure condition, true or
+// false since transition (when it last changed, its first observation
+// included, as kubelet sets lastTransitionTime; zero: not observed yet,
+// none).
+func DiskPressureCondition(pressure bool, transition time.Time) *Condition {
 	if pressure {
 		return &Condition{Type: ConditionDiskPressure, Status: "True", Reason: reasonHasDiskPressure, Message: messageHasDiskPressure,
-			LastTransitionTime: timeOrNil(since)}
+			LastTransitionTime: timeOrNil(transition)}
 	}
-	return &Condition{Type: ConditionDiskPressure, Status: "False", Reason: reasonHasNoDiskPressure, Message: messageHasNoDiskPressure}
+	return &Condition{Type: ConditionDiskPressure, Status: "False", Reason: reasonHasNoDiskPressure, Message: messageHasNoDiskPressure,
+		LastTransitionTime: timeOrNil(transition)}
 }
 
 func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {

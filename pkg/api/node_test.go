@@ -136,3 +136,17 @@ func TestStatusPageShowsTheNode(t *testing.T) {
 	_, body = getPage(t, pageServer(t).Handler(), "/")
 	assert.NotContains(t, body, `class="node"`, "nothing kept on the node: no section")
 }
+
+// kubelet sets the condition's lastTransitionTime whatever its status
+// (nodestatus.DiskPressureCondition): when it was made, then at each
+// change.
+func TestDiskPressureConditionTransition(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, pressure := range []bool{true, false} {
+		c := DiskPressureCondition(pressure, t0)
+		if assert.NotNil(t, c.LastTransitionTime, "pressure %v", pressure) {
+			assert.Equal(t, t0, *c.LastTransitionTime)
+		}
+	}
+	assert.Nil(t, DiskPressureCondition(false, time.Time{}).LastTransitionTime, "not observed yet")
+}

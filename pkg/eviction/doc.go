@@ -21,8 +21,11 @@
 // The decisions are pure functions over measured figures and specs
 // (LocalStorageEvictions, Thresholds.Met, Pressure.Observe); Manager
 // measures (CRI container stats, a bounded walk of a volume's directory
-// that never follows a link, statfs) and acts, every 10 s (kubelet's
-// evictionMonitoringPeriod).
+// that never follows a link, taken at most once a minute per volume as
+// kubelet's volume stats cache, statfs) and acts every 10 s (kubelet's
+// evictionMonitoringPeriod), in kubelet's order: the pressure observed,
+// then local storage limits; a round that evicts ends there, and the next
+// waits for the evicted pods to be cleaned up (CleanedUp, up to 30 s).
 //
 // It imports pods (the view), spec, podconfig (kubelet's paths), cri and
 // events, and the leaves.

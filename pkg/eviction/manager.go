@@ -25,15 +25,34 @@ import (
 // DefaultMonitoringPeriod is kubelet's evictionMonitoringPeriod.
 const DefaultMonitoringPeriod = 10 * time.Second
 
+// DefaultVolumeStatsAggPeriod is kubelet's volumeStatsAggPeriod: a
+// volume's usage is measured at most this often (its fsResourceAnalyzer's
+// cache), whatever the monitoring period.
+const DefaultVolumeStatsAggPeriod = time.Minute
+
+// kubelet's podCleanupTimeout and podCleanupPollFreq: after an eviction,
+// how long it waits for the pods to be cleaned up, and how often it looks.
+const (
+	podCleanupTimeout  = 30 * time.Second
+	podCleanupPollFreq = time.Second
+)
+
 // kubelet's event reasons: a pod evicted (eviction.Reason), a threshold
-// met on the node, and the node's condition changing
-// (nodestatus.PressureCondition's events).
+// met on the node, and the node's condition changing. kubelet records the
+// last two from its node status sync (nodestatus.DiskPressureCondition),
+// which a standalone kubelet never runs: there they are the agent's
+// events, under kubelet's names.
 const (
 	ReasonEvicted               = pods.ReasonEvicted
 	ReasonEvictionThresholdMet  = "EvictionThresholdMet"
 	ReasonNodeHasDiskPressure   = "NodeHasDiskPressure"
 	ReasonNodeHasNoDiskPressure = "NodeHasNoDiskPressure"
 )
+
+// kubeletAlpha begins the HELP text of a series kubelet declares at its
+// ALPHA stability level (kubelet_evictions), as kubelet's registry
+// writes it.
+const kubeletAlpha = "[ALPHA] "
 
 // Config is how the agent bounds local storage. Zero values are the
 // defaults.
@@ -48,6 +67,9 @@ type Config struct {
 	// MonitoringPeriod is how often usage is measured
 	// (DefaultMonitoringPeriod).
 	MonitoringPeriod time.Duration
+	// VolumeStatsAggPeriod is how often a volume's usage is measured
+	// again (DefaultVolumeStatsAggPeriod, kubelet's volumeStatsAggPeriod).
+	VolumeStatsAggPeriod time.Duration
 	// PressureTransitionPeriod is how long DiskPressure stays after its
 	// threshold was last met (DefaultPressureTransitionPeriod).
 	PressureTransitionPeriod time.Duration
@@ -108,6 +130,17 @@ type Manager struct {
 	pressure Pressure
 	// evictions counts the pods evicted since it was made (Evictions).
 	evictionCount uint64
+
+	// volumes is the volumes' usage as last measured, by pod UID and
+	// volume name (kubelet's volume stats cache); owned by Synchronize's
+	// caller.
+	volumes map[string]map[string]volumeUsage
+}
+
+// volumeUsage is a volume's usage measured at a time.
+type volumeUsage struct {
+	used int64
+	at   time.Time
 }
 
 // Option configures New.
@@ -147,15 +180,19 @@ func New(runtime Runtime, viewer Viewer, layout podconfig.Layout, cfg Config, op
 	if cfg.PressureTransitionPeriod <= 0 {
 		cfg.PressureTransitionPeriod = DefaultPressureTransitionPeriod
 	}
+	if cfg.VolumeStatsAggPeriod <= 0 {
+		cfg.VolumeStatsAggPeriod = DefaultVolumeStatsAggPeriod
+	}
 	m := &Manager{
 		runtime: runtime, viewer: viewer, layout: layout, cfg: cfg,
 		clock:   clock.RealClock{},
 		statfs:  statfs,
 		changed: make(chan struct{}, 1),
 		evicted: map[string]string{},
+		volumes: map[string]map[string]volumeUsage{},
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "evictions",
-			Help: "Cumulative number of pod evictions by eviction signal",
+			Help: kubeletAlpha + "Cumulative number of pod evictions by eviction signal",
 		}, []string{"eviction_signal"}),
 	}
 	for _, opt := range opts {
@@ -179,11 +216,12 @@ func (m *Manager) Evicted() map[string]string {
 func (m *Manager) Changed() <-chan struct{} { return m.changed }
 
 // DiskPressure is the node's DiskPressure condition: whether it is true,
-// and since when.
+// and when it last changed (its lastTransitionTime, the first observation
+// included; zero before it).
 func (m *Manager) DiskPressure() (bool, time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.pressure.Active(), m.pressure.Since
+	return m.pressure.Active(), m.pressure.Transition
 }
 
 // Evictions is how many pods it evicted since it was made.
@@ -196,38 +234,101 @@ func (m *Manager) Evictions() uint64 {
 // Settings is the configuration in force (its periods' defaults applied).
 func (m *Manager) Settings() Config { return m.cfg }
 
-// Run measures and acts every MonitoringPeriod until ctx is done.
+// Run measures and acts every MonitoringPeriod until ctx is done, as
+// kubelet's eviction manager's loop: after a round that evicted pods it
+// waits for them to be cleaned up (up to 30 s, looking every second)
+// and then synchronizes again at once.
 func (m *Manager) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	if m.recorder == nil {
-		m.recorder = events.Log(klog.FromContext(ctx))
+		m.recorder = events.Log(logger)
 	}
 	if !m.Enforced() && len(m.cfg.EvictionHard) == 0 {
 		return // nothing to watch
 	}
-	t := m.clock.NewTicker(m.cfg.MonitoringPeriod)
-	defer t.Stop()
-	for {
-		m.Synchronize(ctx)
+	for ctx.Err() == nil {
+		if evicted := m.Synchronize(ctx); len(evicted) > 0 {
+			logger.Info("Eviction manager: pods evicted, waiting for pod to be cleaned up", "pods", refs(evicted))
+			m.waitForPodsCleanup(ctx, evicted)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C():
+		case <-m.clock.After(m.cfg.MonitoringPeriod):
 		}
 	}
 }
 
-// Synchronize is one round of kubelet's synchronize: node pressure
-// observed (and node-level resources reclaimed under it), then each
-// static pod's local storage measured against its limits, if enforced.
-func (m *Manager) Synchronize(ctx context.Context) {
+// Synchronize is one round of kubelet's synchronize, in its order: node
+// pressure observed (the DiskPressure condition kept), then, if enforced,
+// each static pod's local storage measured against its limits; if that
+// evicted a pod, the round ends there (kubelet skips the rest of eviction
+// action), else node-level resources are reclaimed under pressure. It
+// returns the pods it evicted.
+func (m *Manager) Synchronize(ctx context.Context) []*pods.Pod {
 	v := m.viewer.View()
 	m.forget(v)
+	var met []Threshold
+	var dedicated bool
 	if len(m.cfg.EvictionHard) > 0 {
-		m.nodePressure(ctx)
+		met, dedicated = m.observePressure(ctx)
 	}
 	if m.Enforced() {
-		m.localStorage(ctx, v)
+		if evicted := m.localStorage(ctx, v); len(evicted) > 0 {
+			return evicted
+		}
 	}
+	m.reclaim(ctx, met, dedicated)
+	return nil
+}
+
+// waitForPodsCleanup is kubelet's: it waits until every evicted pod is
+// cleaned up (CleanedUp), looking every second, for at most 30 s.
+func (m *Manager) waitForPodsCleanup(ctx context.Context, evicted []*pods.Pod) {
+	logger := klog.FromContext(ctx)
+	timeout := m.clock.NewTimer(podCleanupTimeout)
+	defer timeout.Stop()
+	ticker := m.clock.NewTicker(podCleanupPollFreq)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timeout.C():
+			logger.Info("Eviction manager: timed out waiting for pods to be cleaned up", "pods", refs(evicted))
+			return
+		case <-ticker.C():
+			if CleanedUp(m.viewer.View(), evicted) {
+				logger.Info("Eviction manager: pods successfully cleaned up", "pods", refs(evicted))
+				return
+			}
+		}
+	}
+}
+
+// CleanedUp is kubelet's PodIsFinished for each evicted pod, from the
+// view: the pod is gone, or nothing of it runs any more (its containers
+// and sandbox stopped; the garbage collection tears its volumes down as
+// soon as a view shows it so). It is pure.
+func CleanedUp(v *pods.View, evicted []*pods.Pod) bool {
+	for _, e := range evicted {
+		for _, p := range v.Pods() {
+			if p.UID == e.UID && !p.Stopped() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// refs names pods in a log record.
+func refs(ps []*pods.Pod) []klog.ObjectRef {
+	out := make([]klog.ObjectRef, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, klog.KRef(p.Namespace, p.Name))
+	}
+	return out
 }
 
 // forget drops the evictions of pods no longer in the view (their
@@ -238,6 +339,11 @@ func (m *Manager) forget(v *pods.View) {
 	for uid := range m.evicted {
 		if !hasUID(v, uid) {
 			delete(m.evicted, uid)
+		}
+	}
+	for uid := range m.volumes {
+		if !hasUID(v, uid) {
+			delete(m.volumes, uid)
 		}
 	}
 }
@@ -271,23 +377,25 @@ func (m *Manager) candidates(v *pods.View) []*pods.Pod {
 	return out
 }
 
-// localStorage is kubelet's localStorageEviction over the candidates.
-func (m *Manager) localStorage(ctx context.Context, v *pods.View) {
+// localStorage is kubelet's localStorageEviction over the candidates; it
+// returns the pods it evicted.
+func (m *Manager) localStorage(ctx context.Context, v *pods.View) []*pods.Pod {
 	logger := klog.FromContext(ctx)
 	candidates := m.candidates(v)
 	if len(candidates) == 0 {
-		return
+		return nil
 	}
 	list, err := m.runtime.ListContainerStats(ctx, nil)
 	if err != nil {
 		logger.Error(err, "Eviction manager: failed to get container stats")
-		return
+		return nil
 	}
 	stats := make(map[string]*runtimeapi.ContainerStats, len(list))
 	for _, s := range list {
 		stats[s.GetAttributes().GetId()] = s
 	}
 	dedicated := m.dedicatedImageFs(ctx)
+	var evicted []*pods.Pod
 	for _, p := range candidates {
 		u, err := m.measure(p, stats)
 		if err != nil {
@@ -296,8 +404,10 @@ func (m *Manager) localStorage(ctx context.Context, v *pods.View) {
 		}
 		if e, ok := LocalStorageEvictions(u, dedicated); ok {
 			m.evict(ctx, p, e)
+			evicted = append(evicted, p)
 		}
 	}
+	return evicted
 }
 
 // measure is the pod's local storage use: each running container's
@@ -319,7 +429,7 @@ func (m *Manager) measure(p *pods.Pod, stats map[string]*runtimeapi.ContainerSta
 		}
 	}
 	for _, vol := range measuredVolumes(u.Pod) {
-		used, err := diskUsage(m.layout.VolumeDir(uid, podconfig.PluginEmptyDir, vol.Name), maxWalkEntries)
+		used, err := m.volumeUsage(p.UID, vol.Name)
 		errs = append(errs, err)
 		u.Volumes[vol.Name] = used
 	}
@@ -328,6 +438,25 @@ func (m *Manager) measure(p *pods.Pod, stats map[string]*runtimeapi.ContainerSta
 	errs = append(errs, err)
 	u.EtcHosts = fileUsage(m.layout.EtcHosts(uid))
 	return u, errors.Join(errs...)
+}
+
+// volumeUsage is the usage of the pod's emptyDir volume name, measured
+// again only once VolumeStatsAggPeriod has passed since it was last
+// measured, as kubelet's volume stats cache (a failed walk is not kept).
+func (m *Manager) volumeUsage(uid, name string) (int64, error) {
+	now := m.clock.Now()
+	if c, ok := m.volumes[uid][name]; ok && now.Sub(c.at) < m.cfg.VolumeStatsAggPeriod {
+		return c.used, nil
+	}
+	used, err := diskUsage(m.layout.VolumeDir(types.UID(uid), podconfig.PluginEmptyDir, name), maxWalkEntries)
+	if err != nil {
+		return used, err
+	}
+	if m.volumes[uid] == nil {
+		m.volumes[uid] = map[string]volumeUsage{}
+	}
+	m.volumes[uid][name] = volumeUsage{used: used, at: now}
+	return used, nil
 }
 
 // evict is kubelet's evictPod for a pod that is not critical: the
@@ -374,17 +503,17 @@ func (m *Manager) dedicatedImageFs(ctx context.Context) bool {
 	return err1 == nil && err2 == nil && root != image
 }
 
-// nodePressure observes the disk signals, keeps the DiskPressure
-// condition, and under pressure reclaims node-level resources (kubelet's
-// EvictionThresholdMet event, then reclaimNodeLevelResources). No pod is
-// evicted for it: the agent's pods are static, which kubelet never
-// evicts.
-func (m *Manager) nodePressure(ctx context.Context) {
+// observePressure observes the disk signals and keeps the DiskPressure
+// condition (its NodeHasDiskPressure / NodeHasNoDiskPressure events are
+// the agent's: kubelet records them from its node status sync); it
+// returns the thresholds met and whether the images have a filesystem of
+// their own.
+func (m *Manager) observePressure(ctx context.Context) ([]Threshold, bool) {
 	logger := klog.FromContext(ctx)
 	nodefs, rootDev, err := m.statfs(m.layout.RootDir)
 	if err != nil {
 		logger.Error(err, "Eviction manager: cannot observe the node's filesystem")
-		return
+		return nil, false
 	}
 	imagefs, dedicated := nodefs, false
 	if mp := m.imageFs(ctx); mp != "" {
@@ -406,10 +535,20 @@ func (m *Manager) nodePressure(ctx context.Context) {
 		}
 		m.recorder.Record(events.Event{Time: now, Type: events.Normal, Reason: reason, Message: fmt.Sprintf("Node %s status is now: %s", m.cfg.NodeName, reason)})
 	}
+	return met, dedicated
+}
+
+// reclaim is, under pressure (a threshold met), kubelet's
+// EvictionThresholdMet event, then reclaimNodeLevelResources. No pod is
+// evicted for it: the agent's pods are static, which kubelet never
+// evicts.
+func (m *Manager) reclaim(ctx context.Context, met []Threshold, dedicated bool) {
+	logger := klog.FromContext(ctx)
 	t, resource, ok := toReclaim(met)
 	if !ok {
 		return
 	}
+	now := m.clock.Now()
 	logger.Info("Eviction manager: attempting to reclaim", "resourceName", resource, "threshold", t.String())
 	m.recorder.Record(events.Event{Time: now, Type: events.Warning, Reason: ReasonEvictionThresholdMet, Message: "Attempting to reclaim " + resource})
 	r := reclaimFor(t.Signal, dedicated)

@@ -92,7 +92,8 @@ func writeFile(t *testing.T, path string, size int) {
 // Enforced: a static pod whose emptyDir passes its sizeLimit is evicted
 // as kubelet evicts a pod that is not critical (its Evicted event,
 // kubelet_evictions{eviction_signal="emptydirfs.limit"}, the resolver
-// told); it is evicted once, and forgotten with its pod.
+// told); it is evicted once, and forgotten with its pod. The volume is
+// measured at most once a minute (kubelet's volumeStatsAggPeriod cache).
 func TestEvictsAnEmptyDirPastItsSizeLimit(t *testing.T) {
 	const uid = "u1"
 	obj := &corev1.Pod{Spec: corev1.PodSpec{
@@ -105,16 +106,32 @@ func TestEvictsAnEmptyDirPastItsSizeLimit(t *testing.T) {
 	rec := &recorder{}
 	reg := prometheus.NewRegistry()
 	view := fixedView{staticView(obj, uid)}
+	clk := clocktesting.NewFakeClock(t0)
 	m := New(&fakeRuntime{}, view, layout, Config{LocalStorageLimits: spec.LocalStorageEnforce},
-		WithRecorder(rec), WithRegisterer(reg), WithClock(clocktesting.NewFakeClock(t0)))
+		WithRecorder(rec), WithRegisterer(reg), WithClock(clk))
 
 	m.Synchronize(t.Context())
 	assert.Empty(t, m.Evicted(), "within its limit")
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	assert.Empty(t, families, "as kubelet's: no series before the first eviction")
 
 	writeFile(t, filepath.Join(vol, "sub", "b"), 2<<20)
-	m.Synchronize(t.Context())
+	clk.Step(30 * time.Second)
+	assert.Empty(t, m.Synchronize(t.Context()))
+	assert.Empty(t, m.Evicted(), "the volume's usage as measured less than a minute ago")
+	clk.Step(30 * time.Second)
+	evicted := m.Synchronize(t.Context())
 	msg := `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `
 	assert.Equal(t, map[string]string{uid: msg}, m.Evicted())
+	if assert.Len(t, evicted, 1) {
+		assert.Equal(t, uid, evicted[0].UID)
+	}
+	families, err = reg.Gather()
+	require.NoError(t, err)
+	if assert.Len(t, families, 1) {
+		assert.Equal(t, "[ALPHA] Cumulative number of pod evictions by eviction signal", families[0].GetHelp(), "kubelet's HELP text")
+	}
 	select {
 	case <-m.Changed():
 	default:
@@ -238,4 +255,101 @@ func TestDiskUsage(t *testing.T) {
 	used, err = diskUsage(filepath.Join(dir, "link"), maxWalkEntries)
 	assert.NoError(t, err)
 	assert.Less(t, used, int64(4<<20), "a volume directory replaced by a link is not followed")
+}
+
+// kubelet's synchronize order: local storage limits first; a round that
+// evicts a pod ends there, with no EvictionThresholdMet and no node-level
+// reclaim, which the next round does.
+func TestLocalStorageEvictionComesBeforeNodeReclaim(t *testing.T) {
+	const uid = "u5"
+	obj := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: storageLimit("1Mi")}}}}
+	layout := podconfig.Layout{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
+	fs := func(string) (FsStats, uint64, error) {
+		return FsStats{AvailableBytes: 5, CapacityBytes: 100, InodesFree: 100, Inodes: 100}, 1, nil
+	}
+	th, err := ParseThresholds(map[string]string{"nodefs.available": "10%"})
+	require.NoError(t, err)
+	rec, gc := &recorder{}, &fakeGC{}
+	m := New(&fakeRuntime{writable: map[string]uint64{"app-1": 2 << 20}}, fixedView{staticView(obj, uid)}, layout,
+		Config{LocalStorageLimits: spec.LocalStorageEnforce, EvictionHard: th, NodeName: "node1"},
+		WithRecorder(rec), WithStatfs(fs), WithGarbageCollectors(gc, gc), WithClock(clocktesting.NewFakeClock(t0)))
+
+	assert.Len(t, m.Synchronize(t.Context()), 1)
+	active, _ := m.DiskPressure()
+	assert.True(t, active, "the condition is kept before the pods are looked at")
+	assert.Equal(t, []string{"NodeHasDiskPressure: Node node1 status is now: NodeHasDiskPressure",
+		"Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. "}, rec.reasons())
+	assert.Equal(t, fakeGC{}, *gc, "no node-level reclaim in a round that evicted")
+
+	assert.Empty(t, m.Synchronize(t.Context()))
+	assert.Contains(t, rec.reasons(), "EvictionThresholdMet: Attempting to reclaim ephemeral-storage")
+	assert.Equal(t, fakeGC{containers: 1, images: 1}, *gc)
+}
+
+// kubelet's PodIsFinished over the view: an evicted pod is cleaned up
+// once nothing of it runs, or once it is gone.
+func TestCleanedUp(t *testing.T) {
+	obj := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+	running := staticView(obj, "u6")
+	p, ok := running.Pod("u6")
+	require.True(t, ok)
+	evicted := []*pods.Pod{p}
+	assert.False(t, CleanedUp(running, evicted), "its container runs")
+	assert.True(t, CleanedUp(pods.Resolve(nil, pods.Inputs{}), evicted), "gone")
+
+	m := &spec.Pod{Source: "web.yaml:1", Namespace: "ns", Name: "web-node", UID: "u6", RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}, Object: obj}
+	sb := &cri.Sandbox{ID: "sb1", Namespace: "ns", Name: "web-node", UID: "u6", State: cri.SandboxNotReady, CreatedAt: t0,
+		Annotations: map[string]string{spec.ConfigSourceAnnotation: spec.ConfigSourceFile, spec.ConfigHashAnnotation: "u6"}}
+	c := &cri.Container{ID: "app-1", SandboxID: "sb1", Name: "app", State: cri.StateExited, CreatedAt: t0}
+	stopped := pods.Resolve(cri.NewSnapshot(t0, []*cri.Sandbox{sb}, []*cri.Container{c}), pods.Inputs{StaticPods: []*spec.Pod{m}})
+	assert.True(t, CleanedUp(stopped, evicted), "its container and sandbox stopped")
+}
+
+// switchView is a view a test changes while the manager runs.
+type switchView struct {
+	mu sync.Mutex
+	v  *pods.View
+}
+
+func (s *switchView) View() *pods.View { s.mu.Lock(); defer s.mu.Unlock(); return s.v }
+func (s *switchView) set(v *pods.View) { s.mu.Lock(); s.v = v; s.mu.Unlock() }
+
+// After an eviction the loop waits for the pod to be cleaned up, looking
+// every second, before it synchronizes again.
+func TestWaitForPodsCleanup(t *testing.T) {
+	obj := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+	view := &switchView{v: staticView(obj, "u7")}
+	p, _ := view.View().Pod("u7")
+	clk := clocktesting.NewFakeClock(t0)
+	m := New(&fakeRuntime{}, view, podconfig.Layout{RootDir: t.TempDir()}, Config{}, WithClock(clk))
+	done := make(chan struct{})
+	go func() { defer close(done); m.waitForPodsCleanup(t.Context(), []*pods.Pod{p}) }()
+
+	require.Eventually(t, func() bool { return clk.Waiters() == 2 }, 10*time.Second, time.Millisecond, "its timer and ticker")
+	clk.Step(podCleanupPollFreq)
+	select {
+	case <-done:
+		t.Fatal("returned while the pod runs")
+	default:
+	}
+	view.set(pods.Resolve(nil, pods.Inputs{}))
+	clk.Step(podCleanupPollFreq)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting once the pod is gone")
+	}
+
+	view.set(staticView(obj, "u7"))
+	before := clk.Waiters() // a fake ticker stays a waiter once stopped
+	timedOut := make(chan struct{})
+	go func() { defer close(timedOut); m.waitForPodsCleanup(t.Context(), []*pods.Pod{p}) }()
+	require.Eventually(t, func() bool { return clk.Waiters() == before+2 }, 10*time.Second, time.Millisecond, "its timer and ticker")
+	clk.Step(podCleanupTimeout)
+	select {
+	case <-timedOut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting past the timeout")
+	}
 }

@@ -59,12 +59,17 @@ type Pressure struct {
 	LastObserved time.Time
 	// Since is when the condition last became true (zero: false).
 	Since time.Time
+	// Transition is when the condition last changed, its first
+	// observation included (kubelet's lastTransitionTime, set when the
+	// condition is made and at each change); zero before the first.
+	Transition time.Time
 }
 
 // Observe is the condition after thresholds met (Met) at now: true while
 // one is met and for transition after (kubelet's
 // nodeConditionsObservedSince).
 func (p Pressure) Observe(met []Threshold, now time.Time, transition time.Duration) Pressure {
+	was, first := p.Active(), p.Transition.IsZero()
 	if len(met) > 0 {
 		p.LastObserved = now
 	}
@@ -72,9 +77,12 @@ func (p Pressure) Observe(met []Threshold, now time.Time, transition time.Durati
 		if p.Since.IsZero() {
 			p.Since = now
 		}
-		return p
+	} else {
+		p.Since = time.Time{}
 	}
-	p.Since = time.Time{}
+	if first || p.Active() != was {
+		p.Transition = now
+	}
 	return p
 }
 

@@ -37,16 +37,22 @@ func TestPressure(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	met := []Threshold{{Signal: SignalNodeFsAvailable, Percentage: 0.1}}
 	var p Pressure
+	assert.True(t, p.Transition.IsZero(), "not observed yet")
 	p = p.Observe(nil, t0, time.Minute)
 	assert.False(t, p.Active())
+	assert.Equal(t, t0, p.Transition, "kubelet sets lastTransitionTime when it makes the condition, false too")
+	p = p.Observe(nil, t0.Add(5*time.Second), time.Minute)
+	assert.Equal(t, t0, p.Transition, "unchanged")
 	p = p.Observe(met, t0.Add(10*time.Second), time.Minute)
 	assert.True(t, p.Active())
 	assert.Equal(t, t0.Add(10*time.Second), p.Since)
+	assert.Equal(t, t0.Add(10*time.Second), p.Transition)
 	p = p.Observe(nil, t0.Add(60*time.Second), time.Minute)
 	assert.True(t, p.Active(), "within the transition period")
 	assert.Equal(t, t0.Add(10*time.Second), p.Since, "since it became true")
 	p = p.Observe(nil, t0.Add(70*time.Second), time.Minute)
 	assert.False(t, p.Active())
+	assert.Equal(t, t0.Add(70*time.Second), p.Transition, "when it became false")
 }
 
 // kubelet's getReclaimableThreshold and buildSignalToNodeReclaimFuncs.

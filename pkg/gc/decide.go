@@ -1,9 +1,10 @@
 // Package gc is the node's garbage collection of what the agent's pods
 // leave behind, as kubelet's: its pod container deletor (at a container's
 // exit, its older exited instances), its container garbage collection
-// (kuberuntime_gc.go: every minute, the dead instances of each container
-// beyond the newest, the dead sandboxes without containers beyond the
-// newest of each pod, all of them for a pod that is gone) and the teardown
+// (kuberuntime_gc.go: at start and every minute, the dead instances of
+// each container beyond the newest, the dead sandboxes without containers
+// beyond the newest of each pod, all of them for a pod that is gone or
+// evicted, and under disk pressure for any terminated pod) and the teardown
 // of a terminated pod's volumes and pod cgroup (kubelet's volume manager
 // and SyncTerminatedPod, for a pod that finished whose manifest stays).
 //
@@ -67,6 +68,52 @@ type SandboxRemoval struct {
 type Decision struct {
 	Containers []Removal
 	Sandboxes  []SandboxRemoval
+	// PodLogs are the pods whose pod log directory goes (kubelet's
+	// evictPodLogsDirectories): the evicted ones; an orphan's goes with
+	// its teardown by pod sync.
+	PodLogs []*pods.Pod
+}
+
+// Mode is which pods lose every dead instance and sandbox: kubelet's
+// GarbageCollect argument evictNonDeletedPods.
+type Mode int
+
+const (
+	// Periodic is the minute's collection (evictNonDeletedPods false):
+	// only the pods whose content may be removed (an orphan, an evicted
+	// pod) lose them all.
+	Periodic Mode = iota
+	// AllUnused is DeleteAllUnusedContainers, what disk pressure asks for
+	// (evictNonDeletedPods true): every terminated pod whose runtime may be
+	// removed (runtimeRemovable) loses them all too.
+	AllUnused
+)
+
+// contentRemovable is kubelet's ShouldPodContentBeRemoved: the pod was
+// evicted, or deleted (an orphan: its manifest removed).
+func contentRemovable(p *pods.Pod) bool { return p.Orphaned || p.Evicted }
+
+// runtimeRemovable is kubelet's ShouldPodRuntimeBeRemoved: the pod
+// terminated (an orphan, or a pod that finished with nothing of it
+// running). kubelet's pod worker remembers that a pod terminated; the
+// agent knows a static pod that keeps its manifest terminated only from
+// its dead instances (pods.Pod.Phase), and removing them all would make
+// it Pending and make it again: such a pod keeps what the periodic
+// collection keeps. A pod others made stays terminated without them (no
+// ready sandbox), and an evicted pod stays Failed (pods.Inputs.Evicted).
+func runtimeRemovable(p *pods.Pod) bool {
+	return p.Orphaned || p.Evicted || !p.Static && finished(p)
+}
+
+// finished says the pod is Succeeded or Failed and nothing of it runs.
+func finished(p *pods.Pod) bool {
+	return (p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed) && p.Stopped()
+}
+
+// removeAll says the collection removes every dead instance and sandbox
+// of the pod (kubelet's evictContainers and evictSandboxes condition).
+func removeAll(p *pods.Pod, mode Mode) bool {
+	return contentRemovable(p) || mode == AllUnused && runtimeRemovable(p)
 }
 
 // unit is kubelet's evictUnit: the evictable instances of one container of
@@ -77,18 +124,20 @@ type unit struct {
 	instances []*cri.Container
 }
 
-// Decide is kubelet's containerGC.GarbageCollect (with its
-// evictNonDeletedPods false, as its periodic run) over the pods of one
-// view at now: evictable instances are those not running and created at
-// least MinAge before now; a pod that is gone (an orphan: its manifest
-// removed) loses every one, and every dead sandbox; any other keeps the
+// Decide is kubelet's containerGC.GarbageCollect over the pods of one
+// view at now, in the given mode (Periodic: the minute's run; AllUnused:
+// under disk pressure): evictable instances are those not running and
+// created at least MinAge before now; a pod whose content may be removed
+// (an orphan: its manifest removed; an evicted pod), and in AllUnused
+// mode any terminated pod, loses every one, and every dead sandbox, and
+// an evicted pod its pod log directory; any other keeps the
 // newest MaxPerPodContainer of each container, then the node keeps at
 // most MaxContainers (each container its share, at least one, then the
 // oldest first), and each pod keeps its newest sandbox. A sandbox is dead
 // when it is not ready and no container of the view is in it. Instances
 // and sandboxes the agent did not make are counted as kubelet counts them
 // but never removed. It is pure.
-func Decide(all []*pods.Pod, now time.Time, policy Policy) Decision {
+func Decide(all []*pods.Pod, now time.Time, policy Policy, mode Mode) Decision {
 	var d Decision
 	newest := now.Add(-policy.MinAge)
 	var units []unit
@@ -104,8 +153,8 @@ func Decide(all []*pods.Pod, now time.Time, policy Policy) Decision {
 				continue
 			}
 			slices.SortStableFunc(u.instances, newestFirst)
-			if p.Orphaned {
-				d.remove(u, 0) // the pod is gone: all of them
+			if removeAll(p, mode) {
+				d.remove(u, 0) // the pod is gone, evicted or terminated: all of them
 				continue
 			}
 			units = append(units, u)
@@ -134,7 +183,12 @@ func Decide(all []*pods.Pod, now time.Time, policy Policy) Decision {
 	for _, r := range d.Containers {
 		removed[r.Instance.ID] = true
 	}
-	d.Sandboxes = deadSandboxes(all, removed)
+	d.Sandboxes = deadSandboxes(all, removed, mode)
+	for _, p := range all {
+		if p.Static && p.Evicted && !p.Orphaned {
+			d.PodLogs = append(d.PodLogs, p)
+		}
+	}
 	return d
 }
 
@@ -186,11 +240,11 @@ func count(units []unit) int {
 
 // deadSandboxes is kubelet's evictSandboxes: of each pod's sandboxes,
 // those not ready and with no container in them, oldest first; the newest
-// sandbox of a pod is kept unless the pod is gone. The containers removed
+// sandbox of a pod is kept unless the pod loses them all (removeAll). The containers removed
 // before (removed) are not counted, as kubelet lists the containers again
 // after removing them. Only the agent's are removed: a static pod's (the
 // view gives a static pod only the sandboxes the agent made).
-func deadSandboxes(all []*pods.Pod, removed map[string]bool) []SandboxRemoval {
+func deadSandboxes(all []*pods.Pod, removed map[string]bool, mode Mode) []SandboxRemoval {
 	used := map[string]bool{}
 	for _, p := range all {
 		for _, c := range p.Containers {
@@ -208,7 +262,7 @@ func deadSandboxes(all []*pods.Pod, removed map[string]bool) []SandboxRemoval {
 		}
 		sbs := slices.SortedStableFunc(slices.Values(p.Sandboxes), func(a, b *cri.Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
 		keep := 1
-		if p.Orphaned {
+		if removeAll(p, mode) {
 			keep = 0
 		}
 		for _, sb := range slices.Backward(sbs[min(keep, len(sbs)):]) {
@@ -236,15 +290,20 @@ const minDeadContainerInPod = 1
 // that container beyond the newest keep (max(MaxPerPodContainer, 1)) are
 // removed at once, with their log files, without waiting for the
 // minute's collection. Each exit is one more exited instance, so over a
-// view this is every container with more than keep of them. Only the
-// agent's instances are removed; an orphan is torn down by pod sync. It is
-// pure.
+// view this is every container with more than keep of them. An evicted
+// pod (its content may be removed) loses every exited instance of every
+// container (kubelet's removeAll). Only the agent's instances are
+// removed; an orphan is torn down by pod sync. It is pure.
 func Deletions(all []*pods.Pod, policy Policy) []Removal {
 	keep := max(policy.MaxPerPodContainer, minDeadContainerInPod)
 	var out []Removal
 	for _, p := range all {
 		if p.Orphaned {
 			continue
+		}
+		keep := keep
+		if p.Evicted {
+			keep = 0
 		}
 		for _, c := range p.Containers {
 			var exited []*cri.Container
@@ -276,16 +335,9 @@ func Deletions(all []*pods.Pod, policy Policy) []Removal {
 func Terminated(all []*pods.Pod, done map[string]bool) []*pods.Pod {
 	var out []*pods.Pod
 	for _, p := range all {
-		if !p.Static || p.Orphaned || done[p.UID] || (p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed) {
-			continue
+		if p.Static && !p.Orphaned && !done[p.UID] && finished(p) {
+			out = append(out, p)
 		}
-		if slices.ContainsFunc(p.Sandboxes, func(sb *cri.Sandbox) bool { return sb.State == cri.SandboxReady }) ||
-			slices.ContainsFunc(p.Containers, func(c *pods.Container) bool {
-				return slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning || i.State == cri.StateUnknown })
-			}) {
-			continue
-		}
-		out = append(out, p)
 	}
 	return out
 }

@@ -37,15 +37,23 @@ func makeGCContainer(pod, name string, attempt uint32, created int, state cri.Co
 func (c gcContainer) id() string { return c.pod + "/" + c.name + "#" + string(rune('0'+c.attempt)) }
 
 // gcPods groups the instances into pods, newest first per container, as
-// a view has them: pod "deleted" is an orphan (its manifest removed), a
-// pod with an instance marked theirs someone else's.
+// a view has them: pod "deleted" is an orphan (its manifest removed), pod
+// "evicted" was evicted (Failed), pod "done" finished (Succeeded), a pod
+// with an instance marked theirs someone else's.
 func gcPods(cs []gcContainer) []*pods.Pod {
 	var out []*pods.Pod
 	byName := map[string]*pods.Pod{}
 	for _, c := range cs {
 		p, ok := byName[c.pod]
 		if !ok {
-			p = &pods.Pod{Key: c.pod, UID: c.pod, Namespace: "ns", Name: c.pod, Static: !c.theirs, Orphaned: c.pod == "deleted"}
+			p = &pods.Pod{Key: c.pod, UID: c.pod, Namespace: "ns", Name: c.pod, Static: !c.theirs, Orphaned: c.pod == "deleted",
+				Evicted: c.pod == "evicted", Phase: corev1.PodRunning}
+			switch c.pod {
+			case "evicted":
+				p.Phase = corev1.PodFailed
+			case "done":
+				p.Phase = corev1.PodSucceeded
+			}
 			byName[c.pod] = p
 			out = append(out, p)
 		}
@@ -78,6 +86,7 @@ func TestDecideContainers(t *testing.T) {
 		name       string
 		containers []gcContainer
 		policy     *Policy
+		mode       Mode
 		remain     []int
 	}{
 		{
@@ -164,6 +173,46 @@ func TestDecideContainers(t *testing.T) {
 			remain: []int{0, 1, 2},
 		},
 		{
+			name: "containers of an evicted pod should all be removed (its content may be removed; they still respect MinAge)",
+			containers: []gcContainer{
+				makeGCContainer("foo", "bar", 1, 1, exited), makeGCContainer("foo", "bar", 0, 0, exited),
+				makeGCContainer("evicted", "bar1", 2, recent, exited), makeGCContainer("evicted", "bar1", 1, 1, exited),
+				makeGCContainer("evicted", "bar1", 0, 0, exited),
+			},
+			remain: []int{0, 1, 2},
+		},
+		{
+			name: "a terminated pod keeps its newest per container at the periodic collection (evictNonDeletedPods false)",
+			containers: []gcContainer{makeGCContainer("done", "bar", 2, 2, exited), makeGCContainer("done", "bar", 1, 1, exited),
+				makeGCContainer("done", "bar", 0, 0, exited)},
+			remain: []int{0, 1},
+		},
+		{
+			name: "under disk pressure (evictNonDeletedPods true) a terminated pod others made loses all the agent's dead containers",
+			containers: []gcContainer{
+				{pod: "done", name: "bar", attempt: 2, created: 2, state: exited, theirs: true},
+				{pod: "done", name: "bar", attempt: 1, created: 1, state: exited, theirs: true},
+				{pod: "done", name: "bar", attempt: 0, created: 0, state: exited, theirs: true},
+			},
+			mode:   AllUnused,
+			remain: []int{},
+		},
+		{
+			name: "under disk pressure a terminated static pod keeps the newest of each container: its dead instances are its only record of its phase",
+			containers: []gcContainer{makeGCContainer("done", "bar", 2, 2, exited), makeGCContainer("done", "bar", 1, 1, exited),
+				makeGCContainer("done", "bar", 0, 0, exited), makeGCContainer("done", "baz", 0, 0, exited)},
+			policy: &DefaultPolicy,
+			mode:   AllUnused,
+			remain: []int{0, 3},
+		},
+		{
+			name: "under disk pressure a pod still running keeps what the policy keeps",
+			containers: []gcContainer{makeGCContainer("foo", "bar", 3, 3, running), makeGCContainer("foo", "bar", 2, 2, exited),
+				makeGCContainer("foo", "bar", 1, 1, exited), makeGCContainer("foo", "bar", 0, 0, exited)},
+			mode:   AllUnused,
+			remain: []int{0, 1, 2},
+		},
+		{
 			name: "kubelet's defaults: one dead instance kept per container, the running one aside",
 			containers: []gcContainer{makeGCContainer("foo", "bar", 3, 3, running), makeGCContainer("foo", "bar", 2, 2, exited),
 				makeGCContainer("foo", "bar", 1, 1, exited), makeGCContainer("foo", "bar", 0, 0, exited)},
@@ -199,7 +248,7 @@ func TestDecideContainers(t *testing.T) {
 				pol = *tt.policy
 			}
 			all := gcPods(tt.containers)
-			d := Decide(all, now, pol)
+			d := Decide(all, now, pol, tt.mode)
 			removed := map[string]bool{}
 			for _, r := range d.Containers {
 				removed[r.Instance.ID] = true
@@ -211,7 +260,7 @@ func TestDecideContainers(t *testing.T) {
 				}
 			}
 			assert.Equal(t, tt.remain, remain)
-			assert.Equal(t, d, Decide(all, now, pol), "pure")
+			assert.Equal(t, d, Decide(all, now, pol, tt.mode), "pure")
 		})
 	}
 }
@@ -229,6 +278,8 @@ type gcSandbox struct {
 	// runs: its container runs (kubelet's row collects sandboxes alone;
 	// here the collection removes a gone pod's dead containers first).
 	runs bool
+	// evicted: the pod was evicted (Failed); finished: it Succeeded.
+	evicted, finished bool
 }
 
 // The behaviour of kubelet's TestSandboxGC, and the agent's scope: only a
@@ -238,6 +289,7 @@ func TestDecideSandboxes(t *testing.T) {
 		name      string
 		sandboxes []gcSandbox
 		theirs    bool
+		mode      Mode
 		remain    []int
 	}{
 		{
@@ -286,6 +338,28 @@ func TestDecideSandboxes(t *testing.T) {
 			remain: []int{0, 1},
 		},
 		{
+			name:      "every dead sandbox of an evicted pod is removed, the newest too (its content may be removed)",
+			sandboxes: []gcSandbox{{pod: "foo", attempt: 1, created: 1, evicted: true}, {pod: "foo", attempt: 0, created: 0, evicted: true}},
+			remain:    []int{},
+		},
+		{
+			name:      "a terminated pod keeps its newest dead sandbox at the periodic collection",
+			sandboxes: []gcSandbox{{pod: "foo", attempt: 1, created: 1, finished: true}, {pod: "foo", attempt: 0, created: 0, finished: true}},
+			remain:    []int{0},
+		},
+		{
+			name:      "under disk pressure a terminated static pod keeps its newest sandbox (with its manifest, the runtime is its only record)",
+			sandboxes: []gcSandbox{{pod: "foo", attempt: 1, created: 1, finished: true}, {pod: "foo", attempt: 0, created: 0, finished: true}},
+			mode:      AllUnused,
+			remain:    []int{0},
+		},
+		{
+			name:      "under disk pressure a pod not terminated keeps its newest",
+			sandboxes: []gcSandbox{{pod: "foo", attempt: 1, created: 1}, {pod: "foo", attempt: 0, created: 0}},
+			mode:      AllUnused,
+			remain:    []int{0},
+		},
+		{
 			name:      "someone else's pod: its sandboxes are never removed",
 			sandboxes: []gcSandbox{{pod: "foo", attempt: 1, created: 1}, {pod: "foo", attempt: 0, created: 0}},
 			theirs:    true,
@@ -299,7 +373,14 @@ func TestDecideSandboxes(t *testing.T) {
 			for i, s := range tt.sandboxes {
 				p, ok := byName[s.pod]
 				if !ok {
-					p = &pods.Pod{Key: s.pod, UID: s.pod, Namespace: "ns", Name: s.pod, Static: !tt.theirs, Orphaned: s.orphaned}
+					p = &pods.Pod{Key: s.pod, UID: s.pod, Namespace: "ns", Name: s.pod, Static: !tt.theirs, Orphaned: s.orphaned,
+						Evicted: s.evicted, Phase: corev1.PodRunning}
+					switch {
+					case s.evicted:
+						p.Phase = corev1.PodFailed
+					case s.finished:
+						p.Phase = corev1.PodSucceeded
+					}
 					byName[s.pod] = p
 					all = append(all, p)
 				}
@@ -322,7 +403,7 @@ func TestDecideSandboxes(t *testing.T) {
 					slices.SortStableFunc(c.Instances, newestFirst)
 				}
 			}
-			d := Decide(all, now, DefaultPolicy)
+			d := Decide(all, now, DefaultPolicy, tt.mode)
 			removed := map[string]bool{}
 			for _, r := range d.Sandboxes {
 				removed[r.Sandbox.ID] = true
@@ -417,6 +498,13 @@ func TestDeletions(t *testing.T) {
 			removed: []string{"foo/bar#0"},
 		},
 		{
+			name: "an evicted pod's: every exited instance of every container (kubelet's removeAll)",
+			containers: []gcContainer{makeGCContainer("evicted", "bar", 2, 2, exited), makeGCContainer("evicted", "bar", 1, 1, exited),
+				makeGCContainer("evicted", "bar", 0, 0, exited), makeGCContainer("evicted", "baz", 0, 0, exited), makeGCContainer("evicted", "qux", 0, 0, unknown)},
+			policy:  DefaultPolicy,
+			removed: []string{"evicted/bar#2", "evicted/bar#1", "evicted/bar#0", "evicted/baz#0"},
+		},
+		{
 			name:       "an orphan's are pod sync's",
 			containers: []gcContainer{makeGCContainer("deleted", "bar", 1, 1, exited), makeGCContainer("deleted", "bar", 0, 0, exited)},
 			policy:     DefaultPolicy,
@@ -444,5 +532,20 @@ func TestDeletions(t *testing.T) {
 			}
 			assert.Equal(t, tt.removed, removed)
 		})
+	}
+}
+
+// The pod log directory goes at the collection for an evicted pod only
+// (kubelet's evictPodLogsDirectories for a pod whose content may be
+// removed); an orphan's goes with its teardown by pod sync.
+func TestDecidePodLogs(t *testing.T) {
+	all := gcPods([]gcContainer{makeGCContainer("foo", "bar", 0, 0, cri.StateExited), makeGCContainer("evicted", "bar", 0, 0, cri.StateExited),
+		makeGCContainer("deleted", "bar", 0, 0, cri.StateExited), makeGCContainer("done", "bar", 0, 0, cri.StateExited)})
+	for _, mode := range []Mode{Periodic, AllUnused} {
+		var got []string
+		for _, p := range Decide(all, now, DefaultPolicy, mode).PodLogs {
+			got = append(got, p.UID)
+		}
+		assert.Equal(t, []string{"evicted"}, got)
 	}
 }

@@ -58,6 +58,15 @@ type Terminator interface {
 	TearDownTerminated(ctx context.Context, p *pods.Pod) error
 }
 
+// PodLogs removes a pod's log directory
+// (<podLogsDir>/<namespace>_<name>_<uid>), as kubelet's
+// evictPodLogsDirectories, for a pod whose content may be removed but
+// whose record stays (an evicted pod); the same removal pod sync's
+// teardown of an orphan does (pkg/podmaker).
+type PodLogs interface {
+	RemovePodLogs(ctx context.Context, p *pods.Pod) error
+}
+
 // GC is the node's garbage collection of the agent's instances, sandboxes
 // and terminated pods.
 type GC struct {
@@ -66,6 +75,7 @@ type GC struct {
 	clock   clock.WithTicker
 	logs    ContainerLogs
 	term    Terminator
+	podLogs PodLogs
 	metrics *metrics
 
 	// latest is the newest view Run was given, for a collection node
@@ -96,6 +106,10 @@ func WithContainerLogs(l ContainerLogs) Option { return func(g *GC) { g.logs = l
 // makes no pods).
 func WithTerminator(t Terminator) Option { return func(g *GC) { g.term = t } }
 
+// WithPodLogs removes the pod log directory of an evicted pod at each
+// collection (nil: not done).
+func WithPodLogs(l PodLogs) Option { return func(g *GC) { g.podLogs = l } }
+
 // WithRegisterer exports its series to reg.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(g *GC) { g.metrics = newMetrics(reg) }
@@ -119,29 +133,40 @@ func New(rt Runtime, cfg Config, opts ...Option) *GC {
 	return g
 }
 
-// Run collects every period from the newest view of views until ctx is
-// done, and tears a terminated pod down as soon as a view shows it
-// terminated (a failed teardown is tried again at the next collection).
+// Run collects at the first view and then every period from the newest
+// view of views until ctx is done (kubelet's wait.Until runs its first
+// collection at once), and tears a terminated pod down as soon as a view
+// shows it terminated (a failed teardown is tried again at the next
+// collection).
 func (g *GC) Run(ctx context.Context, views *pods.Subscription) {
 	ticker := g.clock.NewTicker(g.cfg.Period)
 	defer ticker.Stop()
+	collected := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-views.Ready():
-			if v := views.Next().View; v != nil {
-				g.latest.Store(v)
-				g.deleteExited(ctx, v.Pods())
-				g.tearDownTerminated(ctx, v.Pods(), false)
+			v := views.Next().View
+			if v == nil {
+				continue
 			}
+			g.latest.Store(v)
+			g.deleteExited(ctx, v.Pods())
+			if !collected {
+				collected = true
+				g.collect(ctx, v.Pods(), Periodic)
+				g.tearDownTerminated(ctx, v.Pods(), true)
+				continue
+			}
+			g.tearDownTerminated(ctx, v.Pods(), false)
 		case <-ticker.C():
 			v := views.Latest()
 			if v == nil {
 				continue // nothing listed yet
 			}
 			g.latest.Store(v)
-			g.collect(ctx, v.Pods())
+			g.collect(ctx, v.Pods(), Periodic)
 			g.tearDownTerminated(ctx, v.Pods(), true)
 		}
 	}
@@ -197,15 +222,17 @@ func (g *GC) removedContainer() {
 // Policy is the policy in force (kubelet's when none was given).
 func (g *GC) Policy() Policy { return *g.cfg.Policy }
 
-// DeleteAllUnusedContainers is a collection now, over the newest view Run
-// was given: what kubelet's eviction manager asks of its container GC
-// under disk pressure before it evicts anything.
+// DeleteAllUnusedContainers is a collection now in AllUnused mode (every
+// terminated pod loses all its dead instances and sandboxes), over the
+// newest view Run was given: what kubelet's eviction manager asks of its
+// container GC under disk pressure before it evicts anything.
 func (g *GC) DeleteAllUnusedContainers(ctx context.Context) error {
+	klog.FromContext(ctx).Info("Attempting to delete unused containers")
 	v := g.latest.Load()
 	if v == nil {
 		return errors.New("no pods listed yet")
 	}
-	g.collect(ctx, v.Pods())
+	g.collect(ctx, v.Pods(), AllUnused)
 	return nil
 }
 
@@ -213,11 +240,11 @@ func (g *GC) DeleteAllUnusedContainers(ctx context.Context) error {
 // GarbageCollect): what Decide says, carried out. Failures are logged, as
 // kubelet logs them, and what failed is tried again at the next
 // collection.
-func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
+func (g *GC) collect(ctx context.Context, all []*pods.Pod, mode Mode) {
 	g.collecting.Lock()
 	defer g.collecting.Unlock()
 	logger := klog.FromContext(ctx)
-	d := Decide(all, g.clock.Now(), *g.cfg.Policy)
+	d := Decide(all, g.clock.Now(), *g.cfg.Policy, mode)
 	for _, r := range d.Containers {
 		if err := g.removeContainer(ctx, r); err != nil {
 			logger.Error(err, "Failed to remove container", "pod", klog.KRef(r.Pod.Namespace, r.Pod.Name), "containerName", r.Instance.Name, "containerID", r.Instance.ID)
@@ -233,8 +260,25 @@ func (g *GC) collect(ctx context.Context, all []*pods.Pod) {
 		g.metrics.sandboxes.Inc()
 		g.sandboxesRemoved.Add(1)
 	}
+	g.removePodLogs(ctx, d.PodLogs)
 	if n := len(d.Containers) + len(d.Sandboxes); n > 0 {
 		logger.V(4).Info("Container garbage collection succeeded", "containers", len(d.Containers), "sandboxes", len(d.Sandboxes))
+	}
+}
+
+// removePodLogs removes the pod log directories of the given pods, as
+// kubelet's evictPodLogsDirectories (a failure is logged and tried again
+// at the next collection).
+func (g *GC) removePodLogs(ctx context.Context, all []*pods.Pod) {
+	if g.podLogs == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	for _, p := range all {
+		logger.V(4).Info("Removing pod logs", "podUID", p.UID)
+		if err := g.podLogs.RemovePodLogs(ctx, p); err != nil {
+			logger.Error(err, "Failed to remove pod logs directory", "pod", klog.KRef(p.Namespace, p.Name), "podUID", p.UID)
+		}
 	}
 }
 

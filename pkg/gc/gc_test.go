@@ -3,8 +3,11 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 	"github.com/cri-prober/cri-prober/pkg/pods"
+	"github.com/cri-prober/cri-prober/pkg/spec"
 )
 
 // fakeRuntime records the calls the collection makes; fail makes the
@@ -84,7 +88,7 @@ func TestCollect(t *testing.T) {
 	all[0].Sandboxes = []*cri.Sandbox{{ID: "new", State: cri.SandboxNotReady, CreatedAt: now}, {ID: "foo-sb", State: cri.SandboxNotReady},
 		{ID: "old", State: cri.SandboxNotReady}}
 
-	g.collect(t.Context(), all)
+	g.collect(t.Context(), all, Periodic)
 	assert.Equal(t, []string{"logs foo/bar#0", "rm foo/bar#0", "logs foo/bar#1", "rm foo/bar#1", "stop foo/bar#2", "logs foo/bar#2", "rm foo/bar#2", "stopp old", "rmp old"}, rt.calls,
 		"oldest first; the unknown one stopped first; each one's log files before it, as kubelet's removeContainer; the sandbox with containers and the newest kept")
 	assert.Equal(t, []string{"ns/foo/foo/bar#0", "ns/foo/foo/bar#1", "ns/foo/foo/bar#2"}, logs.removed, "log files go before each removal, as kubelet's")
@@ -133,4 +137,115 @@ func TestDeleteExited(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.containers))
 	containers, _ := g.Removed()
 	assert.Equal(t, uint64(1), containers, "counted for the state API as the collection's")
+}
+
+func (f *fakeRuntime) recorded() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// fakePodLogs records whose pod log directory is removed.
+type fakePodLogs struct{ removed []string }
+
+func (l *fakePodLogs) RemovePodLogs(_ context.Context, p *pods.Pod) error {
+	l.removed = append(l.removed, p.UID)
+	return nil
+}
+
+// terminatedView is a view of one static pod "job" (restartPolicy Never)
+// whose container exited 0 in each of its three sandboxes, none ready:
+// Succeeded, terminated.
+func terminatedView() *pods.View {
+	m := &spec.Pod{Source: "job.yaml:1", Namespace: "ns", Name: "job", UID: "job", RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []spec.Container{{Name: "app", Kind: spec.Regular}}}
+	var sbs []*cri.Sandbox
+	var ctrs []*cri.Container
+	for i, id := range []string{"sb0", "sb1", "sb2"} {
+		created := now.Add(-time.Hour + time.Duration(i)*time.Minute)
+		sbs = append(sbs, &cri.Sandbox{ID: id, Namespace: "ns", Name: "job", UID: "job", Attempt: uint32(i), State: cri.SandboxNotReady, CreatedAt: created,
+			Annotations: map[string]string{spec.ConfigSourceAnnotation: spec.ConfigSourceFile, spec.ConfigHashAnnotation: "job"}})
+		ctrs = append(ctrs, &cri.Container{ID: "app" + id, SandboxID: id, Name: "app", Attempt: uint32(i), State: cri.StateExited, CreatedAt: created})
+	}
+	return pods.Resolve(cri.NewSnapshot(now, sbs, ctrs), pods.Inputs{StaticPods: []*spec.Pod{m}})
+}
+
+// The first collection is at the first view, not a period later
+// (kubelet's wait.Until runs StartGarbageCollection's at once).
+func TestRunCollectsAtTheFirstView(t *testing.T) {
+	rt := &fakeRuntime{}
+	g := New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)))
+	var pub pods.Publisher
+	pub.Publish(terminatedView(), []string{"job"})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx, pub.Subscribe()) }()
+	defer func() { cancel(); <-done }()
+	assert.Eventually(t, func() bool { return slices.Contains(rt.recorded(), "rmp sb1") }, 10*time.Second, 10*time.Millisecond,
+		"the older dead sandboxes removed at the first view, without a tick")
+}
+
+// theirsView is a view of one pod others made ("web", its sandbox not
+// ready: over) whose container app the agent restarted twice (attempts 1
+// and 2 carry its restart-of annotation): every instance is the agent's.
+func theirsView() *pods.View {
+	sb := &cri.Sandbox{ID: "sb", Namespace: "ns", Name: "web", UID: "web", State: cri.SandboxNotReady, CreatedAt: now.Add(-time.Hour)}
+	var ctrs []*cri.Container
+	for i := range 3 {
+		c := &cri.Container{ID: fmt.Sprintf("app%d", i), SandboxID: "sb", Name: "app", Attempt: uint32(i), State: cri.StateExited,
+			CreatedAt: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
+		if i > 0 {
+			c.Annotations = map[string]string{cri.AnnotationRestartOf: "app0"}
+		}
+		ctrs = append(ctrs, c)
+	}
+	return pods.Resolve(cri.NewSnapshot(now, []*cri.Sandbox{sb}, ctrs), pods.Inputs{})
+}
+
+// Under disk pressure (DeleteAllUnusedContainers) a terminated pod loses
+// every dead instance the agent may remove (kubelet's
+// evictNonDeletedPods), where the periodic collection keeps the newest;
+// a terminated static pod that keeps its manifest keeps what the
+// periodic collection keeps (its dead instances are its only record of
+// its phase).
+func TestDeleteAllUnusedContainers(t *testing.T) {
+	v := theirsView()
+	p, ok := v.Pod("web")
+	if assert.True(t, ok) {
+		assert.True(t, p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed, "terminated: %s", p.Phase)
+	}
+
+	periodic := &fakeRuntime{}
+	g := New(periodic, Config{}, WithClock(testingclock.NewFakeClock(now)))
+	g.collect(t.Context(), v.Pods(), Periodic)
+	assert.Equal(t, []string{"rm app0", "rm app1"}, periodic.calls, "the newest kept")
+
+	rt := &fakeRuntime{}
+	g = New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)))
+	assert.Error(t, g.DeleteAllUnusedContainers(t.Context()), "nothing listed yet")
+	g.latest.Store(v)
+	assert.NoError(t, g.DeleteAllUnusedContainers(t.Context()))
+	assert.Equal(t, []string{"rm app0", "rm app1", "rm app2"}, rt.calls, "all of them, oldest first; a sandbox others made stays")
+
+	job := terminatedView()
+	p, ok = job.Pod("job")
+	if assert.True(t, ok) {
+		assert.Equal(t, corev1.PodSucceeded, p.Phase)
+	}
+	rt = &fakeRuntime{}
+	g = New(rt, Config{}, WithClock(testingclock.NewFakeClock(now)))
+	g.latest.Store(job)
+	assert.NoError(t, g.DeleteAllUnusedContainers(t.Context()))
+	assert.Equal(t, []string{"rm appsb0", "rm appsb1", "stopp sb0", "rmp sb0", "stopp sb1", "rmp sb1"}, rt.calls,
+		"a static job keeps its newest instance and sandbox, or it would run again")
+}
+
+// An evicted pod's log directory is removed at each collection, through
+// the pod logs remover.
+func TestCollectRemovesEvictedPodLogs(t *testing.T) {
+	l := &fakePodLogs{}
+	g := New(&fakeRuntime{}, Config{}, WithClock(testingclock.NewFakeClock(now)), WithPodLogs(l))
+	all := gcPods([]gcContainer{makeGCContainer("evicted", "bar", 0, 0, cri.StateExited), makeGCContainer("foo", "bar", 0, 0, cri.StateExited)})
+	g.collect(t.Context(), all, Periodic)
+	assert.Equal(t, []string{"evicted"}, l.removed)
 }

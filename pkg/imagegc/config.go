@@ -41,30 +41,32 @@ func DefaultConfig() Config {
 }
 
 // Validate checks the policy as kubelet validates its configuration
-// (pkg/kubelet/apis/config/validation), with kubelet's texts, which name
-// the configuration key and the flag.
+// (pkg/kubelet/apis/config/validation), with kubelet's texts ("invalid
+// configuration: " and the configuration key), each naming the flag too
+// (kubelet names none for the ages: its flag is the deprecated
+// --minimum-image-ttl-duration).
 func (c Config) Validate() error {
 	var errs []error
 	if c.HighThresholdPercent < 0 || c.HighThresholdPercent > 100 {
-		errs = append(errs, fmt.Errorf("imageGCHighThresholdPercent (--image-gc-high-threshold) %v must be between 0 and 100, inclusive", c.HighThresholdPercent))
+		errs = append(errs, fmt.Errorf("invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) %v must be between 0 and 100, inclusive", c.HighThresholdPercent))
 	}
 	if c.LowThresholdPercent < 0 || c.LowThresholdPercent > 100 {
-		errs = append(errs, fmt.Errorf("imageGCLowThresholdPercent (--image-gc-low-threshold) %v must be between 0 and 100, inclusive", c.LowThresholdPercent))
+		errs = append(errs, fmt.Errorf("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) %v must be between 0 and 100, inclusive", c.LowThresholdPercent))
 	}
 	if c.LowThresholdPercent >= c.HighThresholdPercent {
-		errs = append(errs, fmt.Errorf("imageGCLowThresholdPercent (--image-gc-low-threshold) %v must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %v", c.LowThresholdPercent, c.HighThresholdPercent))
+		errs = append(errs, fmt.Errorf("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) %v must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %v", c.LowThresholdPercent, c.HighThresholdPercent))
 	}
 	if c.MinAge < 0 {
-		errs = append(errs, fmt.Errorf("imageMinimumGCAge (--image-minimum-gc-age) %v must not be negative", c.MinAge))
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMinimumGCAge (--image-minimum-gc-age) %v must not be negative", c.MinAge))
 	}
 	if c.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("imageMaximumGCAge (--image-maximum-gc-age) %v must not be negative", c.MaxAge))
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMaximumGCAge (--image-maximum-gc-age) %v must not be negative", c.MaxAge))
 	}
 	if c.MaxAge > 0 && c.MaxAge <= c.MinAge {
-		errs = append(errs, fmt.Errorf("imageMaximumGCAge (--image-maximum-gc-age) %v must be greater than imageMinimumGCAge (--image-minimum-gc-age) %v", c.MaxAge, c.MinAge))
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMaximumGCAge (--image-maximum-gc-age) %v must be greater than imageMinimumGCAge (--image-minimum-gc-age) %v", c.MaxAge, c.MinAge))
 	}
 	if c.Period < 0 {
-		errs = append(errs, fmt.Errorf("image garbage collection period %v must not be negative", c.Period))
+		errs = append(errs, fmt.Errorf("invalid configuration: image garbage collection period %v must not be negative", c.Period))
 	}
 	return errors.Join(errs...)
 }

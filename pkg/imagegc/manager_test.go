@@ -81,7 +81,8 @@ func (n *node) reasons() []string {
 	return out
 }
 
-// collected reads kubelet_image_garbage_collected_total{reason}.
+// collected reads kubelet_image_garbage_collected_total{reason}: 0 when
+// it has no such series (kubelet's: none before the first removal).
 func (n *node) collected(t *testing.T, reason string) float64 {
 	t.Helper()
 	families, err := n.reg.Gather()
@@ -90,13 +91,27 @@ func (n *node) collected(t *testing.T, reason string) float64 {
 		if f.GetName() != "kubelet_image_garbage_collected_total" {
 			continue
 		}
+		assert.Equal(t, "[ALPHA] Total number of images garbage collected by the kubelet, whether through disk usage or image age.", f.GetHelp(),
+			"kubelet's HELP text")
 		for _, m := range f.GetMetric() {
 			if m.GetLabel()[0].GetValue() == reason {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no kubelet_image_garbage_collected_total{reason=%q}", reason)
+	return 0
+}
+
+// seriesOf counts the series of a family in the registry.
+func (n *node) seriesOf(t *testing.T, name string) int {
+	t.Helper()
+	families, err := n.reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return len(f.GetMetric())
+		}
+	}
 	return 0
 }
 
@@ -124,6 +139,7 @@ func TestGarbageCollectFreesDownToTheLowThreshold(t *testing.T) {
 
 	// 90% used (800 of images, 100 else): but every image is young.
 	require.Error(t, m.GarbageCollect(ctx, start), "at first everything is younger than the minimum age: nothing freed")
+	assert.Zero(t, n.seriesOf(t, "kubelet_image_garbage_collected_total"), "as kubelet's: no series before the first removal")
 	n.clock.Step(time.Minute)
 	n.rt.DeleteContainer(c1)
 	require.Error(t, m.GarbageCollect(ctx, start), "old:1 is unused but young: nothing freed")

@@ -2,6 +2,10 @@ package imagegc
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// kubeletAlpha begins the HELP text of a series kubelet declares at its
+// ALPHA stability level, as kubelet's metrics registry writes it.
+const kubeletAlpha = "[ALPHA] "
+
 // metrics are kubelet's image garbage collection counter and the agent's
 // own gauges of the image filesystem (kubelet shows those only in its
 // stats summary, with no series of its own).
@@ -11,12 +15,14 @@ type metrics struct {
 }
 
 // newMetrics creates the series and registers them with reg (nil: not
-// exported). Both reasons exist at 0 from the start.
+// exported). As kubelet's, the counter has no series until an image is
+// removed for that reason, and its HELP text is kubelet's, stability
+// level included.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		collected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubelet_image_garbage_collected_total",
-			Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+			Help: kubeletAlpha + "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
 		}, []string{"reason"}),
 		capacity: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cri_prober_image_fs_capacity_bytes",
@@ -30,9 +36,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "cri_prober_image_fs_used_bytes",
 			Help: "Bytes the runtime's images use on their filesystem (CRI ImageFsInfo), at the last image garbage collection.",
 		}),
-	}
-	for _, reason := range []string{RemovedForAge, RemovedForSpace} {
-		m.collected.WithLabelValues(reason)
 	}
 	if reg != nil {
 		reg.MustRegister(m.collected, m.capacity, m.available, m.imageUse)

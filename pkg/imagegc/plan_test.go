@@ -226,14 +226,14 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"defaults", DefaultConfig(), ""},
 		{"low below high", Config{HighThresholdPercent: 2, LowThresholdPercent: 1}, ""},
-		{"high below 0", Config{HighThresholdPercent: -1, LowThresholdPercent: -2}, "imageGCHighThresholdPercent (--image-gc-high-threshold) -1 must be between 0 and 100, inclusive"},
-		{"high above 100", Config{HighThresholdPercent: 101, LowThresholdPercent: 80}, "imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
-		{"low above 100", Config{HighThresholdPercent: 100, LowThresholdPercent: 101}, "imageGCLowThresholdPercent (--image-gc-low-threshold) 101 must be between 0 and 100, inclusive"},
-		{"low above high", Config{HighThresholdPercent: 1, LowThresholdPercent: 2}, "imageGCLowThresholdPercent (--image-gc-low-threshold) 2 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 1"},
+		{"high below 0", Config{HighThresholdPercent: -1, LowThresholdPercent: -2}, "invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) -1 must be between 0 and 100, inclusive"},
+		{"high above 100", Config{HighThresholdPercent: 101, LowThresholdPercent: 80}, "invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
+		{"low above 100", Config{HighThresholdPercent: 100, LowThresholdPercent: 101}, "invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 101 must be between 0 and 100, inclusive"},
+		{"low above high", Config{HighThresholdPercent: 1, LowThresholdPercent: 2}, "invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 2 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 1"},
 		{"low equal to high", Config{HighThresholdPercent: 80, LowThresholdPercent: 80}, "must be less than"},
-		{"negative min age", Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: -time.Second}, "imageMinimumGCAge (--image-minimum-gc-age) -1s must not be negative"},
-		{"negative max age", Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MaxAge: -time.Second}, "imageMaximumGCAge (--image-maximum-gc-age) -1s must not be negative"},
-		{"max age not above min age", Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute, MaxAge: time.Minute}, "imageMaximumGCAge (--image-maximum-gc-age) 1m0s must be greater than imageMinimumGCAge (--image-minimum-gc-age) 2m0s"},
+		{"negative min age", Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: -time.Second}, "invalid configuration: imageMinimumGCAge (--image-minimum-gc-age) -1s must not be negative"},
+		{"negative max age", Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MaxAge: -time.Second}, "invalid configuration: imageMaximumGCAge (--image-maximum-gc-age) -1s must not be negative"},
+		{"max age not above min age", Config{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute, MaxAge: time.Minute}, "invalid configuration: imageMaximumGCAge (--image-maximum-gc-age) 1m0s must be greater than imageMinimumGCAge (--image-minimum-gc-age) 2m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -323,6 +323,14 @@ func (m *Maker) TearDownTerminated(ctx context.Context, p *pods.Pod) error {
 	return m.fs.RemovePodCgroups(p.UID)
 }
 
+// RemovePodLogs removes the pod's log directory, as TearDown does, for a
+// pod whose content may be removed while its record stays (an evicted
+// pod: kubelet's evictPodLogsDirectories). The gc package calls it at its
+// collections.
+func (m *Maker) RemovePodLogs(_ context.Context, p *pods.Pod) error {
+	return m.fs.RemoveLogs(p.Namespace, p.Name, p.UID)
+}
+
 func (m *Maker) eventf(p *pods.Pod, container, eventType, reason, format string, args ...any) {
 	m.recorder.Record(events.Event{Time: m.clock.Now(), Type: eventType, Reason: reason, Namespace: p.Namespace, Pod: p.Name,
 		Container: container, Message: fmt.Sprintf(format, args...)})

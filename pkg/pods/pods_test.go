@@ -232,15 +232,18 @@ func TestEvicted(t *testing.T) {
 
 	p := mustPod(t, Resolve(snap, Inputs{StaticPods: []*spec.Pod{m}}), "u")
 	assert.Equal(t, corev1.PodRunning, p.Phase)
+	assert.False(t, p.Evicted)
 
 	p = mustPod(t, Resolve(snap, Inputs{StaticPods: []*spec.Pod{m}, Evicted: map[string]string{"u": msg}}), "u")
 	assert.Equal(t, corev1.PodFailed, p.Phase)
 	assert.Equal(t, ReasonEvicted, p.Reason)
 	assert.Equal(t, msg, p.Message)
+	assert.True(t, p.Evicted, "its content may be removed (kubelet's ShouldPodContentBeRemoved)")
 
 	other := cri.NewSnapshot(t0, []*cri.Sandbox{sandbox("sb1", "web", "u", true, 0)}, ctrs)
 	p = mustPod(t, Resolve(other, Inputs{Evicted: map[string]string{"u": msg}}), "u")
 	assert.Empty(t, p.Reason, "a pod others made: never evicted by the agent")
+	assert.False(t, p.Evicted)
 }
 
 // A status shows held pods in place of the view's, by key, and keeps the

@@ -162,8 +162,11 @@ func Resolve(snap *cri.Snapshot, in Inputs) *View {
 		if pastActiveDeadline(p, snap.Time) {
 			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonDeadlineExceeded, MessageDeadlineExceeded
 		}
-		if msg, ok := in.Evicted[p.UID]; ok && p.Static && !p.Orphaned && p.Reason == "" {
-			p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonEvicted, msg
+		if msg, ok := in.Evicted[p.UID]; ok && p.Static && !p.Orphaned {
+			p.Evicted = true
+			if p.Reason == "" {
+				p.Phase, p.Reason, p.Message = corev1.PodFailed, ReasonEvicted, msg
+			}
 		}
 		p.Terminating = !p.Static && !p.SandboxReady() && slices.ContainsFunc(p.Containers, (*Container).Running) ||
 			p.Orphaned

@@ -203,6 +203,11 @@ type Pod struct {
 	// status does: DeadlineExceeded ("Pod was active on the node longer
 	// than the specified deadline").
 	Reason, Message string
+	// Evicted says the agent's eviction manager evicted the pod
+	// (Inputs.Evicted): kubelet's pod worker marks it so, and a pod
+	// evicted may lose its content at once (ShouldPodContentBeRemoved):
+	// every dead instance and sandbox, and its pod log directory.
+	Evicted bool
 	// StartTime is when the pod started on the node (kubelet's
 	// status.startTime): its first sandbox's creation. Zero before.
 	StartTime time.Time
@@ -223,6 +228,17 @@ type Pod struct {
 // KeptApart reports whether another pod holds the pod's UID: its
 // sandboxes reuse that UID (Conflicts), and it is keyed by its own.
 func (p *Pod) KeptApart() bool { return len(p.Conflicts) > 0 && p.Key != p.UID }
+
+// Stopped reports whether nothing of the pod runs: no sandbox ready and
+// no instance running or in an unknown state (which could be running).
+func (p *Pod) Stopped() bool {
+	if slices.ContainsFunc(p.Sandboxes, func(sb *cri.Sandbox) bool { return sb.State == cri.SandboxReady }) {
+		return false
+	}
+	return !slices.ContainsFunc(p.Containers, func(c *Container) bool {
+		return slices.ContainsFunc(c.Instances, func(i *cri.Container) bool { return i.State == cri.StateRunning || i.State == cri.StateUnknown })
+	})
+}
 
 // SandboxReady reports whether the pod's current sandbox is ready.
 func (p *Pod) SandboxReady() bool { return p.Sandbox != nil && p.Sandbox.State == cri.SandboxReady }
