@@ -38,7 +38,9 @@
 # pkg/node (the node learned from the host as kubelet learns it) imports
 # pkg/podconfig, whose Node it gives out; the agent's commands and the
 # startup bench use it. pkg/mountinfo (the kernel's mount table) is a leaf
-# that podfs and node share.
+# that podfs and node share. pkg/fswalk (walking a tree a workload built:
+# bounded, by descriptors, never following a link) is a leaf that podfs
+# (removing volumes) and eviction (measuring them) share.
 # Nothing imports upward, packages of one layer do not import each other,
 # and only tests use the fake runtime. pkg/bounded (cutting text a
 # workload sent), pkg/credential (which header names carry credentials),
@@ -79,14 +81,15 @@ allowed() {
     pkg/manifests*) echo "pkg/spec" ;;
     pkg/podconfig*) echo "pkg/spec" ;;
     pkg/mountinfo*) echo "" ;;
+    pkg/fswalk*) echo "" ;;
     pkg/node*) echo "pkg/podconfig pkg/mountinfo" ;;
-    pkg/podfs*) echo "pkg/podconfig pkg/spec pkg/mountinfo" ;;
+    pkg/podfs*) echo "pkg/podconfig pkg/spec pkg/mountinfo pkg/fswalk" ;;
     pkg/pods*) echo "pkg/spec pkg/podconfig pkg/results pkg/cri pkg/events" ;;
     pkg/probe) echo "" ;;
     pkg/lifecycle*) echo "pkg/spec pkg/probe" ;;
     pkg/prober*) echo "pkg/prober pkg/probe pkg/pods pkg/spec pkg/results pkg/exec pkg/cri pkg/events" ;;
     pkg/restart*) echo "pkg/restart pkg/killbudget pkg/ledger pkg/lifecycle pkg/pods pkg/spec pkg/results pkg/cri pkg/events" ;;
-    pkg/eviction*) echo "pkg/pods pkg/spec pkg/podconfig pkg/cri pkg/events" ;;
+    pkg/eviction*) echo "pkg/pods pkg/spec pkg/podconfig pkg/cri pkg/events pkg/fswalk" ;;
     pkg/gc*) echo "pkg/pods pkg/cri" ;;
     pkg/podmaker*) echo "pkg/restart pkg/pods pkg/podconfig pkg/podfs pkg/spec pkg/cri pkg/events" ;;
     pkg/api*) echo "pkg/killbudget pkg/pods pkg/spec pkg/ledger pkg/restart pkg/results pkg/cri pkg/events" ;;

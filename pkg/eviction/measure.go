@@ -3,12 +3,10 @@ package eviction
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-prober/cri-prober/pkg/fswalk"
 )
 
 // maxWalkEntries bounds a walk of what a workload wrote (a volume): past
@@ -16,96 +14,81 @@ import (
 const maxWalkEntries = 1 << 20
 
 // errTooManyEntries: a walk stopped at maxWalkEntries.
-var errTooManyEntries = errors.New("too many entries")
+var errTooManyEntries = fswalk.ErrTooManyEntries
 
-// diskUsage is du -s -B1 of root as kubelet's MetricsDu measures a
-// volume: the blocks of every file and directory under it, each inode
-// once, found with lstat (never following a link a container could have
-// planted), staying on root's filesystem, and at most maxEntries entries
+// diskUsage is du -s -B1 of root as kubelet's DiskUsage measures a volume
+// without quotas (pkg/volume/util/fs): the 512-byte blocks of root and of
+// every file and directory under it, an inode with more than one link once,
+// not entering a directory on another device (nor, here, another mount).
+// The tree is a container's: it is walked by descriptors (pkg/fswalk),
+// never following a link, read in batches and counted against maxEntries
 // (errTooManyEntries then, with the sum so far). A missing root uses
-// nothing.
+// nothing; a link in its place is not followed.
 func diskUsage(root string, maxEntries int) (int64, error) {
-	var rootStat unix.Stat_t
-	if err := unix.Lstat(root, &rootStat); err != nil {
+	var st unix.Stat_t
+	if err := unix.Lstat(root, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return 0, nil
 		}
 		return 0, fmt.Errorf("measure %s: %w", root, err)
 	}
+	total := st.Blocks * 512
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return total, nil
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return total, nil // replaced meanwhile: not followed
+		}
+		return total, fmt.Errorf("measure %s: %w", root, err)
+	}
+	defer unix.Close(fd)
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
-	var total int64
-	entries := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed meanwhile
-			}
-			return err
+	w := fswalk.Walker{Root: root, MaxEntries: maxEntries, Visit: func(e *fswalk.Entry) error {
+		if e.MountPoint || uint64(e.Stat.Dev) != uint64(st.Dev) {
+			return fswalk.SkipDir // another filesystem mounted under it
 		}
-		entries++
-		if entries > maxEntries {
-			return errTooManyEntries
-		}
-		info, err := d.Info() // lstat: WalkDir never follows a link
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if uint64(st.Dev) != uint64(rootStat.Dev) {
-			if d.IsDir() {
-				return fs.SkipDir // another filesystem mounted under it
-			}
-			return nil
-		}
-		if st.Nlink > 1 {
-			key := inode{uint64(st.Dev), st.Ino}
+		if e.Stat.Nlink > 1 {
+			key := inode{uint64(e.Stat.Dev), e.Stat.Ino}
 			if seen[key] {
 				return nil
 			}
 			seen[key] = true
 		}
-		total += st.Blocks * 512
+		total += e.Stat.Blocks * 512
 		return nil
-	})
-	if err != nil {
+	}}
+	if err := w.Walk(fd); err != nil {
 		return total, fmt.Errorf("measure %s: %w", root, err)
 	}
 	return total, nil
 }
 
 // filesUsage is kubelet's fileMetricsByDir summed: the blocks of each
-// file directly in dir (not its subdirectories), found with lstat. A
-// missing dir uses nothing.
+// file directly in dir (not its subdirectories), found with lstat, dir
+// read in batches and at most maxWalkEntries entries. A missing dir uses
+// nothing.
 func filesUsage(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, unix.ENOENT) {
 			return 0, nil
 		}
 		return 0, fmt.Errorf("measure %s: %w", dir, err)
 	}
-	if len(entries) > maxWalkEntries {
-		entries = entries[:maxWalkEntries]
-	}
+	defer unix.Close(fd)
 	var total int64
-	for _, e := range entries {
+	w := fswalk.Walker{Root: dir, MaxEntries: maxWalkEntries, Visit: func(e *fswalk.Entry) error {
 		if e.IsDir() {
-			continue
+			return fswalk.SkipDir
 		}
-		info, err := e.Info()
-		if err != nil {
-			continue // removed meanwhile (rotated)
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		}
+		total += e.Stat.Blocks * 512
+		return nil
+	}}
+	if err := w.Walk(fd); err != nil {
+		return total, fmt.Errorf("measure %s: %w", dir, err)
 	}
 	return total, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-prober/cri-prober/pkg/fswalk"
 	"github.com/cri-prober/cri-prober/pkg/podconfig"
 )
 
@@ -369,7 +370,10 @@ func removeAllAt(dirfd int, name, dirPath string) error {
 }
 
 // removeAt is removeAllAt, or with dirsOnly RemoveDirsOneFilesystem: only
-// directories are removed, a file is an error.
+// directories are removed, a file is an error. The tree under name, which a
+// container may have built, is removed as GNU rm does (pkg/fswalk): with a
+// few descriptors whatever its depth, each directory read in batches, and
+// errors naming paths relative to name, cut short.
 func removeAt(dirfd int, name, dirPath string, dirsOnly bool) error {
 	path := filepath.Join(dirPath, name)
 	var st unix.Stat_t
@@ -395,54 +399,66 @@ func removeAt(dirfd int, name, dirPath string, dirsOnly bool) error {
 		}
 		return &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	same, err := sameMount(dirfd, fd)
+	defer unix.Close(fd)
+	same, err := fswalk.SameMount(dirfd, fd)
 	if err != nil {
-		unix.Close(fd)
 		return &fs.PathError{Op: "statx", Path: path, Err: err}
 	}
 	if !same {
-		unix.Close(fd)
 		return fmt.Errorf("cannot delete directory %s: it is a mount point", path)
 	}
-	names, err := readDirNamesAt(fd, path)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, n := range names {
-		if err := removeAt(fd, n, path, dirsOnly); err != nil {
-			errs = append(errs, err)
+	r := remover{dirsOnly: dirsOnly}
+	w := fswalk.Walker{Root: path, Visit: r.visit, Leave: r.leave}
+	for pass := 1; ; pass++ {
+		if err := w.Walk(fd); err != nil {
+			return err
 		}
+		err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+		if errors.Is(err, unix.ENOTEMPTY) && pass < maxRemovePasses {
+			continue // entries missed or added meanwhile: list it again
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return &fs.PathError{Op: "rmdir", Path: path, Err: err}
+		}
+		return nil
 	}
-	unix.Close(fd)
-	if err := errors.Join(errs...); err != nil {
-		return err
+}
+
+// maxRemovePasses is how many times removeAt lists a directory that is
+// still not empty once walked.
+const maxRemovePasses = 3
+
+// remover removes the entries of a walk: a file as it is visited, a
+// directory once left.
+type remover struct{ dirsOnly bool }
+
+func (r remover) visit(e *fswalk.Entry) error {
+	switch {
+	case e.MountPoint:
+		return fmt.Errorf("cannot delete directory %s: it is a mount point", e.Path())
+	case e.IsDir():
+		return nil
+	case r.dirsOnly:
+		return fmt.Errorf("%s is not a directory: not removed", e.Path())
 	}
-	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &fs.PathError{Op: "rmdir", Path: path, Err: err}
+	if err := unix.Unlinkat(e.Dir, e.Name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "remove", Path: e.Path(), Err: err}
 	}
 	return nil
 }
 
-// sameMount reports whether the directories parent and child are on the
-// same mount: by mount ID (statx, Linux 5.8+), which tells a bind mount of
-// the same file system apart; else by device, as kubelet's
-// IsLikelyNotMountPoint.
-func sameMount(parent, child int) (bool, error) {
-	var a, b unix.Statx_t
-	if err := unix.Statx(parent, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &a); err != nil {
-		return false, err
+func (r remover) leave(e *fswalk.Entry) error {
+	if e.Failed > 0 {
+		return fswalk.ErrBelow // not empty: said below
 	}
-	if err := unix.Statx(child, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &b); err != nil {
-		return false, err
+	err := unix.Unlinkat(e.Dir, e.Name, unix.AT_REMOVEDIR)
+	switch {
+	case err == nil || errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.ENOTEMPTY):
+		return fswalk.ErrRescan
 	}
-	if a.Mask&b.Mask&unix.STATX_MNT_ID != 0 && a.Mnt_id != b.Mnt_id {
-		return false, nil
-	}
-	if b.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && b.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-		return false, nil
-	}
-	return a.Dev_major == b.Dev_major && a.Dev_minor == b.Dev_minor, nil
+	return &fs.PathError{Op: "rmdir", Path: e.Path(), Err: err}
 }
 
 // readDirNamesAt lists the directory fd without closing it.
