@@ -323,8 +323,9 @@ create_pods() {
 # start_agent ARGS...: bin/cri-prober run on our containerd, its pods from
 # ARGS, its API on AGENT_PORT.
 start_agent() {
+  # its /var/log/containers links in our own directory: kubelet's are the node's
   setsid "$REPO_ROOT/bin/cri-prober" run --runtime-endpoint "unix://$CONTAINERD_SOCK" \
-    "$@" --listen "127.0.0.1:$AGENT_PORT" \
+    --container-log-link-dir "$CRI_PROBER_DIR/containers" "$@" --listen "127.0.0.1:$AGENT_PORT" \
     >>"$LOGS/agent.log" 2>&1 </dev/null &
   echo $! >"$AGENT_PID"
   for _ in $(seq 1 100); do

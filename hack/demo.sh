@@ -51,7 +51,8 @@ rm -rf "$pods_dir"
 install -d -m 0755 "$pods_dir"
 install -m 0644 examples/demo/pods.yaml "$pods_dir/pods.yaml"
 run "$prober" validate --static "$pods_dir"
-node_flags=(--hostname-override demo --root-dir "$CRI_PROBER_DIR/agent-root" --pod-logs-dir "$CRI_PROBER_DIR/pod-logs")
+node_flags=(--hostname-override demo --root-dir "$CRI_PROBER_DIR/agent-root" --pod-logs-dir "$CRI_PROBER_DIR/pod-logs"
+  --container-log-link-dir "$CRI_PROBER_DIR/containers")
 echo "\$ cri-prober run --static-pod-path $pods_dir ${node_flags[*]} --listen 127.0.0.1:9440 &"
 setsid "$prober" run --static-pod-path "$pods_dir" "${node_flags[@]}" --listen 127.0.0.1:9440 >"$AGENT_LOG" 2>&1 </dev/null &
 echo $! >"$AGENT_PID"

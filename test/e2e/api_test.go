@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func startProcess(t *testing.T, server, name string, args ...string) *runningAge
 	t.Helper()
 	require.FileExists(t, binaryPath, "build it first (make build)")
 	a := &runningAgent{logs: &lockedBuffer{}, server: server}
-	a.cmd = diesWithTheTest(exec.Command(name, args...))
+	a.cmd = diesWithTheTest(exec.Command(name, privateLinks(t, args)...))
 	a.cmd.Stderr = a.logs
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() {
@@ -44,6 +45,16 @@ func startProcess(t *testing.T, server, name string, args ...string) *runningAge
 		}
 	})
 	return a
+}
+
+// privateLinks gives `run` a link directory of the test's own unless it
+// names one: an agent's /var/log/containers links are the node's, and a
+// test never writes there.
+func privateLinks(t *testing.T, args []string) []string {
+	if len(args) == 0 || args[0] != "run" || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--container-log-link-dir") }) {
+		return args
+	}
+	return append(slices.Clip(args), "--container-log-link-dir", t.TempDir())
 }
 
 // waitHealthy waits until the agent's /healthz (over HTTP) answers 200.

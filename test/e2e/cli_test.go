@@ -165,7 +165,7 @@ func TestRunCommandLogsProbeEvents(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binaryPath, "run", "--runtime-endpoint", endpoint, "--pod-manifests", dir)
+	cmd := exec.CommandContext(ctx, binaryPath, privateLinks(t, []string{"run", "--runtime-endpoint", endpoint, "--pod-manifests", dir})...)
 	var logs lockedBuffer
 	cmd.Stderr = &logs
 	diesWithTheTest(cmd)
