@@ -62,7 +62,7 @@ if [[ -d $CRI_PROBER_DIR ]]; then
 fi
 
 ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE"
-rm -rf "$CRI_PROBER_DIR"/{root,state,opt,cni,config.toml,containerd.sock,containerd.sock.ttrpc,debug.sock,agent-root,pod-logs,demo-pods}
+rm -rf "$CRI_PROBER_DIR"/{root,state,opt,cni,config.toml,containerd.sock,containerd.sock.ttrpc,debug.sock,agent-root,pod-logs,containers,demo-pods}
 
 # The cgroups of the pods our agents made (--cgroup-root /cri-prober, the
 # e2e tests' /cri-prober-e2e): empty once their containers are gone.
