@@ -107,6 +107,7 @@ func dataImages(t *testing.T, dir string, size int, names ...string) map[string]
 // FreeDiskSpaceFailed with kubelet's text, then ImageGCFailed at the
 // second failure in a row.
 func TestImageGarbageCollectionOnASmallImageFilesystem(t *testing.T) {
+	parallel(t) // its own containerd, its pod on the host's network
 	images := filepath.Join(filepath.Dir(os.Getenv("CRI_PROBER_E2E_CONTAINERD_PIDFILE")), "images")
 	work := t.TempDir()
 	archives := dataImages(t, work, 4<<20, "c", "a", "b", "d")
