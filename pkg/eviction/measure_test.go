@@ -78,3 +78,17 @@ func TestDiskUsageNeverFollowsSwappedLink(t *testing.T) {
 		require.Less(t, used, int64(8<<20), "walk %d counted the file outside through a swapped link", walks)
 	}
 }
+
+// A container's log directory holds the instances' files and may hold
+// directories: filesUsage counts the files directly in it and skips the
+// directories quietly (the walk went on; it was an error each pass).
+func TestFilesUsageSkipsDirectories(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "big"), make([]byte, 1<<20), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "0.log"), make([]byte, 8192), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "1.log"), make([]byte, 8192), 0o644))
+	got, err := filesUsage(dir)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2*8192), got, "the two files, not the subdirectory's")
+}

@@ -346,6 +346,7 @@ func (wk *walk) visit(cur int, name string, depth int) (opened, bool, error) {
 		return opened{fd: fd, name: name, st: e.Stat}, true, nil
 	case errors.Is(err, SkipDir):
 		f.done++
+		err = nil // skipped quietly: the walk goes on
 	default:
 		f.failed++
 		if !errors.Is(err, ErrBelow) && !wk.record(err) {

@@ -219,3 +219,23 @@ func TestWalkRescan(t *testing.T) {
 	assert.Equal(t, maxRescans+1, visits)
 	assert.Equal(t, maxRescans+1, leaves)
 }
+
+// SkipDir leaves a directory unentered and the walk going: its siblings
+// and the entries after it are visited, and the walk ends without error.
+func TestWalkSkipDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b", "c"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d, "inner"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, d, "f"), nil, 0o644))
+	}
+	var visited []string
+	w := Walker{Root: dir, Visit: func(e *Entry) error {
+		visited = append(visited, e.Name)
+		if e.Name == "b" {
+			return SkipDir
+		}
+		return nil
+	}}
+	require.NoError(t, w.Walk(openRoot(t, dir)))
+	assert.ElementsMatch(t, []string{"a", "inner", "f", "b", "c", "inner", "f"}, visited, "b's entries skipped, the rest visited")
+}
