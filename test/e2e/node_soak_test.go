@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -99,9 +100,22 @@ func TestNodeSoakOnContainerd(t *testing.T) {
 		"--max-container-restart-period", "1s")
 	a.waitHealthy(t)
 	t.Cleanup(func() {
+		// The agent removes its pods once their manifests are gone (the
+		// test's context is over by now: the runtime is asked without it).
 		os.Remove(filepath.Join(o.dir, "chatty.yaml"))
 		os.Remove(filepath.Join(o.dir, "crash.yaml"))
-		eventuallyQuiet(60*time.Second, func() bool { return len(o.sandboxes(t, chatty))+len(o.sandboxes(t, crash)) == 0 })
+		eventuallyQuiet(60*time.Second, func() bool {
+			list, err := c.ListPodSandbox(context.Background(), nil)
+			if err != nil {
+				return false
+			}
+			for _, sb := range list {
+				if n := sb.GetMetadata().GetName(); n == podName(chatty) || n == podName(crash) {
+					return false
+				}
+			}
+			return true
+		})
 	})
 	eventually(t, 60*time.Second, "the chatty pod running", func() bool { return o.running(t, chatty, "chatty") != "" })
 	g0, f0, r0 := a.resources(t)
