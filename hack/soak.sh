@@ -5,7 +5,7 @@
 # then a node kept (a chatty static pod and a crash loop: log rotation and
 # container GC) for SOAK_NODE_DURATION (default 30m).
 # Writes the summary into docs/reliability.md unless SOAK_REPORT is empty.
-# `make test` runs the short variants (1 minute, 45 seconds) without a report.
+# `make test` runs the short variants (1 minute, 30 seconds) without a report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || { echo "soak: Go is not installed (expected at /usr/local/go/bin/go)" >&2; exit 1; }

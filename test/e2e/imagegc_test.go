@@ -80,9 +80,13 @@ func (s *smallContainerd) usagePercent(t *testing.T) int {
 // nothing to run), named localhost/gc-<name>:test.
 func dataImages(t *testing.T, dir string, size int, names ...string) map[string]string {
 	t.Helper()
-	mkimage := filepath.Join(dir, "mkimage")
-	out, err := exec.Command("go", "build", "-o", mkimage, "../../hack/tools/mkimage").CombinedOutput()
-	require.NoError(t, err, "build mkimage: %s", out)
+	// hack/images.sh built it beside the e2e containerd's images.
+	mkimage := filepath.Join(filepath.Dir(os.Getenv("CRI_PROBER_E2E_CONTAINERD_PIDFILE")), "bin", "mkimage")
+	if _, err := os.Stat(mkimage); err != nil {
+		mkimage = filepath.Join(dir, "mkimage")
+		out, err := exec.Command("go", "build", "-o", mkimage, "../../hack/tools/mkimage").CombinedOutput()
+		require.NoError(t, err, "build mkimage: %s", out)
+	}
 	archives := map[string]string{}
 	for _, name := range names {
 		data := filepath.Join(dir, name+".data")

@@ -84,7 +84,7 @@ func (a *runningAgent) resources(t *testing.T) (goroutines, fds, rss float64) {
 // exactly the two that must be restarted, once each, with its goroutines,
 // fds and RSS flat. CRI_PROBER_E2E_SOAK sets the duration (make soak: 3m).
 func TestSoakOnContainerd(t *testing.T) {
-	d := 45 * time.Second
+	d := 30 * time.Second
 	if v := os.Getenv("CRI_PROBER_E2E_SOAK"); v != "" {
 		var err error
 		d, err = time.ParseDuration(v)
