@@ -551,8 +551,9 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		if refused != "" {
 			l.mu.Unlock()
-			conn.Close()
+			// Counted before the close: whoever sees it closed sees it counted.
 			l.m.rejected.WithLabelValues(refused).Inc()
+			conn.Close()
 			continue
 		}
 		if evict != nil {
@@ -567,8 +568,8 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		l.m.connections.Set(float64(len(l.open)))
 		l.mu.Unlock()
 		if evict != nil {
-			evict.Close()
 			l.m.dropped.WithLabelValues(droppedIdleAtLimit).Inc()
+			evict.Close()
 		}
 		return c, nil
 	}
