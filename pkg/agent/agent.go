@@ -287,7 +287,7 @@ func (a *Agent) newNodeKeepers(maker *podmaker.Maker) (logs.Links, error) {
 		// kubelet's container garbage collection, beside its pod sync: what
 		// pod sync leaves (dead instances and sandboxes, a terminated pod's
 		// volumes) once no sync needs it.
-		gcOpts := []gc.Option{gc.WithRegisterer(registerer(cfg.AgentRegistry)), gc.WithContainerLogs(links)}
+		gcOpts := []gc.Option{gc.WithRegisterer(registerer(cfg.AgentRegistry)), gc.WithContainerLogs(links), gc.WithDanglingLinks(links)}
 		if maker != nil {
 			gcOpts = append(gcOpts, gc.WithTerminator(maker), gc.WithPodLogs(maker))
 		}

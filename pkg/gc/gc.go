@@ -67,6 +67,13 @@ type PodLogs interface {
 	RemovePodLogs(ctx context.Context, p *pods.Pod) error
 }
 
+// DanglingLinks removes the log links whose log file is gone (pkg/logs'
+// Links): kubelet's container GC removes every dangling link of
+// /var/log/containers at each collection.
+type DanglingLinks interface {
+	PruneDangling() (int, error)
+}
+
 // GC is the node's garbage collection of the agent's instances, sandboxes
 // and terminated pods.
 type GC struct {
@@ -76,6 +83,7 @@ type GC struct {
 	logs    ContainerLogs
 	term    Terminator
 	podLogs PodLogs
+	links   DanglingLinks
 	metrics *metrics
 
 	// latest is the newest view Run was given, for a collection node
@@ -109,6 +117,9 @@ func WithTerminator(t Terminator) Option { return func(g *GC) { g.term = t } }
 // WithPodLogs removes the pod log directory of an evicted pod at each
 // collection (nil: not done).
 func WithPodLogs(l PodLogs) Option { return func(g *GC) { g.podLogs = l } }
+
+// WithDanglingLinks removes the dangling log links at each collection.
+func WithDanglingLinks(l DanglingLinks) Option { return func(g *GC) { g.links = l } }
 
 // WithRegisterer exports its series to reg.
 func WithRegisterer(reg prometheus.Registerer) Option {
@@ -261,6 +272,13 @@ func (g *GC) collect(ctx context.Context, all []*pods.Pod, mode Mode) {
 		g.sandboxesRemoved.Add(1)
 	}
 	g.removePodLogs(ctx, d.PodLogs)
+	if g.links != nil {
+		if n, err := g.links.PruneDangling(); err != nil {
+			logger.Error(err, "Failed to remove dangling container log links")
+		} else if n > 0 {
+			logger.V(2).Info("Removed dangling container log links", "links", n)
+		}
+	}
 	if n := len(d.Containers) + len(d.Sandboxes); n > 0 {
 		logger.V(4).Info("Container garbage collection succeeded", "containers", len(d.Containers), "sandboxes", len(d.Sandboxes))
 	}

@@ -249,3 +249,17 @@ func TestCollectRemovesEvictedPodLogs(t *testing.T) {
 	g.collect(t.Context(), all, Periodic)
 	assert.Equal(t, []string{"evicted"}, l.removed)
 }
+
+// fakeLinks counts the prunings of dangling links.
+type fakeLinks struct{ pruned int }
+
+func (l *fakeLinks) PruneDangling() (int, error) { l.pruned++; return 1, nil }
+
+// Each collection removes the dangling log links, as kubelet's.
+func TestCollectPrunesDanglingLinks(t *testing.T) {
+	links := &fakeLinks{}
+	g := New(&fakeRuntime{}, Config{}, WithClock(testingclock.NewFakeClock(now)), WithDanglingLinks(links))
+	g.collect(t.Context(), nil, Periodic)
+	g.collect(t.Context(), nil, Periodic)
+	assert.Equal(t, 2, links.pruned)
+}

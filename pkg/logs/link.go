@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cri-prober/cri-prober/pkg/cri"
 )
@@ -179,4 +183,57 @@ func removeLink(dir, name string) error {
 		return fmt.Errorf("failed to remove container log legacy symbolic link %q: %w", d.name(name), err)
 	}
 	return nil
+}
+
+// PruneDangling removes the links of the link directory that point to a
+// log file under Root that no longer exists (kubelet's container GC
+// removes every dangling link whose container it does not know): an
+// instance another client removed, or removed while the agent was down,
+// leaves its link otherwise for good. A link pointing elsewhere is
+// another's (a kubelet's sharing the directory) and stays. It reads at
+// most maxScanned entries and returns how many links it removed.
+func (l Links) PruneDangling() (int, error) {
+	if l.Dir == "" || l.Root == "" {
+		return 0, nil
+	}
+	d, err := openDir(l.Dir, linkDirOwn)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("open the log link directory: %w", err)
+	}
+	defer d.Close()
+	var dangling []string
+	scanned := 0
+	buf := make([]byte, unix.PathMax)
+	err = d.each(func(name string) bool {
+		if scanned++; scanned > maxScanned {
+			return false
+		}
+		if !strings.HasSuffix(name, ".log") {
+			return true
+		}
+		n, err := unix.Readlinkat(d.fd, name, buf)
+		if err != nil || n >= len(buf) {
+			return true // not a link, or not one of ours
+		}
+		target := string(buf[:n])
+		if _, err := beneath(l.Root, filepath.Dir(target)); err != nil {
+			return true
+		}
+		if exists, err := logExists(l.Root, target); err == nil && !exists {
+			dangling = append(dangling, name)
+		}
+		return true
+	})
+	removed := 0
+	for _, name := range dangling {
+		if rerr := d.remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+			continue
+		}
+		removed++
+	}
+	return removed, err
 }

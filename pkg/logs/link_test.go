@@ -154,3 +154,29 @@ func TestLinkDisabled(t *testing.T) {
 	require.NoError(t, Links{Root: os.TempDir()}.Remove("ns", "pod", inst))
 	assert.Empty(t, dirNames(t, logDir), "the log files go even without links")
 }
+
+// A link whose log file under the pod logs directory is gone (its instance
+// removed by another client, or while the agent was down) is removed;
+// one whose file exists, one pointing outside the pod logs directory (a
+// kubelet's) and what is not a link stay.
+func TestPruneDangling(t *testing.T) {
+	root, dir, other := t.TempDir(), t.TempDir(), t.TempDir()
+	live, gone := filepath.Join(root, "ns_p_u", "c", "1.log"), filepath.Join(root, "ns_p_u", "c", "0.log")
+	require.NoError(t, os.MkdirAll(filepath.Dir(live), 0o755))
+	require.NoError(t, os.WriteFile(live, nil, 0o640))
+	require.NoError(t, os.Symlink(live, filepath.Join(dir, "p_ns_c-live.log")))
+	require.NoError(t, os.Symlink(gone, filepath.Join(dir, "p_ns_c-gone.log")))
+	require.NoError(t, os.Symlink(filepath.Join(other, "0.log"), filepath.Join(dir, "k_ns_c-kubelets.log")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "plain.log"), nil, 0o644))
+
+	n, err := Links{Dir: dir, Root: root}.PruneDangling()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"p_ns_c-live.log", "k_ns_c-kubelets.log", "plain.log"}, names)
+}
